@@ -1,0 +1,8 @@
+//! Talking to the API server: configuration, the HTTP client, watch framing, the kind table.
+
+pub mod client;
+pub mod kubeconfig;
+pub mod resources;
+pub mod watch;
+
+pub use resources::Kind;

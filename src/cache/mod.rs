@@ -1,0 +1,2 @@
+//! The shared watch cache.
+

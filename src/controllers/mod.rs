@@ -1,0 +1,3 @@
+//! Controllers.
+
+pub mod registry;

@@ -1,0 +1,16 @@
+//! edgekcm: the Kubernetes kube-controller-manager as one small static binary.
+
+pub mod api;
+pub mod cache;
+pub mod cli;
+pub mod config;
+pub mod controllers;
+pub mod error;
+pub mod leader;
+pub mod manager;
+pub mod obj;
+pub mod queue;
+pub mod sandbox;
+pub mod server;
+
+pub use error::{Error, Result};
