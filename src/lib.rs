@@ -5,12 +5,15 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod controllers;
+pub mod credentials;
 pub mod error;
+pub mod events;
 pub mod leader;
 pub mod manager;
 pub mod obj;
 pub mod queue;
 pub mod sandbox;
 pub mod server;
+pub mod timefmt;
 
 pub use error::{Error, Result};

@@ -1,1 +1,216 @@
-//! (not written yet)
+//! Small accessors over API objects kept as `serde_json::Value`.
+//!
+//! Objects are read through these helpers (or through small typed views) and written with
+//! patches or status updates of the full object, so no field is ever lost by a round trip.
+
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// A cached object, shared by reference.
+pub type Obj = Arc<Value>;
+
+fn meta(v: &Value) -> Option<&Map<String, Value>> {
+    v.get("metadata")?.as_object()
+}
+
+fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
+    meta(v)
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+pub fn name(v: &Value) -> &str {
+    meta_str(v, "name")
+}
+pub fn namespace(v: &Value) -> &str {
+    meta_str(v, "namespace")
+}
+pub fn uid(v: &Value) -> &str {
+    meta_str(v, "uid")
+}
+pub fn resource_version(v: &Value) -> &str {
+    meta_str(v, "resourceVersion")
+}
+pub fn creation_timestamp(v: &Value) -> &str {
+    meta_str(v, "creationTimestamp")
+}
+pub fn is_deleting(v: &Value) -> bool {
+    meta(v).is_some_and(|m| m.get("deletionTimestamp").is_some_and(|t| !t.is_null()))
+}
+
+pub fn labels(v: &Value) -> Option<&Map<String, Value>> {
+    meta(v)?.get("labels")?.as_object()
+}
+pub fn annotations(v: &Value) -> Option<&Map<String, Value>> {
+    meta(v)?.get("annotations")?.as_object()
+}
+pub fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    annotations(v)?.get(key)?.as_str()
+}
+pub fn label<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    labels(v)?.get(key)?.as_str()
+}
+
+/// `ns/name` for namespaced objects, `name` for cluster-scoped ones (client-go's
+/// MetaNamespaceKeyFunc).
+pub fn key(v: &Value) -> String {
+    make_key(namespace(v), name(v))
+}
+
+pub fn make_key(ns: &str, name: &str) -> String {
+    if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    }
+}
+
+/// Split a key into (namespace, name).
+pub fn split_key(key: &str) -> (&str, &str) {
+    match key.split_once('/') {
+        Some((ns, name)) => (ns, name),
+        None => ("", key),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+    pub controller: bool,
+    pub block_owner_deletion: bool,
+}
+
+pub fn owner_refs(v: &Value) -> Vec<OwnerRef> {
+    let Some(list) = meta(v)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|r| {
+            Some(OwnerRef {
+                api_version: r.get("apiVersion")?.as_str()?.to_string(),
+                kind: r.get("kind")?.as_str()?.to_string(),
+                name: r.get("name")?.as_str()?.to_string(),
+                uid: r.get("uid")?.as_str()?.to_string(),
+                controller: r.get("controller").and_then(Value::as_bool) == Some(true),
+                block_owner_deletion: r.get("blockOwnerDeletion").and_then(Value::as_bool)
+                    == Some(true),
+            })
+        })
+        .collect()
+}
+
+pub fn controller_ref(v: &Value) -> Option<OwnerRef> {
+    owner_refs(v).into_iter().find(|r| r.controller)
+}
+
+/// Drop what nothing in edgekcm reads, before an object enters the cache.
+pub fn compact(v: &mut Value) {
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+}
+
+/// Does a label map satisfy an equality-based selector map (`matchLabels`)?
+pub fn labels_match(selector: &Map<String, Value>, v: &Value) -> bool {
+    let labels = labels(v);
+    selector.iter().all(|(k, want)| {
+        labels
+            .and_then(|l| l.get(k))
+            .is_some_and(|have| have == want)
+    })
+}
+
+/// Evaluate a `metav1.LabelSelector` (`matchLabels` + `matchExpressions`) against an object.
+/// An empty selector matches everything; a malformed one matches nothing (as upstream's
+/// `LabelSelectorAsSelector` fails closed).
+pub fn selector_matches(selector: &Value, v: &Value) -> bool {
+    let Some(sel) = selector.as_object() else {
+        return false;
+    };
+    if let Some(ml) = sel.get("matchLabels") {
+        match ml.as_object() {
+            Some(ml) if labels_match(ml, v) => {}
+            Some(_) => return false,
+            None if ml.is_null() => {}
+            None => return false,
+        }
+    }
+    let labels = labels(v);
+    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
+        for e in exprs {
+            let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+            let values: Vec<&str> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let ok = match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+                "In" => get(key).is_some_and(|x| values.contains(&x)),
+                "NotIn" => !get(key).is_some_and(|x| values.contains(&x)),
+                "Exists" => get(key).is_some(),
+                "DoesNotExist" => get(key).is_none(),
+                _ => false,
+            };
+            if !ok {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn accessors_and_keys() {
+        let v = json!({"metadata":{"name":"a","namespace":"ns","uid":"u1","labels":{"x":"1"},
+            "ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"o1","controller":true}],
+            "managedFields":[{}]}});
+        assert_eq!(key(&v), "ns/a");
+        assert_eq!(split_key("ns/a"), ("ns", "a"));
+        assert_eq!(split_key("node1"), ("", "node1"));
+        assert_eq!(controller_ref(&v).map(|r| r.uid), Some("o1".to_string()));
+        assert_eq!(label(&v, "x"), Some("1"));
+        let mut c = v.clone();
+        compact(&mut c);
+        assert!(c["metadata"].get("managedFields").is_none());
+        assert!(!is_deleting(&v));
+    }
+
+    #[test]
+    fn selectors() {
+        let pod = json!({"metadata":{"labels":{"app":"web","tier":"fe"}}});
+        assert!(selector_matches(&json!({}), &pod));
+        assert!(selector_matches(
+            &json!({"matchLabels":{"app":"web"}}),
+            &pod
+        ));
+        assert!(!selector_matches(
+            &json!({"matchLabels":{"app":"db"}}),
+            &pod
+        ));
+        assert!(selector_matches(
+            &json!({"matchExpressions":[{"key":"tier","operator":"In","values":["fe","be"]}]}),
+            &pod
+        ));
+        assert!(!selector_matches(
+            &json!({"matchExpressions":[{"key":"tier","operator":"DoesNotExist"}]}),
+            &pod
+        ));
+        assert!(!selector_matches(
+            &json!({"matchExpressions":[{"key":"tier","operator":"Bogus"}]}),
+            &pod
+        ));
+    }
+}

@@ -1,1 +1,849 @@
-//! (not written yet)
+//! The API client: ureq over rustls (ring), JSON, a client-side QPS/burst limiter, retries for
+//! 429/5xx, and watches that can be cancelled from another thread.
+
+use crate::api::kubeconfig::RestConfig;
+use crate::api::resources::Kind;
+use crate::api::watch::{status_error, EventReader};
+use crate::error::{Error, Result};
+use crate::queue::TokenBucket;
+use rustls_pki_types::pem::PemObject;
+use serde_json::Value;
+use std::io::{BufReader, Read};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
+
+/// Supplies bearer tokens that may change over time (service-account credentials).
+pub trait TokenSource: Send + Sync {
+    fn token(&self) -> Result<String>;
+    /// The server rejected the last token (401): fetch a new one next time.
+    fn invalidate(&self) {}
+}
+
+/// A token read from a file and re-read when the file changes (projected in-cluster tokens).
+struct FileToken {
+    path: PathBuf,
+    cached: Mutex<Option<(String, Option<SystemTime>, Instant)>>,
+}
+
+impl TokenSource for FileToken {
+    fn token(&self) -> Result<String> {
+        let mtime = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok();
+        let mut c = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((tok, seen, at)) = c.as_ref() {
+            if *seen == mtime && at.elapsed() < Duration::from_secs(60) {
+                return Ok(tok.clone());
+            }
+        }
+        let tok = std::fs::read_to_string(&self.path)
+            .map_err(|e| {
+                Error::Config(format!(
+                    "cannot read token file {}: {e}",
+                    self.path.display()
+                ))
+            })?
+            .trim()
+            .to_string();
+        *c = Some((tok.clone(), mtime, Instant::now()));
+        Ok(tok)
+    }
+    fn invalidate(&self) {
+        *self.cached.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+#[derive(Clone)]
+enum Auth {
+    None,
+    Bearer(String),
+    Source(Arc<dyn TokenSource>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    Merge,
+    Strategic,
+    Json,
+    Apply,
+}
+
+impl PatchType {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Strategic => "application/strategic-merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+            PatchType::Apply => "application/apply-patch+yaml",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub limit: Option<u32>,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+    /// Ask for `PartialObjectMetadataList` (metadata only).
+    pub metadata_only: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct WatchOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub resource_version: String,
+    pub timeout_seconds: u64,
+    pub allow_bookmarks: bool,
+    pub metadata_only: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub propagation_policy: Option<&'static str>,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+}
+
+impl DeleteOptions {
+    fn body(&self) -> Option<String> {
+        let mut m = serde_json::Map::new();
+        if let Some(p) = self.propagation_policy {
+            m.insert("propagationPolicy".into(), p.into());
+        }
+        if let Some(g) = self.grace_period_seconds {
+            m.insert("gracePeriodSeconds".into(), g.into());
+        }
+        let mut pre = serde_json::Map::new();
+        if let Some(u) = &self.precondition_uid {
+            pre.insert("uid".into(), u.clone().into());
+        }
+        if let Some(rv) = &self.precondition_resource_version {
+            pre.insert("resourceVersion".into(), rv.clone().into());
+        }
+        if !pre.is_empty() {
+            m.insert("preconditions".into(), Value::Object(pre));
+        }
+        if m.is_empty() {
+            return None;
+        }
+        m.insert("kind".into(), "DeleteOptions".into());
+        m.insert("apiVersion".into(), "v1".into());
+        Some(Value::Object(m).to_string())
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ObjectList {
+    pub items: Vec<Value>,
+    pub resource_version: String,
+    pub continue_token: Option<String>,
+}
+
+const METADATA_LIST_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const METADATA_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+/// Default timeout for every request but watches.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How many times a 429 / Retry-After answer is retried (client-go's default).
+const MAX_RETRY_AFTER: u32 = 10;
+/// Retries of idempotent reads after transport errors or 5xx without Retry-After.
+const MAX_READ_RETRIES: u32 = 3;
+
+struct Inner {
+    base: String,
+    agent: ureq::Agent,
+    tls: Option<TlsConfig>,
+    auth: Auth,
+    limiter: Mutex<TokenBucket>,
+    user_agent: String,
+}
+
+/// A client for one identity. Cheap to clone; clones share the connection pool and limiter.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+/// `edgekcm/<version> (<os>/<arch>)`, the user-agent prefix.
+pub fn user_agent_base() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "arm" => "arm",
+        other => other,
+    };
+    format!(
+        "edgekcm/v{} ({}/{})",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        arch
+    )
+}
+
+/// Install ring as rustls' process-wide provider (idempotent).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn tls_config(cfg: &RestConfig) -> Result<TlsConfig> {
+    let mut b = TlsConfig::builder()
+        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+    if cfg.insecure_skip_tls_verify {
+        b = b.disable_verification(true);
+    } else if let Some(ca) = &cfg.ca_pem {
+        let certs: Vec<Certificate<'static>> = rustls_pki_types::CertificateDer::pem_slice_iter(ca)
+            .filter_map(|c| c.ok())
+            .map(|c| Certificate::from_der(c.as_ref()).to_owned())
+            .collect();
+        if certs.is_empty() {
+            return Err(Error::Config(format!(
+                "{}: the certificate authority holds no usable certificate",
+                cfg.source
+            )));
+        }
+        b = b.root_certs(RootCerts::new_with_certs(&certs));
+    } else {
+        return Err(Error::Config(format!(
+            "{}: no certificate authority to verify {} against (set certificate-authority(-data), or insecure-skip-tls-verify)",
+            cfg.source, cfg.server
+        )));
+    }
+    if let (Some(cert), Some(key)) = (&cfg.client_cert_pem, &cfg.client_key_pem) {
+        let chain: Vec<Certificate<'static>> =
+            rustls_pki_types::CertificateDer::pem_slice_iter(cert)
+                .filter_map(|c| c.ok())
+                .map(|c| Certificate::from_der(c.as_ref()).to_owned())
+                .collect();
+        let key = PrivateKey::from_pem(key)
+            .map_err(|e| Error::Config(format!("{}: client key: {e}", cfg.source)))?
+            .to_owned();
+        b = b.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
+    }
+    Ok(b.build())
+}
+
+impl Client {
+    /// Build a client for `cfg`. `qps <= 0` disables the client-side limiter.
+    pub fn new(cfg: &RestConfig, qps: f32, burst: u32, user_agent: &str) -> Result<Client> {
+        install_crypto_provider();
+        let https = cfg.server.starts_with("https://");
+        if !https && !cfg.server.starts_with("http://") {
+            return Err(Error::Config(format!(
+                "{}: server {:?} is not an http(s) URL",
+                cfg.source, cfg.server
+            )));
+        }
+        let tls = if https { Some(tls_config(cfg)?) } else { None };
+        let config = agent_config(tls.as_ref(), user_agent, None);
+        let auth = if let Some(t) = &cfg.token {
+            Auth::Bearer(t.clone())
+        } else if let Some(p) = &cfg.token_file {
+            Auth::Source(Arc::new(FileToken {
+                path: p.clone(),
+                cached: Mutex::new(None),
+            }))
+        } else {
+            Auth::None
+        };
+        Ok(Client {
+            inner: Arc::new(Inner {
+                base: cfg.server.trim_end_matches('/').to_string(),
+                agent: ureq::Agent::new_with_config(config),
+                tls,
+                auth,
+                limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
+                user_agent: user_agent.to_string(),
+            }),
+        })
+    }
+
+    /// A client with the same server and TLS settings but another identity: `source` supplies
+    /// its bearer token. The caller builds `cfg` without the client certificate.
+    pub fn with_token_source(
+        cfg: &RestConfig,
+        qps: f32,
+        burst: u32,
+        user_agent: &str,
+        source: Arc<dyn TokenSource>,
+    ) -> Result<Client> {
+        let c = Client::new(cfg, qps, burst, user_agent)?;
+        let inner = Inner {
+            base: c.inner.base.clone(),
+            agent: c.inner.agent.clone(),
+            tls: c.inner.tls.clone(),
+            auth: Auth::Source(source),
+            limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
+            user_agent: user_agent.to_string(),
+        };
+        Ok(Client {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.inner.base
+    }
+    pub fn user_agent(&self) -> &str {
+        &self.inner.user_agent
+    }
+
+    fn wait_for_limiter(&self) {
+        let wait = self
+            .inner
+            .limiter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reserve_at(Instant::now());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+    }
+
+    fn authorization(&self) -> Result<Option<String>> {
+        Ok(match &self.inner.auth {
+            Auth::None => None,
+            Auth::Bearer(t) => Some(format!("Bearer {t}")),
+            Auth::Source(s) => Some(format!("Bearer {}", s.token()?)),
+        })
+    }
+
+    fn invalidate_token(&self) {
+        if let Auth::Source(s) = &self.inner.auth {
+            s.invalidate();
+        }
+    }
+
+    fn send_once(
+        &self,
+        agent: &ureq::Agent,
+        method: &str,
+        url: &str,
+        accept: &str,
+        body: Option<(&str, &str)>,
+    ) -> Result<ureq::http::Response<ureq::Body>> {
+        let auth = self.authorization()?;
+        macro_rules! finish {
+            ($rb:expr) => {{
+                let mut rb = $rb.header("Accept", accept);
+                if let Some(a) = &auth {
+                    rb = rb.header("Authorization", a);
+                }
+                rb
+            }};
+        }
+        let res = match (method, body) {
+            ("GET", _) => finish!(agent.get(url)).call(),
+            ("DELETE", None) => finish!(agent.delete(url)).call(),
+            ("DELETE", Some((ct, b))) => finish!(agent.delete(url))
+                .force_send_body()
+                .content_type(ct)
+                .send(b),
+            ("POST", b) => {
+                let (ct, b) = b.unwrap_or(("application/json", "{}"));
+                finish!(agent.post(url)).content_type(ct).send(b)
+            }
+            ("PUT", b) => {
+                let (ct, b) = b.unwrap_or(("application/json", "{}"));
+                finish!(agent.put(url)).content_type(ct).send(b)
+            }
+            ("PATCH", b) => {
+                let (ct, b) = b.unwrap_or(("application/merge-patch+json", "{}"));
+                finish!(agent.patch(url)).content_type(ct).send(b)
+            }
+            (m, _) => return Err(Error::Transport(format!("unsupported method {m}"))),
+        };
+        res.map_err(|e| Error::Transport(format!("{method} {url}: {e}")))
+    }
+
+    /// One API call with the limiter, retries and error decoding. Returns the decoded body.
+    pub fn request(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        body: Option<(&str, &str)>,
+        accept: &str,
+    ) -> Result<Value> {
+        let url = format!("{}{}", self.inner.base, path_and_query);
+        let idempotent = method == "GET";
+        let mut retry_after_tries = 0;
+        let mut read_tries = 0;
+        let mut refreshed_token = false;
+        loop {
+            self.wait_for_limiter();
+            let res = self.send_once(&self.inner.agent, method, &url, accept, body);
+            let resp = match res {
+                Ok(r) => r,
+                Err(e) if idempotent && read_tries < MAX_READ_RETRIES => {
+                    read_tries += 1;
+                    log::debug!("{e}; retrying");
+                    std::thread::sleep(Duration::from_millis(200 << read_tries));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let status = resp.status().as_u16();
+            let retry_after = resp
+                .headers()
+                .get("Retry-After")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let value = read_body(resp, method, &url)?;
+            if (200..300).contains(&status) {
+                return Ok(value);
+            }
+            let mut err = status_error(&value, status);
+            if let Error::Api {
+                code,
+                retry_after: ra,
+                message,
+                ..
+            } = &mut err
+            {
+                *code = status;
+                *ra = retry_after;
+                if message.is_empty() {
+                    *message = format!("{method} {path_and_query}");
+                }
+            }
+            if status == 401 && !refreshed_token && matches!(self.inner.auth, Auth::Source(_)) {
+                refreshed_token = true;
+                self.invalidate_token();
+                continue;
+            }
+            if let Some(wait) = retry_after {
+                if (status == 429 || status >= 500) && retry_after_tries < MAX_RETRY_AFTER {
+                    retry_after_tries += 1;
+                    std::thread::sleep(wait.min(Duration::from_secs(30)));
+                    continue;
+                }
+            }
+            if idempotent && status >= 500 && read_tries < MAX_READ_RETRIES {
+                read_tries += 1;
+                std::thread::sleep(Duration::from_millis(200 << read_tries));
+                continue;
+            }
+            return Err(err);
+        }
+    }
+
+    fn json(&self, method: &str, path: &str, body: Option<(&str, &str)>) -> Result<Value> {
+        self.request(method, path, body, "application/json")
+    }
+
+    pub fn get(&self, kind: &Kind, ns: Option<&str>, name: &str) -> Result<Value> {
+        self.json("GET", &kind.object_path(ns, name), None)
+    }
+
+    pub fn get_metadata(&self, kind: &Kind, ns: Option<&str>, name: &str) -> Result<Value> {
+        self.request("GET", &kind.object_path(ns, name), None, METADATA_ACCEPT)
+    }
+
+    /// One page (or the whole list when no limit is given).
+    pub fn list(&self, kind: &Kind, ns: Option<&str>, opts: &ListOptions) -> Result<ObjectList> {
+        let mut q = Query::default();
+        q.opt("labelSelector", opts.label_selector.as_deref());
+        q.opt("fieldSelector", opts.field_selector.as_deref());
+        q.opt("limit", opts.limit.map(|l| l.to_string()).as_deref());
+        q.opt("continue", opts.continue_token.as_deref());
+        q.opt("resourceVersion", opts.resource_version.as_deref());
+        let path = format!("{}{}", kind.collection_path(ns), q.finish());
+        let accept = if opts.metadata_only {
+            METADATA_LIST_ACCEPT
+        } else {
+            "application/json"
+        };
+        let v = self.request("GET", &path, None, accept)?;
+        let meta = v.get("metadata");
+        let text = |f: &str| {
+            meta.and_then(|m| m.get(f))
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let resource_version = text("resourceVersion").unwrap_or_default();
+        let continue_token = text("continue");
+        let items = match v {
+            Value::Object(mut m) => match m.remove("items") {
+                Some(Value::Array(a)) => a,
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        Ok(ObjectList {
+            items,
+            resource_version,
+            continue_token,
+        })
+    }
+
+    /// List every page (client-go pager semantics: pages of `limit`, and on an expired
+    /// continue token one un-paginated list instead).
+    pub fn list_all(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ObjectList> {
+        let mut first = opts.clone();
+        first.continue_token = None;
+        let mut page = self.list(kind, ns, &first)?;
+        let mut all = std::mem::take(&mut page.items);
+        let rv = page.resource_version.clone();
+        let mut next = page.continue_token.take();
+        while let Some(token) = next {
+            let o = ListOptions {
+                continue_token: Some(token),
+                resource_version: None,
+                ..opts.clone()
+            };
+            match self.list(kind, ns, &o) {
+                Ok(mut p) => {
+                    all.append(&mut p.items);
+                    next = p.continue_token;
+                }
+                Err(e) if e.is_gone() => {
+                    let full = ListOptions {
+                        limit: None,
+                        continue_token: None,
+                        ..opts.clone()
+                    };
+                    return self.list(kind, ns, &full);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(ObjectList {
+            items: all,
+            resource_version: rv,
+            continue_token: None,
+        })
+    }
+
+    /// Open a watch. The returned stream blocks in `next()`; `WatchStream::canceller` gives a
+    /// handle that ends the read from another thread.
+    pub fn watch(&self, kind: &Kind, ns: Option<&str>, opts: &WatchOptions) -> Result<WatchStream> {
+        let mut q = Query::default();
+        q.push("watch", "true");
+        q.opt("labelSelector", opts.label_selector.as_deref());
+        q.opt("fieldSelector", opts.field_selector.as_deref());
+        q.opt(
+            "resourceVersion",
+            Some(opts.resource_version.as_str()).filter(|s| !s.is_empty()),
+        );
+        if opts.allow_bookmarks {
+            q.push("allowWatchBookmarks", "true");
+        }
+        if opts.timeout_seconds > 0 {
+            q.push("timeoutSeconds", &opts.timeout_seconds.to_string());
+        }
+        let path = format!("{}{}", kind.collection_path(ns), q.finish());
+        let url = format!("{}{}", self.inner.base, path);
+        // Reads may be idle up to timeoutSeconds (bookmarks come about once a minute on a real
+        // server); a little more than that detects a half-open connection.
+        let per_read = Duration::from_secs(opts.timeout_seconds.max(60) + 30);
+        let agent = ureq::Agent::new_with_config(agent_config(
+            self.inner.tls.as_ref(),
+            &self.inner.user_agent,
+            Some(per_read),
+        ));
+        let accept = if opts.metadata_only {
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+        } else {
+            "application/json"
+        };
+        let mut refreshed = false;
+        loop {
+            self.wait_for_limiter();
+            let resp = self.send_once(&agent, "GET", &url, accept, None)?;
+            let status = resp.status().as_u16();
+            if status == 200 {
+                let reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
+                let label = format!("{kind}");
+                return Ok(WatchStream {
+                    events: EventReader::new(BufReader::with_capacity(16 * 1024, reader), label),
+                    canceller: WatchCanceller {
+                        agent: Arc::new(Mutex::new(Some(agent))),
+                    },
+                });
+            }
+            let retry_after = resp
+                .headers()
+                .get("Retry-After")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let v = read_body(resp, "GET", &url).unwrap_or(Value::Null);
+            if status == 401 && !refreshed && matches!(self.inner.auth, Auth::Source(_)) {
+                refreshed = true;
+                self.invalidate_token();
+                continue;
+            }
+            let mut err = status_error(&v, status);
+            if let Error::Api {
+                code,
+                retry_after: ra,
+                ..
+            } = &mut err
+            {
+                *code = status;
+                *ra = retry_after;
+            }
+            return Err(err);
+        }
+    }
+
+    pub fn create(&self, kind: &Kind, ns: Option<&str>, obj: &Value) -> Result<Value> {
+        let body = obj.to_string();
+        self.json(
+            "POST",
+            &kind.collection_path(ns),
+            Some(("application/json", &body)),
+        )
+    }
+
+    /// PUT the whole object (optimistic concurrency through its resourceVersion).
+    pub fn update(&self, kind: &Kind, obj: &Value) -> Result<Value> {
+        let ns = Some(crate::obj::namespace(obj)).filter(|s| !s.is_empty());
+        let body = obj.to_string();
+        self.json(
+            "PUT",
+            &kind.object_path(ns, crate::obj::name(obj)),
+            Some(("application/json", &body)),
+        )
+    }
+
+    /// PUT `<object>/<subresource>` (status, finalize, approval, scale).
+    pub fn update_subresource(&self, kind: &Kind, obj: &Value, subresource: &str) -> Result<Value> {
+        let ns = Some(crate::obj::namespace(obj)).filter(|s| !s.is_empty());
+        let body = obj.to_string();
+        let path = format!(
+            "{}/{}",
+            kind.object_path(ns, crate::obj::name(obj)),
+            subresource
+        );
+        self.json("PUT", &path, Some(("application/json", &body)))
+    }
+
+    pub fn update_status(&self, kind: &Kind, obj: &Value) -> Result<Value> {
+        self.update_subresource(kind, obj, "status")
+    }
+
+    pub fn patch(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        pt: PatchType,
+        patch: &Value,
+        subresource: Option<&str>,
+    ) -> Result<Value> {
+        let mut path = kind.object_path(ns, name);
+        if let Some(s) = subresource {
+            path.push('/');
+            path.push_str(s);
+        }
+        if pt == PatchType::Apply {
+            path.push_str("?fieldManager=edgekcm&force=true");
+        }
+        let body = patch.to_string();
+        self.json("PATCH", &path, Some((pt.content_type(), &body)))
+    }
+
+    pub fn delete(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<()> {
+        let body = opts.body();
+        let b = body.as_deref().map(|b| ("application/json", b));
+        self.json("DELETE", &kind.object_path(ns, name), b)
+            .map(|_| ())
+    }
+
+    /// POST to a subresource (`serviceaccounts/<n>/token`, ...).
+    pub fn create_subresource(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        subresource: &str,
+        body: &Value,
+    ) -> Result<Value> {
+        let path = format!("{}/{}", kind.object_path(ns, name), subresource);
+        let b = body.to_string();
+        self.json("POST", &path, Some(("application/json", &b)))
+    }
+
+    /// GET an arbitrary path (discovery, /healthz).
+    pub fn get_path(&self, path: &str) -> Result<Value> {
+        self.json("GET", path, None)
+    }
+
+    /// GET a path whose answer is not JSON (`/healthz` answers `ok`): Ok when 2xx.
+    pub fn get_raw(&self, path: &str) -> Result<String> {
+        let url = format!("{}{}", self.inner.base, path);
+        let resp = self.send_once(&self.inner.agent, "GET", &url, "*/*", None)?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .into_body()
+            .read_to_string()
+            .map_err(|e| Error::Transport(format!("GET {url}: {e}")))?;
+        if (200..300).contains(&status) {
+            Ok(text)
+        } else {
+            Err(Error::api(status, "", text))
+        }
+    }
+}
+
+/// The agent configuration: ordinary requests get a global timeout; a watch agent (own pool,
+/// so that it can be shut down alone) gets only a per-read timeout.
+fn agent_config(
+    tls: Option<&TlsConfig>,
+    user_agent: &str,
+    watch_per_read: Option<Duration>,
+) -> ureq::config::Config {
+    let mut b = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(ureq::Proxy::try_from_env())
+        .timeout_connect(Some(Duration::from_secs(10)))
+        .user_agent(user_agent)
+        .input_buffer_size(32 * 1024)
+        .output_buffer_size(16 * 1024);
+    if let Some(t) = tls {
+        b = b.tls_config(t.clone());
+    }
+    match watch_per_read {
+        Some(per_read) => b
+            .timeout_global(None)
+            .timeout_per_read(Some(per_read))
+            .max_idle_connections(0),
+        None => b
+            .timeout_global(Some(REQUEST_TIMEOUT))
+            .max_idle_connections(16)
+            .max_idle_connections_per_host(16),
+    }
+    .build()
+}
+
+fn read_body(resp: ureq::http::Response<ureq::Body>, method: &str, url: &str) -> Result<Value> {
+    let mut reader = resp.into_body().into_reader();
+    let mut buf = Vec::new();
+    reader
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::Transport(format!("{method} {url}: reading the answer: {e}")))?;
+    if buf.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    match serde_json::from_slice(&buf) {
+        Ok(v) => Ok(v),
+        Err(_) => Ok(Value::String(String::from_utf8_lossy(&buf).into_owned())),
+    }
+}
+
+/// Ends a watch's blocking read from another thread.
+#[derive(Clone)]
+pub struct WatchCanceller {
+    agent: Arc<Mutex<Option<ureq::Agent>>>,
+}
+
+impl WatchCanceller {
+    pub fn cancel(&self) {
+        if let Some(a) = self.agent.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            a.shutdown();
+        }
+    }
+}
+
+pub struct WatchStream {
+    pub events: EventReader<BufReader<Box<dyn Read + Send>>>,
+    canceller: WatchCanceller,
+}
+
+impl WatchStream {
+    pub fn canceller(&self) -> WatchCanceller {
+        self.canceller.clone()
+    }
+}
+
+/// A query string builder with percent-encoding.
+#[derive(Default)]
+struct Query(String);
+
+impl Query {
+    fn push(&mut self, k: &str, v: &str) {
+        self.0.push(if self.0.is_empty() { '?' } else { '&' });
+        self.0.push_str(k);
+        self.0.push('=');
+        self.0.push_str(&percent_encode(v));
+    }
+    fn opt(&mut self, k: &str, v: Option<&str>) {
+        if let Some(v) = v {
+            self.push(k, v);
+        }
+    }
+    fn finish(self) -> String {
+        self.0
+    }
+}
+
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_encoding() {
+        let mut q = Query::default();
+        q.push("labelSelector", "app in (a,b),x!=y");
+        q.opt("limit", Some("500"));
+        q.opt("continue", None);
+        assert_eq!(
+            q.finish(),
+            "?labelSelector=app%20in%20%28a%2Cb%29%2Cx%21%3Dy&limit=500"
+        );
+    }
+
+    #[test]
+    fn delete_options_body() {
+        assert_eq!(DeleteOptions::default().body(), None);
+        let b = DeleteOptions {
+            propagation_policy: Some("Foreground"),
+            precondition_uid: Some("u".into()),
+            ..Default::default()
+        }
+        .body()
+        .unwrap_or_default();
+        let v: Value = serde_json::from_str(&b).unwrap_or(Value::Null);
+        assert_eq!(v["propagationPolicy"], "Foreground");
+        assert_eq!(v["preconditions"]["uid"], "u");
+    }
+
+    #[test]
+    fn user_agent_shape() {
+        let ua = user_agent_base();
+        assert!(ua.starts_with("edgekcm/v"));
+        assert!(ua.contains("(linux/"));
+    }
+}

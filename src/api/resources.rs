@@ -152,7 +152,10 @@ mod tests {
     fn paths() {
         assert_eq!(PODS.collection_path(Some("a")), "/api/v1/namespaces/a/pods");
         assert_eq!(PODS.collection_path(None), "/api/v1/pods");
-        assert_eq!(NAMESPACES.object_path(Some("x"), "b"), "/api/v1/namespaces/b");
+        assert_eq!(
+            NAMESPACES.object_path(Some("x"), "b"),
+            "/api/v1/namespaces/b"
+        );
         assert_eq!(
             DEPLOYMENTS.object_path(Some("ns"), "d"),
             "/apis/apps/v1/namespaces/ns/deployments/d"
@@ -160,6 +163,9 @@ mod tests {
         assert_eq!(LEASES.api_version(), "coordination.k8s.io/v1");
         assert_eq!(DEPLOYMENTS.resource_name(), "deployments.apps");
         assert_eq!(by_plural("apps", "replicasets"), Some(REPLICASETS));
-        assert_eq!(by_api_version_kind("apps/v1", "Deployment"), Some(DEPLOYMENTS));
+        assert_eq!(
+            by_api_version_kind("apps/v1", "Deployment"),
+            Some(DEPLOYMENTS)
+        );
     }
 }

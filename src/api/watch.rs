@@ -1,1 +1,214 @@
-//! (not written yet)
+//! Watch stream framing: one JSON event object per line, as kube-apiserver writes them.
+//!
+//! A frame that is not valid JSON, or not a watch event, is logged and skipped: one bad object
+//! never ends a stream or the process.
+
+use crate::error::Error;
+use serde_json::Value;
+use std::io::BufRead;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+    Bookmark,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    pub kind: EventType,
+    pub object: Value,
+}
+
+/// Turn an `ERROR` event's `Status` (or any Status body) into an `Error::Api`.
+pub fn status_error(status: &Value, fallback_code: u16) -> Error {
+    let code = status
+        .get("code")
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .unwrap_or(fallback_code);
+    let text = |f: &str| {
+        status
+            .get(f)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    Error::Api {
+        code,
+        reason: text("reason"),
+        message: text("message"),
+        retry_after: None,
+    }
+}
+
+/// What one frame turned out to be.
+#[derive(Debug, PartialEq)]
+pub enum Frame {
+    Event(WatchEvent),
+    /// An `ERROR` event: the server ends the watch with this status (410 Expired, ...).
+    Error(Error),
+    /// Not a usable frame; the reason is for the log.
+    Malformed(String),
+    Empty,
+}
+
+pub fn parse_frame(line: &[u8]) -> Frame {
+    let trimmed = line.trim_ascii();
+    if trimmed.is_empty() {
+        return Frame::Empty;
+    }
+    let v: Value = match serde_json::from_slice(trimmed) {
+        Ok(v) => v,
+        Err(e) => return Frame::Malformed(format!("invalid JSON: {e}")),
+    };
+    let Some(t) = v.get("type").and_then(Value::as_str) else {
+        return Frame::Malformed("event without a type".into());
+    };
+    let object = v.get("object").cloned().unwrap_or(Value::Null);
+    let kind = match t {
+        "ADDED" => EventType::Added,
+        "MODIFIED" => EventType::Modified,
+        "DELETED" => EventType::Deleted,
+        "BOOKMARK" => EventType::Bookmark,
+        "ERROR" => return Frame::Error(status_error(&object, 500)),
+        other => return Frame::Malformed(format!("unknown event type {other:?}")),
+    };
+    let has_meta = object
+        .get("metadata")
+        .is_some_and(|m| m.get("resourceVersion").is_some_and(Value::is_string));
+    if !object.is_object() || !has_meta {
+        return Frame::Malformed(format!("{t} event without metadata.resourceVersion"));
+    }
+    Frame::Event(WatchEvent { kind, object })
+}
+
+/// Reads events from a byte stream. `next()` yields `Ok(event)`, `Err(e)` for an ERROR event
+/// (after which the stream should be dropped), and `None` at the end of the stream or on a read
+/// error (the caller re-watches from its last resourceVersion either way).
+pub struct EventReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    label: String,
+    pub skipped: u64,
+    pub read_error: Option<std::io::Error>,
+}
+
+impl<R: BufRead> EventReader<R> {
+    pub fn new(inner: R, label: impl Into<String>) -> Self {
+        EventReader {
+            inner,
+            buf: Vec::with_capacity(4096),
+            label: label.into(),
+            skipped: 0,
+            read_error: None,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for EventReader<R> {
+    type Item = Result<WatchEvent, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            self.buf.clear();
+            match self.inner.read_until(b'\n', &mut self.buf) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    self.read_error = Some(e);
+                    return None;
+                }
+            }
+            match parse_frame(&self.buf) {
+                Frame::Event(ev) => return Some(Ok(ev)),
+                Frame::Error(e) => return Some(Err(e)),
+                Frame::Empty => continue,
+                Frame::Malformed(why) => {
+                    self.skipped += 1;
+                    log::warn!("watch {}: skipping a malformed event: {why}", self.label);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufReader, Read};
+
+    /// A reader that hands out its data in fixed small pieces, to split frames anywhere.
+    struct Chunked {
+        data: Vec<u8>,
+        pos: usize,
+        step: usize,
+    }
+    impl Read for Chunked {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(out.len()).min(self.data.len() - self.pos);
+            out[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    fn events(data: &str, step: usize) -> (Vec<Result<WatchEvent, Error>>, u64) {
+        let r = Chunked {
+            data: data.as_bytes().to_vec(),
+            pos: 0,
+            step,
+        };
+        let mut er = EventReader::new(BufReader::with_capacity(7, r), "test");
+        let out: Vec<_> = er.by_ref().collect();
+        (out, er.skipped)
+    }
+
+    const A: &str =
+        r#"{"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"a","resourceVersion":"5"}}}"#;
+    const B: &str =
+        r#"{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"9"}}}"#;
+
+    #[test]
+    fn split_frames_are_joined() {
+        let data = format!("{A}\n{B}\n");
+        for step in [1, 3, 17, 1000] {
+            let (evs, skipped) = events(&data, step);
+            assert_eq!(skipped, 0);
+            assert_eq!(evs.len(), 2, "step {step}");
+            let first = evs[0].as_ref().expect("event");
+            assert_eq!(first.kind, EventType::Added);
+            assert_eq!(first.object["metadata"]["name"], "a");
+            assert_eq!(
+                evs[1].as_ref().map(|e| e.kind).ok(),
+                Some(EventType::Bookmark)
+            );
+        }
+    }
+
+    #[test]
+    fn last_frame_without_newline() {
+        let (evs, _) = events(A, 4);
+        assert_eq!(evs.len(), 1);
+    }
+
+    #[test]
+    fn malformed_frames_are_skipped() {
+        let data = format!(
+            "{{not json\n{A}\n{{\"type\":\"WHAT\",\"object\":{{}}}}\n{{\"type\":\"ADDED\",\"object\":{{\"kind\":\"Pod\"}}}}\n\n[1,2]\n{B}\n"
+        );
+        let (evs, skipped) = events(&data, 5);
+        assert_eq!(skipped, 4);
+        assert_eq!(evs.len(), 2);
+        assert!(evs.iter().all(Result::is_ok));
+    }
+
+    #[test]
+    fn error_event_becomes_gone() {
+        let data = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#;
+        let (evs, _) = events(&format!("{data}\n"), 64);
+        let err = evs[0].as_ref().expect_err("error event");
+        assert!(err.is_gone());
+    }
+}

@@ -1,2 +1,187 @@
-//! The shared watch cache.
+//! The shared watch cache: one reflector per kind, shared by every controller that reads it.
 
+pub mod reflector;
+pub mod store;
+
+pub use reflector::{Handler, Informer};
+pub use store::{Delta, DeltaKind, Store};
+
+use crate::api::client::Client;
+use crate::api::Kind;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Cache {
+    client: Client,
+    informers: Mutex<BTreeMap<(Kind, &'static str), Arc<Informer>>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Cache {
+    /// `client` is the identity the informers use (always the root one, as upstream).
+    pub fn new(client: Client) -> Arc<Self> {
+        Arc::new(Cache {
+            client,
+            informers: Mutex::new(BTreeMap::new()),
+            threads: Mutex::new(Vec::new()),
+            stop: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    fn informer_entry(&self, kind: Kind, field_selector: &'static str) -> Arc<Informer> {
+        self.informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((kind, field_selector))
+            .or_insert_with(|| Informer::new(kind, field_selector, self.stop.clone()))
+            .clone()
+    }
+
+    /// The informer serving a controller's `Watch`.
+    pub fn informer_for(&self, w: &crate::controllers::Watch) -> Arc<Informer> {
+        let i = self.informer_entry(w.kind, w.field_selector);
+        if !w.metadata_only {
+            i.need_full_objects();
+        }
+        i
+    }
+
+    /// The store of a selector-scoped informer.
+    pub fn store_for(&self, w: &crate::controllers::Watch) -> Arc<Store> {
+        self.informer_entry(w.kind, w.field_selector).store.clone()
+    }
+
+    /// The informer for `kind` with whole objects (created on first use, shared after).
+    pub fn informer(&self, kind: Kind) -> Arc<Informer> {
+        let i = self.informer_entry(kind, "");
+        i.need_full_objects();
+        i
+    }
+
+    /// The informer for `kind`, metadata only unless someone else needs whole objects.
+    pub fn metadata_informer(&self, kind: Kind) -> Arc<Informer> {
+        self.informer_entry(kind, "")
+    }
+
+    pub fn store(&self, kind: Kind) -> Arc<Store> {
+        self.informer_entry(kind, "").store.clone()
+    }
+
+    pub fn kinds(&self) -> Vec<Kind> {
+        self.informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// Start a reflector thread for every informer not started yet.
+    pub fn start(&self) {
+        let infs: Vec<Arc<Informer>> = self
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        for inf in infs {
+            let client = self.client.clone();
+            let name = format!("reflector-{}", inf.kind.plural);
+            let h = std::thread::Builder::new()
+                .name(name)
+                .stack_size(256 * 1024)
+                .spawn(move || inf.run(&client));
+            match h {
+                Ok(h) => threads.push(h),
+                Err(e) => log::error!("cannot start a reflector thread: {e}"),
+            }
+        }
+    }
+
+    pub fn has_synced(&self) -> bool {
+        self.informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .all(|i| i.has_synced())
+    }
+
+    /// Wait until every informer has listed once, or until `timeout`/stop.
+    pub fn wait_for_sync(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if self.has_synced() {
+                return true;
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.has_synced()
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let infs: Vec<Arc<Informer>> = self
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for i in infs {
+            i.cancel();
+        }
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Informers of `kind` whose selector admits an object named `name`.
+    fn stores_admitting(&self, kind: Kind, name: &str) -> Vec<Arc<Store>> {
+        self.informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|((k, sel), _)| {
+                *k == kind
+                    && (sel.is_empty()
+                        || sel
+                            .strip_prefix("metadata.name=")
+                            .is_some_and(|n| n == name))
+            })
+            .map(|(_, i)| i.store.clone())
+            .collect()
+    }
+
+    /// Record the answer to our own write, so the next reconcile sees it at once.
+    pub fn observe_write(&self, kind: Kind, o: &serde_json::Value) {
+        for s in self.stores_admitting(kind, crate::obj::name(o)) {
+            s.observe_write(o.clone());
+        }
+    }
+
+    /// Forget an object we deleted.
+    pub fn observe_delete(&self, kind: Kind, ns: &str, name: &str) {
+        for s in self.stores_admitting(kind, name) {
+            s.observe_delete(&crate::obj::make_key(ns, name));
+        }
+    }
+
+    /// (kind, objects, approximate bytes) per informer, for gauges and logs.
+    pub fn sizes(&self) -> Vec<(Kind, usize, usize)> {
+        self.informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|i| (i.kind, i.store.len(), i.store.approximate_bytes()))
+            .collect()
+    }
+}

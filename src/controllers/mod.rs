@@ -1,3 +1,210 @@
-//! Controllers.
+//! Controllers: each reads the cache, decides, and returns actions; the manager applies them.
 
 pub mod registry;
+pub mod rootca;
+pub mod serviceaccount;
+
+use crate::api::client::{Client, DeleteOptions, PatchType};
+use crate::api::Kind;
+use crate::cache::{Cache, Delta};
+use crate::error::Result;
+use serde_json::Value;
+use std::time::{Duration, SystemTime};
+
+/// What a reconcile reads: the shared cache, the time, and a live client for the few reads
+/// that must not come from the cache.
+pub struct Cx<'a> {
+    pub cache: &'a Cache,
+    pub now: SystemTime,
+    pub client: &'a Client,
+}
+
+/// What a controller watches, and whether it needs whole objects or only metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watch {
+    pub kind: Kind,
+    /// A field selector scoping the informer (e.g. one well-known name); "" for all objects.
+    pub field_selector: &'static str,
+    pub metadata_only: bool,
+}
+
+impl Watch {
+    pub const fn full(kind: Kind) -> Self {
+        Watch {
+            kind,
+            field_selector: "",
+            metadata_only: false,
+        }
+    }
+    pub const fn named(kind: Kind, field_selector: &'static str) -> Self {
+        Watch {
+            kind,
+            field_selector,
+            metadata_only: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// A core/v1 Event to record about an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventSpec {
+    pub involved: ObjectRef,
+    pub event_type: EventType,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub api_version: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+}
+
+impl ObjectRef {
+    pub fn of(kind: &Kind, o: &Value) -> Self {
+        ObjectRef {
+            kind: kind.kind.to_string(),
+            api_version: kind.api_version(),
+            namespace: crate::obj::namespace(o).to_string(),
+            name: crate::obj::name(o).to_string(),
+            uid: crate::obj::uid(o).to_string(),
+            resource_version: crate::obj::resource_version(o).to_string(),
+        }
+    }
+}
+
+/// One write a reconcile asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Create {
+        kind: Kind,
+        namespace: String,
+        object: Value,
+    },
+    /// PUT the whole object (carries its resourceVersion: a stale write is a 409).
+    Update {
+        kind: Kind,
+        object: Value,
+    },
+    /// PUT `<object>/<subresource>` (status, finalize, approval).
+    UpdateSubresource {
+        kind: Kind,
+        object: Value,
+        subresource: &'static str,
+    },
+    Patch {
+        kind: Kind,
+        namespace: String,
+        name: String,
+        patch_type: PatchType,
+        patch: Value,
+        subresource: Option<&'static str>,
+    },
+    Delete {
+        kind: Kind,
+        namespace: String,
+        name: String,
+        options: DeleteOptions,
+    },
+    Event(EventSpec),
+}
+
+impl PartialEq for DeleteOptions {
+    fn eq(&self, o: &Self) -> bool {
+        self.propagation_policy == o.propagation_policy
+            && self.precondition_uid == o.precondition_uid
+            && self.precondition_resource_version == o.precondition_resource_version
+            && self.grace_period_seconds == o.grace_period_seconds
+    }
+}
+
+/// The result of one reconcile.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub actions: Vec<Action>,
+    /// Look at this key again after this long even if nothing changes.
+    pub requeue_after: Option<Duration>,
+}
+
+impl Outcome {
+    pub fn none() -> Self {
+        Outcome::default()
+    }
+    pub fn with(actions: Vec<Action>) -> Self {
+        Outcome {
+            actions,
+            requeue_after: None,
+        }
+    }
+}
+
+/// How an applied action that failed should be treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Requeue with the rate limiter (the default).
+    Retry,
+    /// Nothing more to do (e.g. AlreadyExists for an idempotent create).
+    Ignore,
+}
+
+pub trait Controller: Send + Sync {
+    /// Upstream's canonical name, e.g. "serviceaccount-controller".
+    fn name(&self) -> &'static str;
+    /// The Event source component (upstream's recorder name).
+    fn event_component(&self) -> &'static str {
+        self.name()
+    }
+    /// What it reads; the primary kind first.
+    fn watches(&self) -> Vec<Watch>;
+    /// Keys of primary objects to reconcile after a change of a watched object.
+    fn keys_for(&self, watch: &Watch, delta: &Delta, cache: &Cache) -> Vec<String>;
+    /// Read the cache, decide, return the actions. No I/O besides `cx.client` reads.
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome>;
+    /// Parallel workers (a `--concurrent-*-syncs` value, or upstream's fixed count).
+    fn workers(&self) -> usize {
+        1
+    }
+    /// Classify a failed action (per controller quirks such as ignoring AlreadyExists).
+    fn on_error(&self, _action: &Action, err: &crate::Error) -> OnError {
+        if err.is_already_exists() {
+            OnError::Ignore
+        } else {
+            OnError::Retry
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use crate::api::client::Client;
+    use crate::api::kubeconfig::RestConfig;
+    use crate::api::Kind;
+    use crate::cache::{Cache, DeltaKind};
+    use serde_json::Value;
+    use std::sync::Arc;
+
+    /// A cache filled with `objects` and a client that is never contacted.
+    pub fn cx_with(objects: &[(Kind, Value)]) -> (Arc<Cache>, Client) {
+        let cfg = RestConfig {
+            server: "http://127.0.0.1:9".into(),
+            source: "test".into(),
+            ..Default::default()
+        };
+        let client = Client::new(&cfg, 0.0, 1, "test").expect("client");
+        let cache = Cache::new(client.clone());
+        for (k, v) in objects {
+            cache.store(*k).apply(DeltaKind::Added, v.clone());
+        }
+        (cache, client)
+    }
+}

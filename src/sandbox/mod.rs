@@ -1,2 +1,1 @@
 //! The sandbox API server: an in-repo test double speaking real HTTP on loopback.
-

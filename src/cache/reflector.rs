@@ -1,0 +1,291 @@
+//! One reflector per kind: list, then watch from the list's resourceVersion; re-list and swap
+//! atomically on 410; back off on other failures (client-go's Reflector, inventory 5a/5b).
+
+use super::store::{Delta, DeltaKind, Store};
+use crate::api::client::{Client, ListOptions, WatchCanceller, WatchOptions};
+use crate::api::watch::EventType;
+use crate::api::Kind;
+use crate::error::{Error, Result};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+pub type Handler = Arc<dyn Fn(&Delta) + Send + Sync>;
+
+/// Backoff for list/watch failures: 800 ms doubling to 30 s, with jitter, reset after 2 min
+/// of good behaviour.
+pub struct Backoff {
+    next: Duration,
+    last_failure: Option<Instant>,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            next: Self::INITIAL,
+            last_failure: None,
+        }
+    }
+}
+
+impl Backoff {
+    const INITIAL: Duration = Duration::from_millis(800);
+    const MAX: Duration = Duration::from_secs(30);
+    const RESET: Duration = Duration::from_secs(120);
+
+    /// The wait before the next attempt (jitter factor 1: between d and 2d, capped).
+    pub fn next_delay(&mut self, now: Instant) -> Duration {
+        if self
+            .last_failure
+            .is_some_and(|t| now.saturating_duration_since(t) > Self::RESET)
+        {
+            self.next = Self::INITIAL;
+        }
+        self.last_failure = Some(now);
+        let base = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        let jittered = base.mul_f64(1.0 + fastrand::f64());
+        jittered.min(Self::MAX)
+    }
+}
+
+pub struct Informer {
+    pub kind: Kind,
+    /// Field selector scoping this informer ("" = every object of the kind).
+    pub field_selector: &'static str,
+    pub store: Arc<Store>,
+    handlers: RwLock<Vec<Handler>>,
+    metadata_only: AtomicBool,
+    synced: AtomicBool,
+    started: AtomicBool,
+    stop: Arc<AtomicBool>,
+    canceller: Mutex<Option<WatchCanceller>>,
+    /// Counters for tests and metrics.
+    pub lists: AtomicU64,
+    pub watches: AtomicU64,
+    pub relists_after_gone: AtomicU64,
+    /// Bookmark interval hint for tests: server-side timeoutSeconds range.
+    watch_timeout: (u64, u64),
+}
+
+impl Informer {
+    pub fn new(kind: Kind, field_selector: &'static str, stop: Arc<AtomicBool>) -> Arc<Self> {
+        Arc::new(Informer {
+            kind,
+            field_selector,
+            store: Arc::new(Store::new()),
+            handlers: RwLock::new(Vec::new()),
+            metadata_only: AtomicBool::new(true),
+            synced: AtomicBool::new(false),
+            started: AtomicBool::new(false),
+            stop,
+            canceller: Mutex::new(None),
+            lists: AtomicU64::new(0),
+            watches: AtomicU64::new(0),
+            relists_after_gone: AtomicU64::new(0),
+            watch_timeout: (300, 600),
+        })
+    }
+
+    /// Some reader needs whole objects: watch them in full (before start).
+    pub fn need_full_objects(&self) {
+        self.metadata_only.store(false, Ordering::SeqCst);
+    }
+
+    pub fn add_handler(&self, h: Handler) {
+        self.handlers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(h);
+    }
+
+    pub fn has_synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+
+    fn dispatch(&self, deltas: &[Delta]) {
+        let hs = self
+            .handlers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for d in deltas {
+            for h in &hs {
+                h(d);
+            }
+        }
+    }
+
+    fn selector(&self) -> Option<String> {
+        Some(self.field_selector.to_string()).filter(|s| !s.is_empty())
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// End a watch in progress (shutdown).
+    pub fn cancel(&self) {
+        if let Some(c) = self
+            .canceller
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            c.cancel();
+        }
+    }
+
+    fn list(&self, client: &Client, rv: Option<&str>, paginate: bool) -> Result<()> {
+        self.lists.fetch_add(1, Ordering::Relaxed);
+        let opts = ListOptions {
+            limit: paginate.then_some(500),
+            resource_version: rv.map(str::to_string),
+            field_selector: self.selector(),
+            metadata_only: self.metadata_only.load(Ordering::SeqCst),
+            ..Default::default()
+        };
+        let list = client.list_all(&self.kind, None, &opts)?;
+        let deltas = self.store.replace(list.items, &list.resource_version);
+        self.synced.store(true, Ordering::SeqCst);
+        self.dispatch(&deltas);
+        Ok(())
+    }
+
+    /// Watch once from the store's resourceVersion until the stream ends.
+    fn watch(&self, client: &Client) -> Result<()> {
+        self.watches.fetch_add(1, Ordering::Relaxed);
+        let (lo, hi) = self.watch_timeout;
+        let opts = WatchOptions {
+            resource_version: self.store.resource_version(),
+            timeout_seconds: fastrand::u64(lo..hi.max(lo + 1)),
+            allow_bookmarks: true,
+            field_selector: self.selector(),
+            metadata_only: self.metadata_only.load(Ordering::SeqCst),
+            ..Default::default()
+        };
+        let mut stream = client.watch(&self.kind, None, &opts)?;
+        *self.canceller.lock().unwrap_or_else(|p| p.into_inner()) = Some(stream.canceller());
+        if self.stopped() {
+            stream.canceller().cancel();
+            return Err(Error::Cancelled);
+        }
+        for ev in stream.events.by_ref() {
+            let ev = ev?;
+            let delta = match ev.kind {
+                EventType::Bookmark => {
+                    let rv = crate::obj::resource_version(&ev.object);
+                    if !rv.is_empty() {
+                        self.store.set_resource_version(rv);
+                    }
+                    None
+                }
+                EventType::Added => self.store.apply(DeltaKind::Added, ev.object),
+                EventType::Modified => self.store.apply(DeltaKind::Updated, ev.object),
+                EventType::Deleted => self.store.apply(DeltaKind::Deleted, ev.object),
+            };
+            if let Some(d) = delta {
+                self.dispatch(std::slice::from_ref(&d));
+            }
+        }
+        if let Some(e) = stream.events.read_error.take() {
+            if !self.stopped() {
+                log::debug!("watch {}: stream ended: {e}", self.kind);
+            }
+        }
+        Ok(())
+    }
+
+    /// The reflector loop; returns when stopped.
+    pub fn run(self: &Arc<Self>, client: &Client) {
+        if self.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut backoff = Backoff::default();
+        // First list: from the watch cache, as client-go does.
+        let mut next_list: Option<(Option<String>, bool)> = Some((Some("0".into()), true));
+        while !self.stopped() {
+            if let Some((rv, paginate)) = next_list.take() {
+                if let Err(e) = self.list(client, rv.as_deref(), paginate) {
+                    if self.stopped() {
+                        break;
+                    }
+                    let wait = backoff.next_delay(Instant::now());
+                    log::warn!(
+                        "cache {}: list failed: {e}; retrying in {:.1}s",
+                        self.kind,
+                        wait.as_secs_f64()
+                    );
+                    // After a 410 the next list must be a fresh consistent one.
+                    let again = if e.is_gone() {
+                        (Some(String::new()), true)
+                    } else {
+                        (rv, paginate)
+                    };
+                    next_list = Some(again);
+                    self.sleep(wait);
+                    continue;
+                }
+            }
+            match self.watch(client) {
+                Ok(()) => {} // normal end (timeout): watch again from the last resourceVersion
+                Err(Error::Cancelled) => break,
+                Err(e) if e.is_gone() => {
+                    self.relists_after_gone.fetch_add(1, Ordering::Relaxed);
+                    log::info!("cache {}: {e}; re-listing", self.kind);
+                    next_list = Some((Some(String::new()), true));
+                }
+                Err(e) => {
+                    if self.stopped() {
+                        break;
+                    }
+                    let wait = match e.retry_after() {
+                        Some(ra) => ra,
+                        None => backoff.next_delay(Instant::now()),
+                    };
+                    log::warn!(
+                        "cache {}: watch failed: {e}; retrying in {:.1}s",
+                        self.kind,
+                        wait.as_secs_f64()
+                    );
+                    self.sleep(wait);
+                    // Catch up with what was missed: re-list at the last resourceVersion.
+                    next_list = Some((Some(self.store.resource_version()), false));
+                }
+            }
+        }
+    }
+
+    fn sleep(&self, d: Duration) {
+        let end = Instant::now() + d;
+        while !self.stopped() {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            std::thread::sleep((end - now).min(Duration::from_millis(100)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let mut b = Backoff::default();
+        let t = Instant::now();
+        let d1 = b.next_delay(t);
+        assert!(d1 >= Duration::from_millis(800) && d1 <= Duration::from_millis(1600));
+        let mut last = Duration::ZERO;
+        for i in 0..10 {
+            last = b.next_delay(t + Duration::from_secs(i));
+        }
+        assert!(last <= Duration::from_secs(30));
+        assert!(last >= Duration::from_secs(15));
+        // after a quiet period it starts small again
+        let d = b.next_delay(t + Duration::from_secs(1000));
+        assert!(d <= Duration::from_millis(1600));
+    }
+}

@@ -1,0 +1,369 @@
+//! Compact object storage for one kind, with the indexes controllers need.
+//!
+//! Objects are keyed `ns/name` (or `name`) in a `BTreeMap`, so a namespace is a range scan and
+//! no separate namespace index is needed. Objects are shared by `Arc`; `managedFields` is
+//! dropped on the way in.
+
+use crate::obj::{self, Obj};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeltaKind {
+    Added,
+    Updated,
+    Deleted,
+}
+
+/// One change seen by the cache, handed to event handlers.
+#[derive(Debug, Clone)]
+pub struct Delta {
+    pub kind: DeltaKind,
+    pub old: Option<Obj>,
+    pub new: Option<Obj>,
+}
+
+impl Delta {
+    /// The object as it is now (or as it was last seen, for a deletion).
+    pub fn object(&self) -> &Obj {
+        match (&self.new, &self.old) {
+            (Some(o), _) | (None, Some(o)) => o,
+            (None, None) => unreachable_empty(),
+        }
+    }
+}
+
+fn unreachable_empty() -> &'static Obj {
+    static EMPTY: std::sync::OnceLock<Obj> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| Arc::new(Value::Null))
+}
+
+#[derive(Default)]
+struct Inner {
+    objects: BTreeMap<String, Obj>,
+    /// owner UID -> keys of dependents naming it in ownerReferences.
+    by_owner: HashMap<String, BTreeSet<String>>,
+    resource_version: String,
+}
+
+impl Inner {
+    fn index(&mut self, key: &str, o: &Value) {
+        for r in obj::owner_refs(o) {
+            self.by_owner
+                .entry(r.uid)
+                .or_default()
+                .insert(key.to_string());
+        }
+    }
+    fn unindex(&mut self, key: &str, o: &Value) {
+        for r in obj::owner_refs(o) {
+            if let Some(set) = self.by_owner.get_mut(&r.uid) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_owner.remove(&r.uid);
+                }
+            }
+        }
+    }
+    fn put(&mut self, key: String, o: Obj) -> Option<Obj> {
+        let old = self.objects.insert(key.clone(), o.clone());
+        if let Some(old) = &old {
+            self.unindex(&key, old);
+        }
+        self.index(&key, &o);
+        old
+    }
+    fn take(&mut self, key: &str) -> Option<Obj> {
+        let old = self.objects.remove(key)?;
+        self.unindex(key, &old);
+        Some(old)
+    }
+}
+
+#[derive(Default)]
+pub struct Store {
+    inner: RwLock<Inner>,
+}
+
+/// Parse a resourceVersion for ordering; unparsable ones compare as "unknown" (None).
+fn rv_number(o: &Value) -> Option<u64> {
+    obj::resource_version(o).parse().ok()
+}
+
+impl Store {
+    pub fn new() -> Self {
+        Store::default()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, key: &str) -> Option<Obj> {
+        self.read().objects.get(key).cloned()
+    }
+
+    pub fn get_in(&self, ns: &str, name: &str) -> Option<Obj> {
+        self.get(&obj::make_key(ns, name))
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().objects.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn list(&self) -> Vec<Obj> {
+        self.read().objects.values().cloned().collect()
+    }
+
+    pub fn keys(&self) -> Vec<String> {
+        self.read().objects.keys().cloned().collect()
+    }
+
+    /// Every object of namespace `ns`, in name order.
+    pub fn list_namespace(&self, ns: &str) -> Vec<Obj> {
+        let lo = format!("{ns}/");
+        let hi = format!("{ns}0"); // '0' follows '/'
+        self.read()
+            .objects
+            .range(lo..hi)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Objects whose ownerReferences name `uid`.
+    pub fn by_owner(&self, uid: &str) -> Vec<Obj> {
+        let g = self.read();
+        g.by_owner
+            .get(uid)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| g.objects.get(k).cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn resource_version(&self) -> String {
+        self.read().resource_version.clone()
+    }
+
+    pub fn set_resource_version(&self, rv: &str) {
+        self.write().resource_version = rv.to_string();
+    }
+
+    /// Apply a watch event. Returns the delta to hand to handlers, or None when nothing changed.
+    pub fn apply(&self, kind: DeltaKind, mut o: Value) -> Option<Delta> {
+        obj::compact(&mut o);
+        let key = obj::key(&o);
+        if obj::name(&o).is_empty() {
+            log::warn!("cache: skipping an object without metadata.name");
+            return None;
+        }
+        let mut g = self.write();
+        let rv = obj::resource_version(&o).to_string();
+        if !rv.is_empty() {
+            g.resource_version = rv;
+        }
+        match kind {
+            DeltaKind::Deleted => {
+                let old = g.take(&key);
+                Some(Delta {
+                    kind: DeltaKind::Deleted,
+                    old: Some(old.unwrap_or_else(|| Arc::new(o))),
+                    new: None,
+                })
+            }
+            DeltaKind::Added | DeltaKind::Updated => {
+                let new: Obj = Arc::new(o);
+                let old = g.put(key, new.clone());
+                let kind = if old.is_some() {
+                    DeltaKind::Updated
+                } else {
+                    DeltaKind::Added
+                };
+                Some(Delta {
+                    kind,
+                    old,
+                    new: Some(new),
+                })
+            }
+        }
+    }
+
+    /// Record the result of our own write so the next reconcile sees it before the watch
+    /// delivers it. An older copy never replaces a newer one.
+    pub fn observe_write(&self, mut o: Value) {
+        obj::compact(&mut o);
+        if obj::name(&o).is_empty() {
+            return;
+        }
+        let key = obj::key(&o);
+        let mut g = self.write();
+        if let (Some(cur), Some(new_rv)) = (g.objects.get(&key), rv_number(&o)) {
+            if rv_number(cur).is_some_and(|c| c >= new_rv) {
+                return;
+            }
+        }
+        g.put(key, Arc::new(o));
+    }
+
+    /// Forget an object we deleted ourselves.
+    pub fn observe_delete(&self, key: &str) {
+        self.write().take(key);
+    }
+
+    /// Swap the whole content atomically (after a list). Returns the deltas against the old
+    /// content: objects gone, new, or with another resourceVersion.
+    pub fn replace(&self, items: Vec<Value>, resource_version: &str) -> Vec<Delta> {
+        let mut fresh = Inner {
+            resource_version: resource_version.to_string(),
+            ..Inner::default()
+        };
+        for mut o in items {
+            obj::compact(&mut o);
+            if obj::name(&o).is_empty() {
+                log::warn!("cache: skipping a listed object without metadata.name");
+                continue;
+            }
+            let key = obj::key(&o);
+            fresh.put(key, Arc::new(o));
+        }
+        let mut g = self.write();
+        let old = std::mem::replace(&mut *g, fresh);
+        let mut deltas = Vec::new();
+        for (k, o) in &old.objects {
+            match g.objects.get(k) {
+                None => deltas.push(Delta {
+                    kind: DeltaKind::Deleted,
+                    old: Some(o.clone()),
+                    new: None,
+                }),
+                Some(n) if obj::resource_version(n) != obj::resource_version(o) => {
+                    deltas.push(Delta {
+                        kind: DeltaKind::Updated,
+                        old: Some(o.clone()),
+                        new: Some(n.clone()),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        for (k, n) in &g.objects {
+            if !old.objects.contains_key(k) {
+                deltas.push(Delta {
+                    kind: DeltaKind::Added,
+                    old: None,
+                    new: Some(n.clone()),
+                });
+            }
+        }
+        deltas
+    }
+
+    /// Rough bytes held (serialized size), for the cache gauges.
+    pub fn approximate_bytes(&self) -> usize {
+        self.read()
+            .objects
+            .values()
+            .map(|o| serde_json::to_vec(&**o).map(|v| v.len()).unwrap_or(0))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(ns: &str, name: &str, rv: &str, owner: Option<&str>) -> Value {
+        let mut v = json!({"metadata":{"name":name,"namespace":ns,"resourceVersion":rv,"managedFields":[{"x":1}]}});
+        if let Some(o) = owner {
+            v["metadata"]["ownerReferences"] = json!([{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":o,"controller":true}]);
+        }
+        v
+    }
+
+    #[test]
+    fn namespace_scan_and_owner_index() {
+        let s = Store::new();
+        s.apply(DeltaKind::Added, pod("a", "p1", "1", Some("o1")));
+        s.apply(DeltaKind::Added, pod("a", "p2", "2", Some("o1")));
+        s.apply(DeltaKind::Added, pod("a-b", "p3", "3", None));
+        s.apply(DeltaKind::Added, pod("b", "p4", "4", Some("o2")));
+        assert_eq!(s.list_namespace("a").len(), 2);
+        assert_eq!(s.list_namespace("a-b").len(), 1);
+        assert_eq!(s.by_owner("o1").len(), 2);
+        // re-owned: the index follows
+        s.apply(DeltaKind::Updated, pod("a", "p1", "5", Some("o2")));
+        assert_eq!(s.by_owner("o1").len(), 1);
+        assert_eq!(s.by_owner("o2").len(), 2);
+        let d = s.apply(DeltaKind::Deleted, pod("b", "p4", "6", None));
+        assert!(d.is_some_and(|d| d.old.is_some()));
+        assert_eq!(s.by_owner("o2").len(), 1);
+        assert_eq!(s.resource_version(), "6");
+        assert!(s
+            .get("a/p1")
+            .is_some_and(|p| p["metadata"].get("managedFields").is_none()));
+    }
+
+    #[test]
+    fn replace_reports_differences() {
+        let s = Store::new();
+        s.apply(DeltaKind::Added, pod("a", "keep", "1", None));
+        s.apply(DeltaKind::Added, pod("a", "change", "2", None));
+        s.apply(DeltaKind::Added, pod("a", "gone", "3", None));
+        let deltas = s.replace(
+            vec![
+                pod("a", "keep", "1", None),
+                pod("a", "change", "7", None),
+                pod("a", "new", "8", None),
+            ],
+            "9",
+        );
+        let mut kinds: Vec<_> = deltas
+            .iter()
+            .map(|d| (obj::name(d.object()).to_string(), d.kind))
+            .collect();
+        kinds.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            kinds,
+            vec![
+                ("change".to_string(), DeltaKind::Updated),
+                ("gone".to_string(), DeltaKind::Deleted),
+                ("new".to_string(), DeltaKind::Added)
+            ]
+        );
+        assert_eq!(s.resource_version(), "9");
+        assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn own_writes_never_go_backwards() {
+        let s = Store::new();
+        s.apply(DeltaKind::Added, pod("a", "p", "10", None));
+        s.observe_write(pod("a", "p", "9", None));
+        assert_eq!(
+            s.get("a/p").map(|p| obj::resource_version(&p).to_string()),
+            Some("10".into())
+        );
+        s.observe_write(pod("a", "p", "11", None));
+        assert_eq!(
+            s.get("a/p").map(|p| obj::resource_version(&p).to_string()),
+            Some("11".into())
+        );
+    }
+
+    #[test]
+    fn nameless_objects_are_skipped() {
+        let s = Store::new();
+        assert!(s.apply(DeltaKind::Added, json!({"metadata":{}})).is_none());
+        assert!(s.is_empty());
+    }
+}

@@ -1,0 +1,364 @@
+//! Events: core/v1 Events written like client-go's recorder. A repeat of the same event about
+//! the same object (same source, type, reason, message) within the correlation window patches
+//! the existing Event's `count` and `lastTimestamp` instead of creating a new one; a per-object
+//! spam filter (burst 25, one more every 5 minutes) drops floods. Sending happens on one
+//! background thread so a slow apiserver never stalls a reconcile.
+
+use crate::api::client::{Client, PatchType};
+use crate::api::resources::EVENTS;
+use crate::controllers::{EventSpec, EventType};
+use serde_json::json;
+use std::collections::{HashMap, VecDeque};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Events queued at most before new ones are dropped (client-go's broadcaster queue length).
+const QUEUE_LEN: usize = 1000;
+/// Remembered events for aggregation (client-go's LRU size).
+const MAX_REMEMBERED: usize = 4096;
+const SPAM_BURST: f64 = 25.0;
+const SPAM_REFILL_PER_SEC: f64 = 1.0 / 300.0;
+
+struct Msg {
+    client: Client,
+    component: &'static str,
+    spec: EventSpec,
+    at: SystemTime,
+}
+
+pub struct Recorder {
+    tx: Mutex<Option<SyncSender<Msg>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// What was sent before for one (source, object, type, reason, message).
+struct Seen {
+    name: String,
+    namespace: String,
+    count: u64,
+    first: String,
+}
+
+/// Correlation state (pure; the sender thread owns it).
+#[derive(Default)]
+pub struct Correlator {
+    seen: HashMap<String, Seen>,
+    order: VecDeque<String>,
+    spam: HashMap<String, (f64, Instant)>,
+}
+
+/// What to send for one event.
+#[derive(Debug, PartialEq)]
+pub enum Send {
+    Create(serde_json::Value),
+    /// Patch the existing Event `namespace/name`.
+    Patch {
+        namespace: String,
+        name: String,
+        patch: serde_json::Value,
+    },
+    Drop,
+}
+
+fn timestamp(t: SystemTime) -> String {
+    crate::timefmt::rfc3339(t)
+}
+
+impl Correlator {
+    fn spam_ok(&mut self, key: String, now: Instant) -> bool {
+        let (tokens, last) = self.spam.entry(key).or_insert((SPAM_BURST, now));
+        let refill = now.saturating_duration_since(*last).as_secs_f64() * SPAM_REFILL_PER_SEC;
+        *tokens = (*tokens + refill).min(SPAM_BURST);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn decide(
+        &mut self,
+        component: &str,
+        spec: &EventSpec,
+        at: SystemTime,
+        now: Instant,
+    ) -> Send {
+        let inv = &spec.involved;
+        let obj_key = format!(
+            "{component}\x00{}\x00{}\x00{}\x00{}\x00{}",
+            inv.kind, inv.namespace, inv.name, inv.uid, inv.api_version
+        );
+        if !self.spam_ok(obj_key.clone(), now) {
+            return Send::Drop;
+        }
+        let etype = match spec.event_type {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        };
+        let key = format!(
+            "{obj_key}\x00{etype}\x00{}\x00{}",
+            spec.reason, spec.message
+        );
+        let ts = timestamp(at);
+        if let Some(s) = self.seen.get_mut(&key) {
+            s.count += 1;
+            return Send::Patch {
+                namespace: s.namespace.clone(),
+                name: s.name.clone(),
+                patch: json!({"count": s.count, "lastTimestamp": ts, "message": spec.message}),
+            };
+        }
+        let namespace = if inv.namespace.is_empty() {
+            "default".to_string()
+        } else {
+            inv.namespace.clone()
+        };
+        let nanos = at
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let name = format!("{}.{:x}", inv.name, nanos);
+        let event = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {
+                "kind": inv.kind, "namespace": inv.namespace, "name": inv.name,
+                "uid": inv.uid, "apiVersion": inv.api_version,
+                "resourceVersion": inv.resource_version,
+            },
+            "reason": spec.reason,
+            "message": spec.message,
+            "source": {"component": component},
+            "firstTimestamp": ts,
+            "lastTimestamp": ts,
+            "count": 1,
+            "type": etype,
+            "eventTime": null,
+            "reportingComponent": component,
+            "reportingInstance": "",
+        });
+        self.seen.insert(
+            key.clone(),
+            Seen {
+                name,
+                namespace,
+                count: 1,
+                first: ts,
+            },
+        );
+        self.order.push_back(key);
+        while self.order.len() > MAX_REMEMBERED {
+            if let Some(old) = self.order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        Send::Create(event)
+    }
+
+    /// The Event to create again when a patch finds the old one gone.
+    fn recreate(&mut self, component: &str, spec: &EventSpec, at: SystemTime) -> serde_json::Value {
+        let inv = &spec.involved;
+        let found = self.seen.iter().find(|(k, _)| {
+            k.starts_with(&format!(
+                "{component}\x00{}\x00{}\x00{}",
+                inv.kind, inv.namespace, inv.name
+            )) && k.ends_with(&format!("{}\x00{}", spec.reason, spec.message))
+        });
+        let (first, count) = found
+            .map(|(_, s)| (s.first.clone(), s.count))
+            .unwrap_or_else(|| (timestamp(at), 1));
+        let mut c = Correlator::default();
+        let mut ev = match c.decide(component, spec, at, Instant::now()) {
+            Send::Create(ev) => ev,
+            _ => json!({}),
+        };
+        ev["firstTimestamp"] = json!(first);
+        ev["count"] = json!(count);
+        ev
+    }
+}
+
+impl Recorder {
+    pub fn start() -> Self {
+        let (tx, rx) = sync_channel::<Msg>(QUEUE_LEN);
+        let thread = std::thread::Builder::new()
+            .name("events".into())
+            .stack_size(256 * 1024)
+            .spawn(move || sender(rx))
+            .ok();
+        Recorder {
+            tx: Mutex::new(Some(tx)),
+            thread: Mutex::new(thread),
+        }
+    }
+
+    /// Queue an event; never blocks (a full queue drops it, as client-go does).
+    pub fn record(&self, client: &Client, component: &'static str, spec: EventSpec) {
+        let guard = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = guard.as_ref() {
+            let msg = Msg {
+                client: client.clone(),
+                component,
+                spec,
+                at: SystemTime::now(),
+            };
+            if let Err(TrySendError::Full(m)) = tx.try_send(msg) {
+                log::warn!(
+                    "events: queue full, dropping {} event about {}/{}",
+                    m.spec.reason,
+                    m.spec.involved.namespace,
+                    m.spec.involved.name
+                );
+            }
+        }
+    }
+
+    /// Send what is queued, then stop (bounded by `timeout`).
+    pub fn shutdown(&self, timeout: Duration) {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let end = Instant::now() + timeout;
+            while !t.is_finished() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+fn sender(rx: Receiver<Msg>) {
+    let mut c = Correlator::default();
+    while let Ok(m) = rx.recv() {
+        let res = match c.decide(m.component, &m.spec, m.at, Instant::now()) {
+            Send::Drop => continue,
+            Send::Create(ev) => {
+                let ns = ev["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("default")
+                    .to_string();
+                m.client.create(&EVENTS, Some(&ns), &ev).map(|_| ())
+            }
+            Send::Patch {
+                namespace,
+                name,
+                patch,
+            } => {
+                match m.client.patch(
+                    &EVENTS,
+                    Some(&namespace),
+                    &name,
+                    PatchType::Strategic,
+                    &patch,
+                    None,
+                ) {
+                    Err(e) if e.is_not_found() => {
+                        let ev = c.recreate(m.component, &m.spec, m.at);
+                        m.client.create(&EVENTS, Some(&namespace), &ev).map(|_| ())
+                    }
+                    other => other.map(|_| ()),
+                }
+            }
+        };
+        if let Err(e) = res {
+            log::warn!(
+                "events: could not write {} event about {}/{}: {e}",
+                m.spec.reason,
+                m.spec.involved.namespace,
+                m.spec.involved.name
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::ObjectRef;
+
+    fn spec(reason: &str, msg: &str) -> EventSpec {
+        EventSpec {
+            involved: ObjectRef {
+                kind: "ReplicaSet".into(),
+                api_version: "apps/v1".into(),
+                namespace: "ns".into(),
+                name: "web-1".into(),
+                uid: "u".into(),
+                resource_version: "3".into(),
+            },
+            event_type: EventType::Normal,
+            reason: reason.into(),
+            message: msg.into(),
+        }
+    }
+
+    #[test]
+    fn first_creates_repeat_patches() {
+        let mut c = Correlator::default();
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let now = Instant::now();
+        let Send::Create(ev) = c.decide(
+            "replicaset-controller",
+            &spec("SuccessfulCreate", "Created pod: a"),
+            t,
+            now,
+        ) else {
+            panic!("expected create");
+        };
+        assert_eq!(ev["source"]["component"], "replicaset-controller");
+        assert_eq!(ev["count"], 1);
+        assert_eq!(ev["type"], "Normal");
+        assert_eq!(ev["metadata"]["namespace"], "ns");
+        assert!(ev["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("web-1.")));
+        let again = c.decide(
+            "replicaset-controller",
+            &spec("SuccessfulCreate", "Created pod: a"),
+            t,
+            now,
+        );
+        let Send::Patch { patch, name, .. } = again else {
+            panic!("expected patch")
+        };
+        assert_eq!(patch["count"], 2);
+        assert_eq!(Some(name.as_str()), ev["metadata"]["name"].as_str());
+        // another message is another event
+        assert!(matches!(
+            c.decide(
+                "replicaset-controller",
+                &spec("SuccessfulCreate", "Created pod: b"),
+                t,
+                now
+            ),
+            Send::Create(_)
+        ));
+    }
+
+    #[test]
+    fn spam_filter_limits_one_object() {
+        let mut c = Correlator::default();
+        let t = SystemTime::now();
+        let now = Instant::now();
+        let sent = (0..40)
+            .filter(|i| {
+                !matches!(
+                    c.decide("x", &spec("R", &format!("m{i}")), t, now),
+                    Send::Drop
+                )
+            })
+            .count();
+        assert_eq!(sent, 25);
+        // five minutes later one more is allowed
+        let later = now + Duration::from_secs(301);
+        assert!(!matches!(
+            c.decide("x", &spec("R", "late"), t, later),
+            Send::Drop
+        ));
+    }
+}
