@@ -12,6 +12,7 @@ pub mod leader;
 pub mod manager;
 pub mod obj;
 pub mod queue;
+pub mod run;
 pub mod sandbox;
 pub mod server;
 pub mod timefmt;

@@ -1,1 +1,62 @@
-fn main() {}
+use edgekcm::cli::{self, Command};
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+fn init_logging(verbosity: u32) {
+    // Upstream's -v: 0-1 info, 2-3 debug (one line per applied action), 4+ trace.
+    let level = match verbosity {
+        0 | 1 => log::LevelFilter::Info,
+        2 | 3 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    env_logger::Builder::new()
+        .filter_level(log::LevelFilter::Warn)
+        .filter_module("edgekcm", level)
+        .parse_env("EDGEKCM_LOG")
+        .format(|buf, rec| {
+            let l = match rec.level() {
+                log::Level::Error => 'E',
+                log::Level::Warn => 'W',
+                log::Level::Info => 'I',
+                log::Level::Debug | log::Level::Trace => 'D',
+            };
+            writeln!(buf, "{l} {} {}", buf.timestamp_millis(), rec.args())
+        })
+        .init();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cfg = match cli::parse(&args) {
+        Ok(Command::Run(cfg)) => cfg,
+        Ok(Command::Help(text)) | Ok(Command::Version(text)) => {
+            println!("{text}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("Error: {e}");
+            eprintln!("Run 'edgekcm --help' for the flags.");
+            std::process::exit(1);
+        }
+    };
+    init_logging(cfg.verbosity);
+    for w in &cfg.warnings {
+        log::warn!("{w}");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
+            eprintln!("Error: cannot install a signal handler: {e}");
+            std::process::exit(1);
+        }
+    }
+    match edgekcm::run::run(*cfg, stop) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            log::error!("{e}");
+            eprintln!("Error: {e}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -232,6 +232,18 @@ fn tls_config(cfg: &RestConfig) -> Result<TlsConfig> {
 impl Client {
     /// Build a client for `cfg`. `qps <= 0` disables the client-side limiter.
     pub fn new(cfg: &RestConfig, qps: f32, burst: u32, user_agent: &str) -> Result<Client> {
+        Client::new_with_timeout(cfg, qps, burst, user_agent, REQUEST_TIMEOUT)
+    }
+
+    /// As `new`, with another timeout for each request (leader election uses
+    /// renewDeadline/2, as client-go does).
+    pub fn new_with_timeout(
+        cfg: &RestConfig,
+        qps: f32,
+        burst: u32,
+        user_agent: &str,
+        timeout: Duration,
+    ) -> Result<Client> {
         install_crypto_provider();
         let https = cfg.server.starts_with("https://");
         if !https && !cfg.server.starts_with("http://") {
@@ -241,7 +253,7 @@ impl Client {
             )));
         }
         let tls = if https { Some(tls_config(cfg)?) } else { None };
-        let config = agent_config(tls.as_ref(), user_agent, None);
+        let config = agent_config(tls.as_ref(), user_agent, None, timeout);
         let auth = if let Some(t) = &cfg.token {
             Auth::Bearer(t.clone())
         } else if let Some(p) = &cfg.token_file {
@@ -553,6 +565,7 @@ impl Client {
             self.inner.tls.as_ref(),
             &self.inner.user_agent,
             Some(per_read),
+            REQUEST_TIMEOUT,
         ));
         let accept = if opts.metadata_only {
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
@@ -712,6 +725,7 @@ fn agent_config(
     tls: Option<&TlsConfig>,
     user_agent: &str,
     watch_per_read: Option<Duration>,
+    timeout: Duration,
 ) -> ureq::config::Config {
     let mut b = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -729,7 +743,7 @@ fn agent_config(
             .timeout_per_read(Some(per_read))
             .max_idle_connections(0),
         None => b
-            .timeout_global(Some(REQUEST_TIMEOUT))
+            .timeout_global(Some(timeout))
             .max_idle_connections(16)
             .max_idle_connections_per_host(16),
     }

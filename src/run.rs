@@ -1,0 +1,306 @@
+//! The main job: connect, elect a leader (optional), start the controllers, serve health.
+
+use crate::api::client::{user_agent_base, Client};
+use crate::api::kubeconfig::{self, RestConfig};
+use crate::api::resources::LEASES;
+use crate::cache::Cache;
+use crate::config::Config;
+use crate::controllers::registry;
+use crate::controllers::rootca::RootCaPublisher;
+use crate::controllers::serviceaccount::ServiceAccountController;
+use crate::controllers::{Controller, EventSpec, EventType, ObjectRef};
+use crate::credentials::ServiceAccountTokens;
+use crate::error::{Error, Result};
+use crate::events::Recorder;
+use crate::leader::{LeaderElectionConfig, LeaderElector, LeaseApi};
+use crate::manager::Manager;
+use crate::server::{Health, ServeConfig, Server};
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Process exit status after a clean stop.
+pub const EXIT_OK: i32 = 0;
+/// Exit status when leadership is lost (as upstream: the process exits and is restarted).
+pub const EXIT_LOST_LEADERSHIP: i32 = 1;
+
+/// Controllers edgekcm implements, by canonical name.
+pub const IMPLEMENTED: &[&str] = &[
+    "serviceaccount-controller",
+    "root-ca-certificate-publisher-controller",
+];
+
+struct LeaseClient {
+    client: Client,
+    namespace: String,
+    name: String,
+}
+
+impl LeaseApi for LeaseClient {
+    fn get(&self) -> Result<Option<Value>> {
+        match self.client.get(&LEASES, Some(&self.namespace), &self.name) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    fn create(&self, lease: &Value) -> Result<Value> {
+        self.client.create(&LEASES, Some(&self.namespace), lease)
+    }
+    fn update(&self, lease: &Value) -> Result<Value> {
+        self.client.update(&LEASES, lease)
+    }
+}
+
+/// The root CA published to namespaces: `--root-ca-file`, else the kubeconfig's inline CA.
+fn root_ca(cfg: &Config, rest: &RestConfig) -> Result<String> {
+    if let Some(p) = &cfg.root_ca_file {
+        return std::fs::read_to_string(p).map_err(|e| {
+            Error::Config(format!("--root-ca-file {}: {e}", p.display()))
+        });
+    }
+    Ok(rest
+        .ca_inline
+        .as_ref()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default())
+}
+
+/// The client a controller writes with: its own ServiceAccount with
+/// `--use-service-account-credentials`, else the root identity.
+fn controller_client(cfg: &Config, rest: &RestConfig, root: &Client, name: &str) -> Result<Client> {
+    let ua = format!("{} {name}", user_agent_base());
+    let sa = registry::info(name).and_then(|i| i.sa_name);
+    match sa {
+        Some(sa) if cfg.use_service_account_credentials => {
+            let anonymous = RestConfig {
+                client_cert_pem: None,
+                client_key_pem: None,
+                token: None,
+                token_file: None,
+                ..rest.clone()
+            };
+            let ua = format!("{ua}/system:serviceaccount:kube-system:{sa}");
+            Client::with_token_source(
+                &anonymous,
+                cfg.kube_api_qps,
+                cfg.kube_api_burst,
+                &ua,
+                Arc::new(ServiceAccountTokens::new(root.clone(), sa)),
+            )
+        }
+        _ => Client::new(rest, cfg.kube_api_qps, cfg.kube_api_burst, &ua),
+    }
+}
+
+fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Controller>>> {
+    let mut out: Vec<Arc<dyn Controller>> = Vec::new();
+    if cfg.controllers.is_enabled("serviceaccount-controller") {
+        out.push(Arc::new(ServiceAccountController));
+    }
+    if cfg.controllers.is_enabled("root-ca-certificate-publisher-controller") {
+        out.push(Arc::new(RootCaPublisher {
+            root_ca: root_ca(cfg, rest)?,
+        }));
+    }
+    Ok(out)
+}
+
+/// Upstream polls /healthz for up to 10 s before anything else and exits if it never answers.
+fn wait_for_apiserver(client: &Client, stop: &AtomicBool) -> Result<()> {
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut last = Error::Transport("no answer".into());
+    while Instant::now() < end && !stop.load(Ordering::SeqCst) {
+        match client.get_raw("/healthz") {
+            Ok(_) => return Ok(()),
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    Err(Error::Transport(format!(
+        "the API server at {} did not become healthy within 10s: {last}",
+        client.base_url()
+    )))
+}
+
+fn lease_event(recorder: &Recorder, client: &Client, lease: &Value, message: String) {
+    recorder.record(
+        client,
+        "kube-controller-manager",
+        EventSpec {
+            involved: ObjectRef::of(&LEASES, lease),
+            event_type: EventType::Normal,
+            reason: "LeaderElection".into(),
+            message,
+        },
+    );
+}
+
+/// Run until `stop` is set (returns EXIT_OK) or leadership is lost (EXIT_LOST_LEADERSHIP).
+pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
+    let rest = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())?;
+    rest.validate()?;
+    let base_ua = user_agent_base();
+    let root = Client::new(
+        &rest,
+        cfg.kube_api_qps,
+        cfg.kube_api_burst,
+        &format!("{base_ua} shared-informers"),
+    )?;
+    log::info!("edgekcm v{} using {} ({})", env!("CARGO_PKG_VERSION"), rest.server, rest.source);
+    if cfg.use_service_account_credentials && cfg.service_account_private_key_file.is_none() {
+        log::warn!("--use-service-account-credentials was specified without providing a --service-account-private-key-file");
+    }
+
+    let health = Health::new();
+    let server = if cfg.secure_port != 0 {
+        let s = Server::new(
+            ServeConfig {
+                bind_address: cfg.bind_address,
+                port: cfg.secure_port,
+                cert_dir: cfg.cert_dir.clone(),
+                tls_cert_file: cfg.tls_cert_file.clone(),
+                tls_private_key_file: cfg.tls_private_key_file.clone(),
+            },
+            health.clone(),
+        )
+        .start()?;
+        log::info!("serving securely on {}", s.addr());
+        Some(s)
+    } else {
+        None
+    };
+
+    wait_for_apiserver(&root, &stop)?;
+
+    let controllers = build_controllers(&cfg, &rest)?;
+    let skipped: Vec<&str> = registry::known()
+        .iter()
+        .map(|i| i.name)
+        .filter(|n| cfg.controllers.is_enabled(n) && !IMPLEMENTED.contains(n))
+        .collect();
+    if !skipped.is_empty() {
+        log::info!("enabled but not implemented in this edgekcm yet: {}", skipped.join(", "));
+    }
+
+    let recorder = Arc::new(Recorder::start());
+    let cache = Cache::new(root.clone());
+    let mut manager = Manager::new(cache.clone(), recorder.clone());
+    for c in &controllers {
+        let client = controller_client(&cfg, &rest, &root, c.name())?;
+        manager.add(c.clone(), client);
+    }
+
+    let elector = if cfg.leader_election.enabled {
+        let le = &cfg.leader_election;
+        let client = Client::new_with_timeout(
+            &rest,
+            cfg.kube_api_qps,
+            cfg.kube_api_burst,
+            &format!("{base_ua} leader-election"),
+            le.renew_deadline / 2,
+        )?;
+        let api = Arc::new(LeaseClient {
+            client,
+            namespace: le.resource_namespace.clone(),
+            name: le.resource_name.clone(),
+        });
+        let e = LeaderElector::new(
+            LeaderElectionConfig {
+                lock_namespace: le.resource_namespace.clone(),
+                lock_name: le.resource_name.clone(),
+                identity: crate::leader::default_identity(),
+                lease_duration: le.lease_duration,
+                renew_deadline: le.renew_deadline,
+                retry_period: le.retry_period,
+            },
+            api,
+        );
+        let h = e.clone();
+        health.add_check("leaderElection", Arc::new(move || h.healthy(Duration::from_secs(20))));
+        Some(e)
+    } else {
+        None
+    };
+    {
+        let cache = cache.clone();
+        let elector = elector.clone();
+        health.set_ready_check(Arc::new(move || {
+            if !cache.has_synced() {
+                return Err("caches not synced".into());
+            }
+            match &elector {
+                Some(e) => e.healthy(Duration::from_secs(20)),
+                None => Ok(()),
+            }
+        }));
+    }
+
+    let manager = Arc::new(Mutex::new(manager));
+    let started = Arc::new(AtomicBool::new(false));
+    let start_controllers = {
+        let (manager, health, stop, started) =
+            (manager.clone(), health.clone(), stop.clone(), started.clone());
+        move || {
+            let mut m = manager.lock().unwrap_or_else(|p| p.into_inner());
+            if m.start(&stop) {
+                for name in m.controller_names() {
+                    health.add_check(name, Arc::new(|| Ok(())));
+                }
+                started.store(true, Ordering::SeqCst);
+            }
+        }
+    };
+
+    let mut exit = EXIT_OK;
+    match &elector {
+        None => {
+            start_controllers();
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Some(e) => {
+            let lost = Arc::new(AtomicBool::new(false));
+            let lease_client = root.clone();
+            let (rec1, e1, lc1) = (recorder.clone(), e.clone(), lease_client.clone());
+            let lost2 = lost.clone();
+            let api_for_event = LeaseClient {
+                client: lease_client.clone(),
+                namespace: cfg.leader_election.resource_namespace.clone(),
+                name: cfg.leader_election.resource_name.clone(),
+            };
+            e.run(
+                move || {
+                    log::info!("successfully acquired lease as {}", e1.identity());
+                    if let Ok(Some(lease)) = api_for_event.get() {
+                        lease_event(&rec1, &lc1, &lease, format!("{} became leader", e1.identity()));
+                    }
+                    // Controllers start on their own thread; the elector keeps renewing.
+                    std::thread::spawn(start_controllers);
+                },
+                move || {
+                    lost2.store(true, Ordering::SeqCst);
+                },
+                &stop,
+            );
+            if lost.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst) {
+                log::error!("leaderelection lost");
+                exit = EXIT_LOST_LEADERSHIP;
+            }
+        }
+    }
+
+    log::info!("shutting down");
+    if exit == EXIT_LOST_LEADERSHIP {
+        // Upstream exits at once; nothing is released so the successor waits out the lease.
+        recorder.shutdown(Duration::from_millis(500));
+        return Ok(exit);
+    }
+    manager.lock().unwrap_or_else(|p| p.into_inner()).shutdown();
+    if let Some(s) = server {
+        s.stop();
+    }
+    Ok(exit)
+}

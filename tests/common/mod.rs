@@ -1,0 +1,176 @@
+//! Shared harness: a target cluster (the sandbox, or a real kube-apiserver from
+//! `KCM_E2E_KUBECONFIG`), an admin client, and edgekcm running as a child process.
+#![allow(dead_code)]
+
+use edgekcm::api::client::Client;
+use edgekcm::api::kubeconfig;
+use edgekcm::api::resources::NAMESPACES;
+use edgekcm::sandbox::{Sandbox, SandboxOptions};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub enum Target {
+    Sandbox { sb: Sandbox, dir: TempDir },
+    Real { kubeconfig: PathBuf, dir: TempDir },
+}
+
+pub struct TempDir(pub PathBuf);
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "edgekcm-{tag}-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn sandbox_with(opts: SandboxOptions) -> Target {
+    let sb = Sandbox::start(opts).expect("sandbox starts");
+    let dir = TempDir::new("sb");
+    sb.write_kubeconfig(&dir.0.join("kubeconfig")).expect("kubeconfig");
+    Target::Sandbox { sb, dir }
+}
+
+pub fn sandbox() -> Target {
+    sandbox_with(SandboxOptions::default())
+}
+
+/// The real cluster, or None with a printed notice.
+pub fn real(scenario: &str) -> Option<Target> {
+    match std::env::var("KCM_E2E_KUBECONFIG") {
+        Ok(p) if !p.is_empty() => Some(Target::Real {
+            kubeconfig: PathBuf::from(p),
+            dir: TempDir::new("e2e"),
+        }),
+        _ => {
+            eprintln!("NOTICE: e2e scenario {scenario:?} skipped: KCM_E2E_KUBECONFIG is not set");
+            None
+        }
+    }
+}
+
+impl Target {
+    pub fn kubeconfig(&self) -> PathBuf {
+        match self {
+            Target::Sandbox { dir, .. } => dir.0.join("kubeconfig"),
+            Target::Real { kubeconfig, .. } => kubeconfig.clone(),
+        }
+    }
+    pub fn dir(&self) -> &Path {
+        match self {
+            Target::Sandbox { dir, .. } | Target::Real { dir, .. } => &dir.0,
+        }
+    }
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        match self {
+            Target::Sandbox { sb, .. } => Some(sb),
+            Target::Real { .. } => None,
+        }
+    }
+    pub fn is_real(&self) -> bool {
+        matches!(self, Target::Real { .. })
+    }
+
+    pub fn admin(&self) -> Client {
+        let cfg = kubeconfig::load(Some(&self.kubeconfig()), None).expect("admin kubeconfig");
+        Client::new(&cfg, 0.0, 1, "edgekcm-tests").expect("admin client")
+    }
+
+    /// The flags edgekcm runs with against this target: for a real cluster,
+    /// `KCM_E2E_KCM_ARGS` (e.g. kubeadm's flags with their paths) or just the kubeconfig.
+    pub fn edgekcm_args(&self) -> Vec<String> {
+        match self {
+            Target::Real { kubeconfig, .. } => match std::env::var("KCM_E2E_KCM_ARGS") {
+                Ok(a) if !a.trim().is_empty() => a.split_whitespace().map(str::to_string).collect(),
+                _ => vec![format!("--kubeconfig={}", kubeconfig.display())],
+            },
+            Target::Sandbox { .. } => vec![format!("--kubeconfig={}", self.kubeconfig().display())],
+        }
+    }
+}
+
+/// edgekcm as a child process; killed on drop. Its log goes to a file in the target's dir.
+pub struct Kcm {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Kcm {
+    pub fn start(t: &Target, tag: &str, extra: &[&str]) -> Kcm {
+        let log = t.dir().join(format!("edgekcm-{tag}.log"));
+        let f = std::fs::File::create(&log).expect("log file");
+        let mut args = t.edgekcm_args();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        if !args.iter().any(|a| a.starts_with("--secure-port")) {
+            args.push("--secure-port=0".into());
+        }
+        if !args.iter().any(|a| a.starts_with("--leader-elect=") || a == "--leader-elect") {
+            args.push("--leader-elect=false".into());
+        }
+        args.push("--v=2".into());
+        let child = Command::new(env!("CARGO_BIN_EXE_edgekcm"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().expect("log"))
+            .stderr(f)
+            .spawn()
+            .expect("edgekcm starts");
+        Kcm { child, log }
+    }
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Kcm {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("---- edgekcm log {} ----\n{}", self.log.display(), self.log_text());
+        }
+    }
+}
+
+/// Poll `f` until it returns Some, or panic after `limit` with `what`.
+pub fn eventually<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > end {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{:08x}", fastrand::u32(..))
+}
+
+pub fn create_namespace(c: &Client, name: &str) -> Value {
+    c.create(&NAMESPACES, None, &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":name}}))
+        .expect("create namespace")
+}
+
+pub fn delete_namespace(c: &Client, name: &str) {
+    let _ = c.delete(&NAMESPACES, None, name, &Default::default());
+}
