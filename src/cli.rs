@@ -415,29 +415,29 @@ static LATER: &[(&str, bool)] = &[
 ];
 
 /// Flags kube-controller-manager removed before 1.28 that old units still carry.
-/// `(name, boolean, removed in)`.
+/// `(name, boolean, removed in)`; an empty release means "some release before 1.28".
 static REMOVED: &[(&str, bool, &str)] = &[
     ("add-dir-header", true, "1.26"),
     ("address", false, "1.24"),
     ("alsologtostderr", true, "1.26"),
     ("deleting-pods-burst", false, "1.25"),
     ("deleting-pods-qps", false, "1.25"),
-    ("deployment-controller-sync-period", false, "1.26"),
+    ("deployment-controller-sync-period", false, ""),
     ("enable-taint-manager", true, "1.27"),
-    ("experimental-logging-sanitization", true, "1.26"),
-    ("google-json-key", false, "1.13"),
-    ("horizontal-pod-autoscaler-use-rest-clients", true, "1.19"),
+    ("experimental-logging-sanitization", true, ""),
+    ("google-json-key", false, ""),
+    ("horizontal-pod-autoscaler-use-rest-clients", true, ""),
     (
         "insecure-experimental-approve-all-kubelet-csrs-for-group",
         false,
-        "1.20",
+        "",
     ),
     ("log-backtrace-at", false, "1.26"),
     ("log-dir", false, "1.26"),
     ("log-file", false, "1.26"),
     ("log-file-max-size", false, "1.26"),
     ("logtostderr", true, "1.26"),
-    ("node-sync-period", false, "1.21"),
+    ("node-sync-period", false, ""),
     ("one-output", true, "1.26"),
     ("pod-eviction-timeout", false, "1.27"),
     ("port", false, "1.24"),
@@ -451,7 +451,7 @@ static REMOVED: &[(&str, bool, &str)] = &[
 static RENAMED: &[(&str, &str, &str)] = &[(
     "experimental-cluster-signing-duration",
     "cluster-signing-duration",
-    "1.25",
+    "",
 )];
 
 #[derive(Clone, Copy)]
@@ -714,16 +714,18 @@ fn parse_run(args: &[String]) -> Result<Command> {
             Kind::Removed { since, .. } => {
                 if warned.insert(o.name) {
                     warnings.push(format!(
-                        "flag --{} was removed upstream (kube-controller-manager {since}) and is ignored",
-                        o.name
+                        "flag --{} was removed upstream{} and is ignored",
+                        o.name,
+                        release(since)
                     ));
                 }
             }
             Kind::Renamed { to, since } => {
                 if warned.insert(o.name) {
                     warnings.push(format!(
-                        "flag --{} was removed upstream (kube-controller-manager {since}); its value is used for --{to}",
-                        o.name
+                        "flag --{} was removed upstream{}; its value is used for --{to}",
+                        o.name,
+                        release(since)
                     ));
                 }
                 values.insert(to, o.value);
@@ -751,6 +753,15 @@ fn parse_run(args: &[String]) -> Result<Command> {
     })?;
     let cfg = Config::from_flags(flags, &concurrent, warnings)?;
     Ok(Command::Run(Box::new(cfg)))
+}
+
+/// ` (kube-controller-manager 1.24)`, or nothing when the release is not recorded.
+fn release(since: &str) -> String {
+    if since.is_empty() {
+        String::new()
+    } else {
+        format!(" (kube-controller-manager {since})")
+    }
 }
 
 fn bool_value(o: &Occurrence) -> Result<bool> {

@@ -238,8 +238,8 @@ fn hand_written_systemd_unit() {
         vec![
             "flag --address was removed upstream (kube-controller-manager 1.24) and is ignored",
             "flag --port was removed upstream (kube-controller-manager 1.24) and is ignored",
-            "flag --experimental-cluster-signing-duration was removed upstream (kube-controller-manager 1.25); its value is used for --cluster-signing-duration",
-            "flag --horizontal-pod-autoscaler-use-rest-clients was removed upstream (kube-controller-manager 1.19) and is ignored",
+            "flag --experimental-cluster-signing-duration was removed upstream; its value is used for --cluster-signing-duration",
+            "flag --horizontal-pod-autoscaler-use-rest-clients was removed upstream and is ignored",
             "flag --logtostderr was removed upstream (kube-controller-manager 1.26) and is ignored",
             "flag --alsologtostderr was removed upstream (kube-controller-manager 1.26) and is ignored",
             "flag --log-dir was removed upstream (kube-controller-manager 1.26) and is ignored",
