@@ -1,1 +1,865 @@
-//! (not written yet)
+//! The command line, spelled as kube-controller-manager spells it.
+//!
+//! kube-controller-manager uses Go's pflag: `--name=value` or `--name value`, booleans as
+//! `--name` or `--name=true|false` (a boolean never takes the next argument), `_` and `-` are
+//! the same in names, `-v` is the only short flag with a value, and a repeated flag replaces the
+//! earlier value except list flags, which append. This module normalises argv with those rules,
+//! sorts every flag into one of four kinds (acted on, accepted and ignored, removed upstream and
+//! ignored, unknown), hands the acted-on ones to an argh parser and builds the [`Config`].
+
+use std::collections::BTreeMap;
+
+use argh::FromArgs;
+
+use crate::config::{self, Config, CONCURRENT_SYNCS};
+use crate::error::{Error, Result};
+
+/// What to do after parsing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Run the controller manager.
+    Run(Box<Config>),
+    /// Print this text to stdout and exit 0.
+    Help(String),
+    /// Print this text to stdout and exit 0.
+    Version(String),
+}
+
+/// Flags edgekcm acts on, after normalisation (each given at most once, as text).
+/// Values are typed and validated in [`Config::from_flags`], which words errors like pflag.
+#[derive(FromArgs, Debug, Default, Clone, PartialEq)]
+/// edgekcm: kube-controller-manager compatible flags
+pub struct RunFlags {
+    /// kubeconfig path
+    #[argh(option)]
+    pub kubeconfig: Option<String>,
+    /// API server URL
+    #[argh(option)]
+    pub master: Option<String>,
+    /// controllers list
+    #[argh(option)]
+    pub controllers: Option<String>,
+    /// leader election on/off
+    #[argh(option)]
+    pub leader_elect: Option<String>,
+    /// lease duration
+    #[argh(option)]
+    pub leader_elect_lease_duration: Option<String>,
+    /// renew deadline
+    #[argh(option)]
+    pub leader_elect_renew_deadline: Option<String>,
+    /// retry period
+    #[argh(option)]
+    pub leader_elect_retry_period: Option<String>,
+    /// lock type
+    #[argh(option)]
+    pub leader_elect_resource_lock: Option<String>,
+    /// lock name
+    #[argh(option)]
+    pub leader_elect_resource_name: Option<String>,
+    /// lock namespace
+    #[argh(option)]
+    pub leader_elect_resource_namespace: Option<String>,
+    /// client QPS
+    #[argh(option)]
+    pub kube_api_qps: Option<String>,
+    /// client burst
+    #[argh(option)]
+    pub kube_api_burst: Option<String>,
+    /// per-controller service accounts
+    #[argh(option)]
+    pub use_service_account_credentials: Option<String>,
+    /// service account signing key
+    #[argh(option)]
+    pub service_account_private_key_file: Option<String>,
+    /// root CA bundle
+    #[argh(option)]
+    pub root_ca_file: Option<String>,
+    /// signing CA cert
+    #[argh(option)]
+    pub cluster_signing_cert_file: Option<String>,
+    /// signing CA key
+    #[argh(option)]
+    pub cluster_signing_key_file: Option<String>,
+    /// kubelet-serving signer cert
+    #[argh(option)]
+    pub cluster_signing_kubelet_serving_cert_file: Option<String>,
+    /// kubelet-serving signer key
+    #[argh(option)]
+    pub cluster_signing_kubelet_serving_key_file: Option<String>,
+    /// kubelet-client signer cert
+    #[argh(option)]
+    pub cluster_signing_kubelet_client_cert_file: Option<String>,
+    /// kubelet-client signer key
+    #[argh(option)]
+    pub cluster_signing_kubelet_client_key_file: Option<String>,
+    /// kube-apiserver-client signer cert
+    #[argh(option)]
+    pub cluster_signing_kube_apiserver_client_cert_file: Option<String>,
+    /// kube-apiserver-client signer key
+    #[argh(option)]
+    pub cluster_signing_kube_apiserver_client_key_file: Option<String>,
+    /// legacy-unknown signer cert
+    #[argh(option)]
+    pub cluster_signing_legacy_unknown_cert_file: Option<String>,
+    /// legacy-unknown signer key
+    #[argh(option)]
+    pub cluster_signing_legacy_unknown_key_file: Option<String>,
+    /// max signed certificate lifetime
+    #[argh(option)]
+    pub cluster_signing_duration: Option<String>,
+    /// HTTPS port
+    #[argh(option)]
+    pub secure_port: Option<String>,
+    /// HTTPS address
+    #[argh(option)]
+    pub bind_address: Option<String>,
+    /// serving cert directory
+    #[argh(option)]
+    pub cert_dir: Option<String>,
+    /// serving cert
+    #[argh(option)]
+    pub tls_cert_file: Option<String>,
+    /// serving key
+    #[argh(option)]
+    pub tls_private_key_file: Option<String>,
+    /// log verbosity
+    #[argh(option)]
+    pub v: Option<String>,
+    /// delay between controller starts
+    #[argh(option)]
+    pub controller_start_interval: Option<String>,
+    /// informer resync period
+    #[argh(option)]
+    pub min_resync_period: Option<String>,
+    /// namespace resync period
+    #[argh(option)]
+    pub namespace_sync_period: Option<String>,
+    /// terminated pod threshold
+    #[argh(option)]
+    pub terminated_pod_gc_threshold: Option<String>,
+    /// node monitor period
+    #[argh(option)]
+    pub node_monitor_period: Option<String>,
+    /// node monitor grace period
+    #[argh(option)]
+    pub node_monitor_grace_period: Option<String>,
+    /// node startup grace period
+    #[argh(option)]
+    pub node_startup_grace_period: Option<String>,
+    /// garbage collector on/off
+    #[argh(option)]
+    pub enable_garbage_collector: Option<String>,
+    /// kubeconfig for token reviews
+    #[argh(option)]
+    pub authentication_kubeconfig: Option<String>,
+    /// kubeconfig for access reviews
+    #[argh(option)]
+    pub authorization_kubeconfig: Option<String>,
+    /// client CA bundle
+    #[argh(option)]
+    pub client_ca_file: Option<String>,
+    /// paths allowed without authorization
+    #[argh(option)]
+    pub authorization_always_allow_paths: Option<String>,
+    /// skip authentication config lookup
+    #[argh(option)]
+    pub authentication_skip_lookup: Option<String>,
+    /// tolerate lookup failure
+    #[argh(option)]
+    pub authentication_tolerate_lookup_failure: Option<String>,
+    /// token review cache ttl
+    #[argh(option)]
+    pub authentication_token_webhook_cache_ttl: Option<String>,
+    /// authorized cache ttl
+    #[argh(option)]
+    pub authorization_webhook_cache_authorized_ttl: Option<String>,
+    /// unauthorized cache ttl
+    #[argh(option)]
+    pub authorization_webhook_cache_unauthorized_ttl: Option<String>,
+    /// allocate node CIDRs
+    #[argh(option)]
+    pub allocate_node_cidrs: Option<String>,
+    /// pod CIDR(s)
+    #[argh(option)]
+    pub cluster_cidr: Option<String>,
+    /// service CIDR(s)
+    #[argh(option)]
+    pub service_cluster_ip_range: Option<String>,
+    /// node CIDR mask
+    #[argh(option)]
+    pub node_cidr_mask_size: Option<String>,
+    /// node IPv4 CIDR mask
+    #[argh(option)]
+    pub node_cidr_mask_size_ipv4: Option<String>,
+    /// node IPv6 CIDR mask
+    #[argh(option)]
+    pub node_cidr_mask_size_ipv6: Option<String>,
+    /// cluster name
+    #[argh(option)]
+    pub cluster_name: Option<String>,
+}
+
+/// A flag edgekcm acts on: name, whether it is boolean, whether repeats append (pflag
+/// string slices), and its help line.
+struct Acted {
+    name: &'static str,
+    boolean: bool,
+    list: bool,
+    group: &'static str,
+    default: &'static str,
+    help: &'static str,
+}
+
+const fn a(
+    group: &'static str,
+    name: &'static str,
+    default: &'static str,
+    help: &'static str,
+) -> Acted {
+    Acted {
+        name,
+        boolean: false,
+        list: false,
+        group,
+        default,
+        help,
+    }
+}
+
+const fn b(
+    group: &'static str,
+    name: &'static str,
+    default: &'static str,
+    help: &'static str,
+) -> Acted {
+    Acted {
+        name,
+        boolean: true,
+        list: false,
+        group,
+        default,
+        help,
+    }
+}
+
+const fn l(
+    group: &'static str,
+    name: &'static str,
+    default: &'static str,
+    help: &'static str,
+) -> Acted {
+    Acted {
+        name,
+        boolean: false,
+        list: true,
+        group,
+        default,
+        help,
+    }
+}
+
+const GENERIC: &str = "Generic flags";
+const LEADER: &str = "Leader election flags";
+const SERVING: &str = "Secure serving flags";
+const AUTHN: &str = "Authentication flags";
+const AUTHZ: &str = "Authorization flags";
+const SA: &str = "Service account and certificate flags";
+const NODE: &str = "Node flags";
+const LOGS: &str = "Logs flags";
+const MISC: &str = "Misc flags";
+
+/// Every flag edgekcm acts on, except the `--concurrent-*-syncs` family
+/// ([`CONCURRENT_SYNCS`]).
+static ACTED: &[Acted] = &[
+    l(GENERIC, "controllers", "*", "Controllers to run: '*' = all on-by-default, 'foo' enables, '-foo' disables (canonical names or aliases)."),
+    a(GENERIC, "controller-start-interval", "0s", "Pause between starting controllers."),
+    a(GENERIC, "min-resync-period", "12h0m0s", "Informer resync period is random between this and twice this."),
+    a(GENERIC, "kube-api-qps", "20", "Queries per second towards the API server."),
+    a(GENERIC, "kube-api-burst", "30", "Burst towards the API server."),
+    b(GENERIC, "use-service-account-credentials", "false", "Give each controller its own kube-system service account credentials."),
+    b(GENERIC, "enable-garbage-collector", "true", "Run the garbage collector."),
+    a(GENERIC, "namespace-sync-period", "5m0s", "Resync period of the namespace controller."),
+    a(GENERIC, "terminated-pod-gc-threshold", "12500", "Terminated pods kept before the pod GC deletes them; <= 0 disables that part."),
+    a(GENERIC, "cluster-name", "kubernetes", "The instance prefix for the cluster."),
+    b(LEADER, "leader-elect", "true", "Acquire a Lease before running controllers."),
+    a(LEADER, "leader-elect-lease-duration", "15s", "How long a non-renewed lease is honoured."),
+    a(LEADER, "leader-elect-renew-deadline", "10s", "How long the leader keeps retrying a renewal before giving up."),
+    a(LEADER, "leader-elect-retry-period", "2s", "Pause between acquire/renew attempts."),
+    a(LEADER, "leader-elect-resource-lock", "leases", "Lock object type; only 'leases' is supported."),
+    a(LEADER, "leader-elect-resource-name", "kube-controller-manager", "Lease name."),
+    a(LEADER, "leader-elect-resource-namespace", "kube-system", "Lease namespace."),
+    a(SERVING, "secure-port", "10257", "HTTPS port for /healthz and /metrics; 0 disables serving."),
+    a(SERVING, "bind-address", "0.0.0.0", "Address to listen on."),
+    a(SERVING, "cert-dir", "", "Where a self-signed serving pair is kept; empty keeps it in memory."),
+    a(SERVING, "tls-cert-file", "", "Serving certificate (PEM, chain after the leaf)."),
+    a(SERVING, "tls-private-key-file", "", "Serving private key (PEM)."),
+    a(AUTHN, "authentication-kubeconfig", "", "Kubeconfig used for TokenReviews."),
+    b(AUTHN, "authentication-skip-lookup", "false", "Do not read client CA settings from the cluster."),
+    b(AUTHN, "authentication-tolerate-lookup-failure", "false", "Start even if that lookup fails."),
+    a(AUTHN, "authentication-token-webhook-cache-ttl", "10s", "Cache time of TokenReview answers."),
+    a(AUTHN, "client-ca-file", "", "CA bundle for client certificates."),
+    a(AUTHZ, "authorization-kubeconfig", "", "Kubeconfig used for SubjectAccessReviews."),
+    l(AUTHZ, "authorization-always-allow-paths", "/healthz,/readyz,/livez", "Paths served without authorization."),
+    a(AUTHZ, "authorization-webhook-cache-authorized-ttl", "10s", "Cache time of 'allowed' answers."),
+    a(AUTHZ, "authorization-webhook-cache-unauthorized-ttl", "10s", "Cache time of 'denied' answers."),
+    a(SA, "service-account-private-key-file", "", "PEM key (RSA or ECDSA) that signs legacy service account tokens."),
+    a(SA, "root-ca-file", "", "CA bundle published as ca.crt in token Secrets and kube-root-ca.crt ConfigMaps."),
+    a(SA, "cluster-signing-cert-file", "", "CA certificate for all built-in CSR signers."),
+    a(SA, "cluster-signing-key-file", "", "CA key for all built-in CSR signers."),
+    a(SA, "cluster-signing-kubelet-serving-cert-file", "", "CA certificate for kubernetes.io/kubelet-serving."),
+    a(SA, "cluster-signing-kubelet-serving-key-file", "", "CA key for kubernetes.io/kubelet-serving."),
+    a(SA, "cluster-signing-kubelet-client-cert-file", "", "CA certificate for kubernetes.io/kube-apiserver-client-kubelet."),
+    a(SA, "cluster-signing-kubelet-client-key-file", "", "CA key for kubernetes.io/kube-apiserver-client-kubelet."),
+    a(SA, "cluster-signing-kube-apiserver-client-cert-file", "", "CA certificate for kubernetes.io/kube-apiserver-client."),
+    a(SA, "cluster-signing-kube-apiserver-client-key-file", "", "CA key for kubernetes.io/kube-apiserver-client."),
+    a(SA, "cluster-signing-legacy-unknown-cert-file", "", "CA certificate for kubernetes.io/legacy-unknown."),
+    a(SA, "cluster-signing-legacy-unknown-key-file", "", "CA key for kubernetes.io/legacy-unknown."),
+    a(SA, "cluster-signing-duration", "8760h0m0s", "Longest lifetime of a signed certificate."),
+    b(NODE, "allocate-node-cidrs", "false", "Allocate pod CIDRs to nodes (needs --cluster-cidr)."),
+    a(NODE, "cluster-cidr", "", "Pod CIDR(s), comma separated for dual-stack."),
+    a(NODE, "service-cluster-ip-range", "", "Service CIDR(s), kept out of node allocations."),
+    a(NODE, "node-cidr-mask-size", "0", "Node CIDR mask size (0: 24 for IPv4, 64 for IPv6)."),
+    a(NODE, "node-cidr-mask-size-ipv4", "0", "Node CIDR mask size for IPv4 in dual-stack clusters (0: 24)."),
+    a(NODE, "node-cidr-mask-size-ipv6", "0", "Node CIDR mask size for IPv6 in dual-stack clusters (0: 64)."),
+    a(NODE, "node-monitor-period", "5s", "How often node status is checked."),
+    a(NODE, "node-monitor-grace-period", "40s", "How long a node may be silent before it is marked unhealthy."),
+    a(NODE, "node-startup-grace-period", "1m0s", "The same for a node that is starting."),
+    a(LOGS, "v", "0", "Log verbosity (-v or --v)."),
+    a(MISC, "kubeconfig", "", "Kubeconfig with the API server location and credentials."),
+    a(MISC, "master", "", "API server URL (overrides the kubeconfig's server)."),
+];
+
+/// Flags kube-controller-manager 1.28 has that edgekcm accepts and ignores.
+/// `(name, boolean)`.
+static ACCEPTED: &[(&str, bool)] = &[
+    ("allow-metric-labels", false),
+    ("allow-metric-labels-manifest", false),
+    ("allow-untagged-cloud", true),
+    ("attach-detach-reconcile-sync-period", false),
+    ("azure-container-registry-config", false),
+    ("cidr-allocator-type", false),
+    ("cloud-config", false),
+    ("cloud-provider", false),
+    ("cloud-provider-gce-l7lb-src-cidrs", false),
+    ("cloud-provider-gce-lb-src-cidrs", false),
+    ("configure-cloud-routes", true),
+    ("contention-profiling", true),
+    ("disable-attach-detach-reconcile-sync", true),
+    ("disabled-metrics", false),
+    ("enable-dynamic-provisioning", true),
+    ("enable-hostpath-provisioner", true),
+    ("enable-leader-migration", true),
+    ("endpoint-updates-batch-period", false),
+    ("endpointslice-updates-batch-period", false),
+    ("external-cloud-volume-plugin", false),
+    ("feature-gates", false),
+    ("flex-volume-plugin-dir", false),
+    ("horizontal-pod-autoscaler-cpu-initialization-period", false),
+    ("horizontal-pod-autoscaler-downscale-delay", false),
+    ("horizontal-pod-autoscaler-downscale-stabilization", false),
+    ("horizontal-pod-autoscaler-initial-readiness-delay", false),
+    ("horizontal-pod-autoscaler-sync-period", false),
+    ("horizontal-pod-autoscaler-tolerance", false),
+    ("horizontal-pod-autoscaler-upscale-delay", false),
+    ("http2-max-streams-per-connection", false),
+    ("kube-api-content-type", false),
+    ("large-cluster-size-threshold", false),
+    ("leader-migration-config", false),
+    ("legacy-service-account-token-clean-up-period", false),
+    ("log-flush-frequency", false),
+    ("log-json-info-buffer-size", false),
+    ("log-json-split-stream", true),
+    ("logging-format", false),
+    ("max-endpoints-per-slice", false),
+    ("mirroring-endpointslice-updates-batch-period", false),
+    ("mirroring-max-endpoints-per-subset", false),
+    ("node-eviction-rate", false),
+    ("permit-address-sharing", true),
+    ("permit-port-sharing", true),
+    ("profiling", true),
+    ("pv-recycler-increment-timeout-nfs", false),
+    ("pv-recycler-minimum-timeout-hostpath", false),
+    ("pv-recycler-minimum-timeout-nfs", false),
+    ("pv-recycler-pod-template-filepath-hostpath", false),
+    ("pv-recycler-pod-template-filepath-nfs", false),
+    ("pv-recycler-timeout-increment-hostpath", false),
+    ("pvclaimbinder-sync-period", false),
+    ("requestheader-allowed-names", false),
+    ("requestheader-client-ca-file", false),
+    ("requestheader-extra-headers-prefix", false),
+    ("requestheader-group-headers", false),
+    ("requestheader-username-headers", false),
+    ("resource-quota-sync-period", false),
+    ("route-reconciliation-period", false),
+    ("secondary-node-eviction-rate", false),
+    ("show-hidden-metrics-for-version", false),
+    ("tls-cipher-suites", false),
+    ("tls-min-version", false),
+    ("tls-sni-cert-key", false),
+    ("unhealthy-zone-threshold", false),
+    ("vmodule", false),
+    ("volume-host-allow-local-loopback", true),
+    ("volume-host-cidr-denylist", false),
+];
+
+/// Flags of kube-controller-manager releases after 1.28, accepted and ignored so newer
+/// command lines still start. `(name, boolean)`.
+static LATER: &[(&str, bool)] = &[
+    ("concurrent-daemonset-syncs", false),
+    ("concurrent-device-taint-eviction-syncs", false),
+    ("disable-force-detach-on-timeout", true),
+    ("log-text-info-buffer-size", false),
+    ("log-text-split-stream", true),
+    ("requestheader-uid-headers", false),
+];
+
+/// Flags kube-controller-manager removed before 1.28 that old units still carry.
+/// `(name, boolean, removed in)`; an empty release means "some release before 1.28".
+static REMOVED: &[(&str, bool, &str)] = &[
+    ("add-dir-header", true, "1.26"),
+    ("address", false, "1.24"),
+    ("alsologtostderr", true, "1.26"),
+    ("deleting-pods-burst", false, "1.25"),
+    ("deleting-pods-qps", false, "1.25"),
+    ("deployment-controller-sync-period", false, ""),
+    ("enable-taint-manager", true, "1.27"),
+    ("experimental-logging-sanitization", true, ""),
+    ("google-json-key", false, ""),
+    ("horizontal-pod-autoscaler-use-rest-clients", true, ""),
+    (
+        "insecure-experimental-approve-all-kubelet-csrs-for-group",
+        false,
+        "",
+    ),
+    ("log-backtrace-at", false, "1.26"),
+    ("log-dir", false, "1.26"),
+    ("log-file", false, "1.26"),
+    ("log-file-max-size", false, "1.26"),
+    ("logtostderr", true, "1.26"),
+    ("node-sync-period", false, ""),
+    ("one-output", true, "1.26"),
+    ("pod-eviction-timeout", false, "1.27"),
+    ("port", false, "1.24"),
+    ("register-retry-count", false, "1.25"),
+    ("skip-headers", true, "1.26"),
+    ("skip-log-headers", true, "1.26"),
+    ("stderrthreshold", false, "1.26"),
+];
+
+/// Old names that still mean a flag edgekcm acts on: `(old, new, removed in)`.
+static RENAMED: &[(&str, &str, &str)] = &[(
+    "experimental-cluster-signing-duration",
+    "cluster-signing-duration",
+    "",
+)];
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Acted {
+        boolean: bool,
+        list: bool,
+    },
+    Concurrent,
+    Accepted {
+        boolean: bool,
+    },
+    Later {
+        boolean: bool,
+    },
+    Removed {
+        boolean: bool,
+        since: &'static str,
+    },
+    Renamed {
+        to: &'static str,
+        since: &'static str,
+    },
+    Help,
+    Version,
+}
+
+impl Kind {
+    fn is_bool(self) -> bool {
+        match self {
+            Kind::Acted { boolean, .. }
+            | Kind::Accepted { boolean }
+            | Kind::Later { boolean }
+            | Kind::Removed { boolean, .. } => boolean,
+            Kind::Help | Kind::Version => true,
+            Kind::Concurrent | Kind::Renamed { .. } => false,
+        }
+    }
+}
+
+/// Look a normalised flag name up; `None` means upstream never had it.
+fn lookup(name: &str) -> Option<(&'static str, Kind)> {
+    if let Some(f) = ACTED.iter().find(|f| f.name == name) {
+        return Some((
+            f.name,
+            Kind::Acted {
+                boolean: f.boolean,
+                list: f.list,
+            },
+        ));
+    }
+    if let Some((n, _)) = CONCURRENT_SYNCS.iter().find(|(n, _)| *n == name) {
+        return Some((n, Kind::Concurrent));
+    }
+    if let Some((n, boolean)) = ACCEPTED.iter().find(|(n, _)| *n == name) {
+        return Some((n, Kind::Accepted { boolean: *boolean }));
+    }
+    if let Some((n, boolean)) = LATER.iter().find(|(n, _)| *n == name) {
+        return Some((n, Kind::Later { boolean: *boolean }));
+    }
+    if let Some((n, boolean, since)) = REMOVED.iter().find(|(n, _, _)| *n == name) {
+        return Some((
+            n,
+            Kind::Removed {
+                boolean: *boolean,
+                since,
+            },
+        ));
+    }
+    if let Some((n, to, since)) = RENAMED.iter().find(|(n, _, _)| *n == name) {
+        return Some((n, Kind::Renamed { to, since }));
+    }
+    match name {
+        "help" => Some(("help", Kind::Help)),
+        "version" => Some(("version", Kind::Version)),
+        _ => None,
+    }
+}
+
+/// Counts of the flag tables: (acted on, accepted and ignored incl. later releases,
+/// removed upstream incl. renamed).
+pub fn flag_counts() -> (usize, usize, usize) {
+    (
+        ACTED.len() + CONCURRENT_SYNCS.len(),
+        ACCEPTED.len() + LATER.len(),
+        REMOVED.len() + RENAMED.len(),
+    )
+}
+
+/// Parse the arguments after argv\[0\].
+pub fn parse(args: &[String]) -> Result<Command> {
+    let mut rest = args;
+    if let Some(first) = rest.first() {
+        if !first.starts_with('-') {
+            match first.as_str() {
+                "run" => rest = &rest[1..],
+                other => {
+                    return Err(Error::Config(format!(
+                        "unknown command {other:?} for \"edgekcm\""
+                    )))
+                }
+            }
+        }
+    }
+    parse_run(rest)
+}
+
+/// One flag occurrence after normalisation.
+struct Occurrence {
+    name: &'static str,
+    kind: Kind,
+    value: String,
+}
+
+fn parse_run(args: &[String]) -> Result<Command> {
+    let mut occurrences = Vec::new();
+    let mut positionals = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        if arg == "--" {
+            positionals.extend(args[i..].iter().cloned());
+            break;
+        }
+        if let Some(body) = arg.strip_prefix("--") {
+            if body.is_empty() || body.starts_with('-') || body.starts_with('=') {
+                return Err(Error::Config(format!("bad flag syntax: {arg}")));
+            }
+            let (given, inline) = match body.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (body, None),
+            };
+            let normalised = given.replace('_', "-");
+            let (name, kind) = lookup(&normalised)
+                .ok_or_else(|| Error::Config(format!("unknown flag: --{given}")))?;
+            let value = match inline {
+                Some(v) => v,
+                None if kind.is_bool() => "true".to_string(),
+                None => match args.get(i) {
+                    Some(v) => {
+                        i += 1;
+                        v.clone()
+                    }
+                    None => return Err(Error::Config(format!("flag needs an argument: {arg}"))),
+                },
+            };
+            occurrences.push(Occurrence { name, kind, value });
+        } else if arg.len() > 1 && arg.starts_with('-') {
+            let body = &arg[1..];
+            let mut chars = body.chars();
+            let c = chars.next().unwrap_or('-');
+            let tail = chars.as_str();
+            match c {
+                'v' => {
+                    let value = if let Some(v) = tail.strip_prefix('=') {
+                        v.to_string()
+                    } else if !tail.is_empty() {
+                        tail.to_string()
+                    } else {
+                        match args.get(i) {
+                            Some(v) => {
+                                i += 1;
+                                v.clone()
+                            }
+                            None => {
+                                return Err(Error::Config(format!(
+                                    "flag needs an argument: 'v' in {arg}"
+                                )))
+                            }
+                        }
+                    };
+                    occurrences.push(Occurrence {
+                        name: "v",
+                        kind: Kind::Acted {
+                            boolean: false,
+                            list: false,
+                        },
+                        value,
+                    });
+                }
+                'h' if tail.is_empty() || tail.starts_with('=') => {
+                    occurrences.push(Occurrence {
+                        name: "help",
+                        kind: Kind::Help,
+                        value: tail.strip_prefix('=').unwrap_or("true").to_string(),
+                    });
+                }
+                _ => {
+                    return Err(Error::Config(format!(
+                        "unknown shorthand flag: '{c}' in {arg}"
+                    )))
+                }
+            }
+        } else if !arg.is_empty() {
+            positionals.push(arg.to_string());
+        }
+    }
+
+    // Help and version win over everything else, as with cobra.
+    for o in &occurrences {
+        match o.kind {
+            Kind::Help if bool_value(o)? => return Ok(Command::Help(help_text())),
+            Kind::Version if o.value == "raw" || bool_value(o)? => {
+                return Ok(Command::Version(version_text()))
+            }
+            _ => {}
+        }
+    }
+    let positionals: Vec<&String> = positionals.iter().filter(|p| !p.is_empty()).collect();
+    if !positionals.is_empty() {
+        return Err(Error::Config(format!(
+            "\"edgekcm\" does not take any arguments, got {positionals:?}"
+        )));
+    }
+
+    let mut values: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut lists: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    let mut concurrent: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let mut warned = std::collections::BTreeSet::new();
+    for o in occurrences {
+        if o.kind.is_bool() {
+            // A bad boolean is an error even for flags edgekcm ignores, as with pflag.
+            bool_value(&o)?;
+        }
+        match o.kind {
+            Kind::Acted { boolean, list } => {
+                if list {
+                    lists
+                        .entry(o.name)
+                        .or_default()
+                        .extend(config::split_list(&o.value));
+                } else if boolean {
+                    let v = bool_value(&o)?;
+                    values.insert(o.name, v.to_string());
+                } else {
+                    values.insert(o.name, o.value);
+                }
+            }
+            Kind::Concurrent => {
+                concurrent.insert(o.name, o.value);
+            }
+            Kind::Accepted { .. } => {
+                if warned.insert(o.name) {
+                    warnings.push(format!(
+                        "flag --{} is accepted for compatibility; edgekcm does not act on it yet",
+                        o.name
+                    ));
+                }
+            }
+            Kind::Later { .. } => {
+                if warned.insert(o.name) {
+                    warnings.push(format!(
+                        "flag --{} (from a kube-controller-manager release after 1.28) is accepted for compatibility; edgekcm does not act on it yet",
+                        o.name
+                    ));
+                }
+            }
+            Kind::Removed { since, .. } => {
+                if warned.insert(o.name) {
+                    warnings.push(format!(
+                        "flag --{} was removed upstream{} and is ignored",
+                        o.name,
+                        release(since)
+                    ));
+                }
+            }
+            Kind::Renamed { to, since } => {
+                if warned.insert(o.name) {
+                    warnings.push(format!(
+                        "flag --{} was removed upstream{}; its value is used for --{to}",
+                        o.name,
+                        release(since)
+                    ));
+                }
+                values.insert(to, o.value);
+            }
+            Kind::Help | Kind::Version => {}
+        }
+    }
+
+    // Hand the acted-on flags to argh, each exactly once.
+    let mut argv: Vec<String> = Vec::new();
+    for (name, v) in values {
+        argv.push(format!("--{name}"));
+        argv.push(v);
+    }
+    for (name, v) in lists {
+        argv.push(format!("--{name}"));
+        argv.push(v.join(","));
+    }
+    let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let flags = RunFlags::from_args(&["edgekcm"], &argv_ref).map_err(|e| {
+        Error::Config(format!(
+            "internal flag table error: {}",
+            e.output.trim_end()
+        ))
+    })?;
+    let cfg = Config::from_flags(flags, &concurrent, warnings)?;
+    Ok(Command::Run(Box::new(cfg)))
+}
+
+/// ` (kube-controller-manager 1.24)`, or nothing when the release is not recorded.
+fn release(since: &str) -> String {
+    if since.is_empty() {
+        String::new()
+    } else {
+        format!(" (kube-controller-manager {since})")
+    }
+}
+
+fn bool_value(o: &Occurrence) -> Result<bool> {
+    config::parse_go_bool(&o.value).map_err(|e| {
+        Error::Config(format!(
+            "invalid argument {:?} for \"--{}\" flag: {e}",
+            o.value, o.name
+        ))
+    })
+}
+
+/// `--version` output.
+pub fn version_text() -> String {
+    format!(
+        "edgekcm {} (kube-controller-manager v1.28 compatible)",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// `--help` output: the flags edgekcm acts on, grouped, with defaults.
+pub fn help_text() -> String {
+    let mut out = String::new();
+    out.push_str(
+        "edgekcm runs the Kubernetes controllers (a kube-controller-manager v1.28 compatible\n\
+         controller manager in one small binary).\n\nUsage:\n  edgekcm [run] [flags]\n",
+    );
+    let mut groups: Vec<&str> = Vec::new();
+    for f in ACTED {
+        if !groups.contains(&f.group) {
+            groups.push(f.group);
+        }
+    }
+    for g in groups {
+        out.push_str(&format!("\n{g}:\n"));
+        for f in ACTED.iter().filter(|f| f.group == g) {
+            let spelled = if f.name == "v" {
+                "-v, --v int".to_string()
+            } else if f.boolean {
+                format!("    --{}", f.name)
+            } else if f.list {
+                format!("    --{} strings", f.name)
+            } else {
+                format!("    --{} value", f.name)
+            };
+            let default = if f.default.is_empty() || (f.boolean && f.default == "false") {
+                String::new()
+            } else {
+                format!(" (default {})", f.default)
+            };
+            out.push_str(&format!("  {spelled}\n        {}{default}\n", f.help));
+        }
+        if g == GENERIC {
+            out.push_str("\nConcurrency flags (workers per controller):\n");
+            for (name, default) in CONCURRENT_SYNCS {
+                out.push_str(&format!("      --{name} int (default {default})\n"));
+            }
+        }
+    }
+    out.push_str(
+        "\n  -h, --help       Show this help.\n      --version    Print the version.\n\n\
+         Every other kube-controller-manager v1.28 flag is accepted with a warning and ignored;\n\
+         flags removed upstream (--address, --port, klog file flags, ...) are accepted with a\n\
+         warning too. Flag names may use '_' or '-'.\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_acted_flag_reaches_argh() {
+        for f in ACTED {
+            let argv = [format!("--{}", f.name), "x".to_string()];
+            let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
+            assert!(
+                RunFlags::from_args(&["edgekcm"], &refs).is_ok(),
+                "{} not in RunFlags",
+                f.name
+            );
+        }
+    }
+
+    #[test]
+    fn tables_do_not_overlap() {
+        let mut seen = std::collections::BTreeSet::new();
+        let names = ACTED
+            .iter()
+            .map(|f| f.name)
+            .chain(CONCURRENT_SYNCS.iter().map(|(n, _)| *n))
+            .chain(ACCEPTED.iter().map(|(n, _)| *n))
+            .chain(LATER.iter().map(|(n, _)| *n))
+            .chain(REMOVED.iter().map(|(n, _, _)| *n))
+            .chain(RENAMED.iter().map(|(n, _, _)| *n));
+        for n in names {
+            assert!(seen.insert(n), "{n} listed twice");
+            assert!(!n.contains('_'), "{n} must be normalised");
+        }
+    }
+}

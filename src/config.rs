@@ -1,1 +1,877 @@
-//! (not written yet)
+//! The validated configuration edgekcm runs with, built from the command line.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::cli::RunFlags;
+use crate::controllers::registry::ControllerSelection;
+use crate::error::{Error, Result};
+
+/// Every `--concurrent-*-syncs` flag of kube-controller-manager 1.28 with its default.
+/// `--concurrent_rc_syncs` is spelled with underscores upstream; names are normalised.
+pub const CONCURRENT_SYNCS: &[(&str, usize)] = &[
+    ("concurrent-cron-job-syncs", 5),
+    ("concurrent-deployment-syncs", 5),
+    ("concurrent-endpoint-syncs", 5),
+    ("concurrent-ephemeralvolume-syncs", 5),
+    ("concurrent-gc-syncs", 20),
+    ("concurrent-horizontal-pod-autoscaler-syncs", 5),
+    ("concurrent-job-syncs", 5),
+    ("concurrent-namespace-syncs", 10),
+    ("concurrent-rc-syncs", 5),
+    ("concurrent-replicaset-syncs", 5),
+    ("concurrent-resource-quota-syncs", 5),
+    ("concurrent-service-endpoint-syncs", 5),
+    ("concurrent-service-syncs", 1),
+    ("concurrent-serviceaccount-token-syncs", 5),
+    ("concurrent-statefulset-syncs", 5),
+    ("concurrent-ttl-after-finished-syncs", 5),
+    ("concurrent-validating-admission-policy-status-syncs", 5),
+    ("mirroring-concurrent-service-endpoint-syncs", 5),
+];
+
+/// Leader election settings (`--leader-elect*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaderElection {
+    pub enabled: bool,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+    /// Always `leases` when enabled (validated).
+    pub resource_lock: String,
+    pub resource_name: String,
+    pub resource_namespace: String,
+}
+
+/// A certificate/key file pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertKeyFiles {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+/// CSR signing files (`--cluster-signing-*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterSigning {
+    /// `--cluster-signing-cert-file` (empty = unset).
+    pub cert_file: Option<PathBuf>,
+    /// `--cluster-signing-key-file` (empty = unset).
+    pub key_file: Option<PathBuf>,
+    pub kubelet_serving: SignerFiles,
+    pub kubelet_client: SignerFiles,
+    pub kube_apiserver_client: SignerFiles,
+    pub legacy_unknown: SignerFiles,
+    /// `--cluster-signing-duration` (8760h).
+    pub duration: Duration,
+}
+
+/// The per-signer `--cluster-signing-<signer>-{cert,key}-file` pair as given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SignerFiles {
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+}
+
+impl ClusterSigning {
+    fn specific(&self) -> [&SignerFiles; 4] {
+        [
+            &self.kubelet_serving,
+            &self.kubelet_client,
+            &self.kube_apiserver_client,
+            &self.legacy_unknown,
+        ]
+    }
+
+    fn any_specific(&self) -> bool {
+        self.specific()
+            .iter()
+            .any(|s| s.cert_file.is_some() || s.key_file.is_some())
+    }
+
+    /// The files a signer uses, as upstream decides: the signer's own pair if either of its
+    /// flags is set, otherwise the shared `--cluster-signing-{cert,key}-file` pair. `None` when
+    /// the signer has nothing to sign with (it is then skipped).
+    pub fn files_for(&self, signer: &SignerFiles) -> Option<CertKeyFiles> {
+        let (cert, key) = if signer.cert_file.is_some() || signer.key_file.is_some() {
+            (signer.cert_file.clone(), signer.key_file.clone())
+        } else {
+            (self.cert_file.clone(), self.key_file.clone())
+        };
+        Some(CertKeyFiles {
+            cert_file: cert?,
+            key_file: key?,
+        })
+    }
+
+    /// Whether the CSR signing controller has anything to do.
+    pub fn enabled(&self) -> bool {
+        (self.cert_file.is_some() && self.key_file.is_some()) || self.any_specific()
+    }
+}
+
+/// An IP network in CIDR notation (`10.244.0.0/16`, `fd00::/108`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let bad = || format!("invalid CIDR address: {s}");
+        let (a, p) = s.split_once('/').ok_or_else(bad)?;
+        let addr: IpAddr = a.parse().map_err(|_| bad())?;
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let prefix: u8 = p.parse().map_err(|_| bad())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        if prefix > max {
+            return Err(bad());
+        }
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// Everything edgekcm acts on, typed and validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    // Client
+    pub kubeconfig: Option<PathBuf>,
+    pub master: Option<String>,
+    pub kube_api_qps: f32,
+    pub kube_api_burst: u32,
+    // Controllers
+    pub controllers: ControllerSelection,
+    pub controller_start_interval: Duration,
+    pub min_resync_period: Duration,
+    /// Worker counts keyed by flag name (see [`CONCURRENT_SYNCS`]); use [`Config::concurrency`].
+    pub concurrent_syncs: BTreeMap<&'static str, usize>,
+    pub use_service_account_credentials: bool,
+    pub enable_garbage_collector: bool,
+    pub namespace_sync_period: Duration,
+    pub terminated_pod_gc_threshold: i32,
+    pub node_monitor_period: Duration,
+    pub node_monitor_grace_period: Duration,
+    pub node_startup_grace_period: Duration,
+    pub cluster_name: String,
+    // Node IPAM
+    pub allocate_node_cidrs: bool,
+    pub cluster_cidrs: Vec<Cidr>,
+    pub service_cluster_ip_ranges: Vec<Cidr>,
+    pub node_cidr_mask_size: Option<u8>,
+    pub node_cidr_mask_size_ipv4: Option<u8>,
+    pub node_cidr_mask_size_ipv6: Option<u8>,
+    // Leader election
+    pub leader_election: LeaderElection,
+    // Keys and certificates
+    pub service_account_private_key_file: Option<PathBuf>,
+    pub root_ca_file: Option<PathBuf>,
+    pub cluster_signing: ClusterSigning,
+    // Secure serving
+    /// 0 disables serving.
+    pub secure_port: u16,
+    pub bind_address: IpAddr,
+    pub cert_dir: Option<PathBuf>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    // Authentication / authorization of the secure port
+    pub authentication_kubeconfig: Option<PathBuf>,
+    pub authentication_skip_lookup: bool,
+    pub authentication_tolerate_lookup_failure: bool,
+    pub authentication_token_webhook_cache_ttl: Duration,
+    pub client_ca_file: Option<PathBuf>,
+    pub authorization_kubeconfig: Option<PathBuf>,
+    pub authorization_always_allow_paths: Vec<String>,
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
+    // Logging
+    /// `-v` / `--v`.
+    pub verbosity: u32,
+    /// One line per ignored, renamed or removed flag; logged once at start.
+    pub warnings: Vec<String>,
+}
+
+impl Default for Config {
+    /// Upstream defaults, as if no flag was given.
+    fn default() -> Self {
+        Config {
+            kubeconfig: None,
+            master: None,
+            kube_api_qps: 20.0,
+            kube_api_burst: 30,
+            controllers: ControllerSelection::default(),
+            controller_start_interval: Duration::ZERO,
+            min_resync_period: Duration::from_secs(12 * 3600),
+            concurrent_syncs: CONCURRENT_SYNCS.iter().copied().collect(),
+            use_service_account_credentials: false,
+            enable_garbage_collector: true,
+            namespace_sync_period: Duration::from_secs(300),
+            terminated_pod_gc_threshold: 12500,
+            node_monitor_period: Duration::from_secs(5),
+            node_monitor_grace_period: Duration::from_secs(40),
+            node_startup_grace_period: Duration::from_secs(60),
+            cluster_name: "kubernetes".to_string(),
+            allocate_node_cidrs: false,
+            cluster_cidrs: Vec::new(),
+            service_cluster_ip_ranges: Vec::new(),
+            node_cidr_mask_size: None,
+            node_cidr_mask_size_ipv4: None,
+            node_cidr_mask_size_ipv6: None,
+            leader_election: LeaderElection {
+                enabled: true,
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+                resource_lock: "leases".to_string(),
+                resource_name: "kube-controller-manager".to_string(),
+                resource_namespace: "kube-system".to_string(),
+            },
+            service_account_private_key_file: None,
+            root_ca_file: None,
+            cluster_signing: ClusterSigning {
+                cert_file: None,
+                key_file: None,
+                kubelet_serving: SignerFiles::default(),
+                kubelet_client: SignerFiles::default(),
+                kube_apiserver_client: SignerFiles::default(),
+                legacy_unknown: SignerFiles::default(),
+                duration: Duration::from_secs(8760 * 3600),
+            },
+            secure_port: 10257,
+            bind_address: IpAddr::from([0, 0, 0, 0]),
+            cert_dir: None,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            authentication_kubeconfig: None,
+            authentication_skip_lookup: false,
+            authentication_tolerate_lookup_failure: false,
+            authentication_token_webhook_cache_ttl: Duration::from_secs(10),
+            client_ca_file: None,
+            authorization_kubeconfig: None,
+            authorization_always_allow_paths: vec![
+                "/healthz".to_string(),
+                "/readyz".to_string(),
+                "/livez".to_string(),
+            ],
+            authorization_webhook_cache_authorized_ttl: Duration::from_secs(10),
+            authorization_webhook_cache_unauthorized_ttl: Duration::from_secs(10),
+            verbosity: 0,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Worker count for a `--concurrent-*-syncs` flag name (`concurrent-gc-syncs`), falling
+    /// back to 1 for a name that is not in the table.
+    pub fn concurrency(&self, flag: &str) -> usize {
+        self.concurrent_syncs.get(flag).copied().unwrap_or(1)
+    }
+
+    /// Build and validate from the parsed command line. `concurrent` holds the raw values of
+    /// `--concurrent-*-syncs` flags that were given; `warnings` the lines gathered so far.
+    pub fn from_flags(
+        f: RunFlags,
+        concurrent: &BTreeMap<&'static str, String>,
+        warnings: Vec<String>,
+    ) -> Result<Config> {
+        let mut c = Config {
+            warnings,
+            ..Config::default()
+        };
+        c.kubeconfig = path(f.kubeconfig);
+        c.master = f.master.filter(|s| !s.is_empty());
+        if let Some(v) = f.kube_api_qps {
+            c.kube_api_qps = parse_f32("kube-api-qps", &v)?;
+        }
+        if let Some(v) = f.kube_api_burst {
+            c.kube_api_burst = non_negative("kube-api-burst", parse_i32("kube-api-burst", &v)?)?;
+        }
+        if let Some(v) = f.controllers {
+            c.controllers = ControllerSelection::parse(&split_list(&v))?;
+        }
+        dur(
+            &mut c.controller_start_interval,
+            "controller-start-interval",
+            f.controller_start_interval,
+        )?;
+        dur(
+            &mut c.min_resync_period,
+            "min-resync-period",
+            f.min_resync_period,
+        )?;
+        for (name, raw) in concurrent {
+            let n = parse_i32(name, raw)?;
+            c.concurrent_syncs.insert(name, n.max(0) as usize);
+        }
+        boolean(
+            &mut c.use_service_account_credentials,
+            "use-service-account-credentials",
+            f.use_service_account_credentials,
+        )?;
+        boolean(
+            &mut c.enable_garbage_collector,
+            "enable-garbage-collector",
+            f.enable_garbage_collector,
+        )?;
+        dur(
+            &mut c.namespace_sync_period,
+            "namespace-sync-period",
+            f.namespace_sync_period,
+        )?;
+        if let Some(v) = f.terminated_pod_gc_threshold {
+            c.terminated_pod_gc_threshold = parse_i32("terminated-pod-gc-threshold", &v)?;
+        }
+        dur(
+            &mut c.node_monitor_period,
+            "node-monitor-period",
+            f.node_monitor_period,
+        )?;
+        dur(
+            &mut c.node_monitor_grace_period,
+            "node-monitor-grace-period",
+            f.node_monitor_grace_period,
+        )?;
+        dur(
+            &mut c.node_startup_grace_period,
+            "node-startup-grace-period",
+            f.node_startup_grace_period,
+        )?;
+        if let Some(v) = f.cluster_name {
+            c.cluster_name = v;
+        }
+
+        boolean(
+            &mut c.allocate_node_cidrs,
+            "allocate-node-cidrs",
+            f.allocate_node_cidrs,
+        )?;
+        c.cluster_cidrs = cidrs(
+            "cluster-cidr",
+            f.cluster_cidr.as_deref(),
+            c.allocate_node_cidrs,
+            &mut c.warnings,
+        )?;
+        c.service_cluster_ip_ranges = cidrs(
+            "service-cluster-ip-range",
+            f.service_cluster_ip_range.as_deref(),
+            c.allocate_node_cidrs,
+            &mut c.warnings,
+        )?;
+        if c.service_cluster_ip_ranges.len() > 2 {
+            return Err(Error::Config(
+                "--service-cluster-ip-range can not contain more than two entries".to_string(),
+            ));
+        }
+        c.node_cidr_mask_size = mask("node-cidr-mask-size", f.node_cidr_mask_size, 128)?;
+        c.node_cidr_mask_size_ipv4 =
+            mask("node-cidr-mask-size-ipv4", f.node_cidr_mask_size_ipv4, 32)?;
+        c.node_cidr_mask_size_ipv6 =
+            mask("node-cidr-mask-size-ipv6", f.node_cidr_mask_size_ipv6, 128)?;
+
+        let le = &mut c.leader_election;
+        boolean(&mut le.enabled, "leader-elect", f.leader_elect)?;
+        dur(
+            &mut le.lease_duration,
+            "leader-elect-lease-duration",
+            f.leader_elect_lease_duration,
+        )?;
+        dur(
+            &mut le.renew_deadline,
+            "leader-elect-renew-deadline",
+            f.leader_elect_renew_deadline,
+        )?;
+        dur(
+            &mut le.retry_period,
+            "leader-elect-retry-period",
+            f.leader_elect_retry_period,
+        )?;
+        if let Some(v) = f.leader_elect_resource_lock {
+            le.resource_lock = v;
+        }
+        if let Some(v) = f.leader_elect_resource_name {
+            le.resource_name = v;
+        }
+        if let Some(v) = f.leader_elect_resource_namespace {
+            le.resource_namespace = v;
+        }
+
+        c.service_account_private_key_file = path(f.service_account_private_key_file);
+        c.root_ca_file = path(f.root_ca_file);
+        let cs = &mut c.cluster_signing;
+        cs.cert_file = path(f.cluster_signing_cert_file);
+        cs.key_file = path(f.cluster_signing_key_file);
+        cs.kubelet_serving = SignerFiles {
+            cert_file: path(f.cluster_signing_kubelet_serving_cert_file),
+            key_file: path(f.cluster_signing_kubelet_serving_key_file),
+        };
+        cs.kubelet_client = SignerFiles {
+            cert_file: path(f.cluster_signing_kubelet_client_cert_file),
+            key_file: path(f.cluster_signing_kubelet_client_key_file),
+        };
+        cs.kube_apiserver_client = SignerFiles {
+            cert_file: path(f.cluster_signing_kube_apiserver_client_cert_file),
+            key_file: path(f.cluster_signing_kube_apiserver_client_key_file),
+        };
+        cs.legacy_unknown = SignerFiles {
+            cert_file: path(f.cluster_signing_legacy_unknown_cert_file),
+            key_file: path(f.cluster_signing_legacy_unknown_key_file),
+        };
+        dur(
+            &mut cs.duration,
+            "cluster-signing-duration",
+            f.cluster_signing_duration,
+        )?;
+
+        if let Some(v) = f.secure_port {
+            let n = parse_i32("secure-port", &v)?;
+            c.secure_port = u16::try_from(n).map_err(|_| {
+                Error::Config(format!(
+                    "--secure-port {n} must be between 0 and 65535, inclusive. 0 for turning off secure port"
+                ))
+            })?;
+        }
+        if let Some(v) = f.bind_address {
+            c.bind_address = v
+                .trim()
+                .parse()
+                .map_err(|_| invalid("bind-address", &v, &format!("failed to parse IP: {v:?}")))?;
+        }
+        c.cert_dir = path(f.cert_dir);
+        c.tls_cert_file = path(f.tls_cert_file);
+        c.tls_private_key_file = path(f.tls_private_key_file);
+
+        c.authentication_kubeconfig = path(f.authentication_kubeconfig);
+        boolean(
+            &mut c.authentication_skip_lookup,
+            "authentication-skip-lookup",
+            f.authentication_skip_lookup,
+        )?;
+        boolean(
+            &mut c.authentication_tolerate_lookup_failure,
+            "authentication-tolerate-lookup-failure",
+            f.authentication_tolerate_lookup_failure,
+        )?;
+        dur(
+            &mut c.authentication_token_webhook_cache_ttl,
+            "authentication-token-webhook-cache-ttl",
+            f.authentication_token_webhook_cache_ttl,
+        )?;
+        c.client_ca_file = path(f.client_ca_file);
+        c.authorization_kubeconfig = path(f.authorization_kubeconfig);
+        if let Some(v) = f.authorization_always_allow_paths {
+            c.authorization_always_allow_paths = split_list(&v);
+        }
+        dur(
+            &mut c.authorization_webhook_cache_authorized_ttl,
+            "authorization-webhook-cache-authorized-ttl",
+            f.authorization_webhook_cache_authorized_ttl,
+        )?;
+        dur(
+            &mut c.authorization_webhook_cache_unauthorized_ttl,
+            "authorization-webhook-cache-unauthorized-ttl",
+            f.authorization_webhook_cache_unauthorized_ttl,
+        )?;
+        if let Some(v) = f.v {
+            // klog's Level is an int32; negative levels behave as 0.
+            c.verbosity = parse_i32("v", &v)?.max(0) as u32;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Cross-flag checks, with upstream's wording where upstream has one.
+    pub fn validate(&self) -> Result<()> {
+        let le = &self.leader_election;
+        if le.enabled {
+            if le.resource_lock != "leases" {
+                return Err(Error::Config(
+                    "resourceLock value must be \"leases\"".to_string(),
+                ));
+            }
+            if le.lease_duration <= le.renew_deadline {
+                return Err(Error::Config(
+                    "leaseDuration must be greater than renewDeadline".to_string(),
+                ));
+            }
+            if le.renew_deadline.as_secs_f64() <= 1.2 * le.retry_period.as_secs_f64() {
+                return Err(Error::Config(
+                    "renewDeadline must be greater than retryPeriod*JitterFactor".to_string(),
+                ));
+            }
+            if le.retry_period.is_zero() {
+                return Err(Error::Config(
+                    "retryPeriod must be greater than zero".to_string(),
+                ));
+            }
+            if le.resource_name.is_empty() || le.resource_namespace.is_empty() {
+                return Err(Error::Config(
+                    "--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"
+                        .to_string(),
+                ));
+            }
+        }
+        let cs = &self.cluster_signing;
+        if cs.cert_file.is_some() && cs.key_file.is_some() && cs.any_specific() {
+            return Err(Error::Config(
+                "cannot specify default and per controller certs at the same time".to_string(),
+            ));
+        }
+        if self.secure_port != 0
+            && (self.tls_cert_file.is_some() != self.tls_private_key_file.is_some())
+        {
+            return Err(Error::Config(
+                "--tls-cert-file and --tls-private-key-file must be given together: missing filename for serving cert"
+                    .to_string(),
+            ));
+        }
+        if self.kube_api_qps.is_nan() || self.kube_api_qps < 0.0 {
+            return Err(Error::Config(format!(
+                "--kube-api-qps {} must not be negative",
+                self.kube_api_qps
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn path(v: Option<String>) -> Option<PathBuf> {
+    v.filter(|s| !s.is_empty()).map(PathBuf::from)
+}
+
+/// Split a pflag string-slice value (comma separated, surrounding quotes removed).
+pub(crate) fn split_list(v: &str) -> Vec<String> {
+    if v.is_empty() {
+        return Vec::new();
+    }
+    v.split(',')
+        .map(|s| s.trim().trim_matches('"').to_string())
+        .collect()
+}
+
+fn invalid(flag: &str, value: &str, why: &str) -> Error {
+    Error::Config(format!(
+        "invalid argument {value:?} for \"--{flag}\" flag: {why}"
+    ))
+}
+
+fn dur(slot: &mut Duration, flag: &str, v: Option<String>) -> Result<()> {
+    if let Some(v) = v {
+        *slot = parse_go_duration(&v).map_err(|e| invalid(flag, &v, &e))?;
+    }
+    Ok(())
+}
+
+fn boolean(slot: &mut bool, flag: &str, v: Option<String>) -> Result<()> {
+    if let Some(v) = v {
+        *slot = parse_go_bool(&v).map_err(|e| invalid(flag, &v, &e))?;
+    }
+    Ok(())
+}
+
+fn parse_i32(flag: &str, v: &str) -> Result<i32> {
+    v.parse::<i32>().map_err(|e| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                format!("strconv.ParseInt: parsing {v:?}: value out of range")
+            }
+            _ => format!("strconv.ParseInt: parsing {v:?}: invalid syntax"),
+        };
+        invalid(flag, v, &why)
+    })
+}
+
+fn non_negative(flag: &str, n: i32) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::Config(format!("--{flag} {n} must not be negative")))
+}
+
+fn parse_f32(flag: &str, v: &str) -> Result<f32> {
+    v.parse::<f32>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .ok_or_else(|| {
+            invalid(
+                flag,
+                v,
+                &format!("strconv.ParseFloat: parsing {v:?}: invalid syntax"),
+            )
+        })
+}
+
+fn mask(flag: &str, v: Option<String>, max: u8) -> Result<Option<u8>> {
+    let Some(v) = v else { return Ok(None) };
+    let n = parse_i32(flag, &v)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    match u8::try_from(n) {
+        Ok(m) if m <= max => Ok(Some(m)),
+        _ => Err(Error::Config(format!(
+            "--{flag} {n} must be between 1 and {max}"
+        ))),
+    }
+}
+
+fn cidrs(
+    flag: &str,
+    v: Option<&str>,
+    required_valid: bool,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Cidr>> {
+    let Some(v) = v.filter(|s| !s.trim().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for part in v.split(',') {
+        match part.trim().parse::<Cidr>() {
+            Ok(c) => out.push(c),
+            Err(e) if required_valid => return Err(invalid(flag, v, &e)),
+            Err(e) => {
+                warnings.push(format!(
+                    "flag --{flag}: {e}; ignored because --allocate-node-cidrs is false"
+                ));
+                return Ok(Vec::new());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Go's `strconv.ParseBool`.
+pub fn parse_go_bool(s: &str) -> std::result::Result<bool, String> {
+    match s {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(format!("strconv.ParseBool: parsing {s:?}: invalid syntax")),
+    }
+}
+
+/// Go's `time.ParseDuration` for non-negative values: `15s`, `1m30s`, `1.5h`, `500ms`,
+/// `8760h`, `0`. Units: ns, us (µs, μs), ms, s, m, h. Errors are worded like Go's.
+pub fn parse_go_duration(input: &str) -> std::result::Result<Duration, String> {
+    let invalid = || format!("time: invalid duration {input:?}");
+    let mut s = input;
+    let mut negative = false;
+    if let Some(rest) = s.strip_prefix('-') {
+        negative = true;
+        s = rest;
+    } else if let Some(rest) = s.strip_prefix('+') {
+        s = rest;
+    }
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err(invalid());
+    }
+    let mut total: u128 = 0; // nanoseconds
+    while !s.is_empty() {
+        // Integer part.
+        let int_len = s.bytes().take_while(u8::is_ascii_digit).count();
+        let int_part = &s[..int_len];
+        s = &s[int_len..];
+        // Fraction.
+        let mut frac_part = "";
+        let mut has_dot = false;
+        if let Some(rest) = s.strip_prefix('.') {
+            has_dot = true;
+            let frac_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+            frac_part = &rest[..frac_len];
+            s = &rest[frac_len..];
+        }
+        if int_part.is_empty() && frac_part.is_empty() {
+            // No digits at all (e.g. ".s" or "s").
+            return Err(invalid());
+        }
+        let _ = has_dot;
+        // Unit.
+        let unit_len = s
+            .char_indices()
+            .find(|&(_, c)| c == '.' || c.is_ascii_digit())
+            .map(|(i, _)| i)
+            .unwrap_or(s.len());
+        if unit_len == 0 {
+            return Err(format!("time: missing unit in duration {input:?}"));
+        }
+        let unit = &s[..unit_len];
+        s = &s[unit_len..];
+        let scale: u128 = match unit {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60 * 1_000_000_000,
+            "h" => 3600 * 1_000_000_000,
+            _ => return Err(format!("time: unknown unit {unit:?} in duration {input:?}")),
+        };
+        let int_val: u128 = if int_part.is_empty() {
+            0
+        } else {
+            int_part.parse::<u128>().map_err(|_| invalid())?
+        };
+        let mut v = int_val.checked_mul(scale).ok_or_else(invalid)?;
+        if !frac_part.is_empty() {
+            // Truncate to nanosecond precision like Go.
+            let mut num: u128 = 0;
+            let mut den: u128 = 1;
+            for b in frac_part.bytes().take(30) {
+                num = num * 10 + u128::from(b - b'0');
+                den *= 10;
+            }
+            v = v.checked_add(num * scale / den).ok_or_else(invalid)?;
+        }
+        total = total.checked_add(v).ok_or_else(invalid)?;
+        // Go limits durations to int64 nanoseconds.
+        if total > i64::MAX as u128 {
+            return Err(invalid());
+        }
+    }
+    if negative && total != 0 {
+        return Err(format!("negative duration {input:?} is not allowed here"));
+    }
+    let secs = (total / 1_000_000_000) as u64;
+    let nanos = (total % 1_000_000_000) as u32;
+    Ok(Duration::new(secs, nanos))
+}
+
+/// Format a duration the way Go prints `time.Duration` (`1m0s`, `8760h0m0s`, `500ms`).
+pub fn format_go_duration(d: Duration) -> String {
+    let total = d.as_nanos();
+    if total == 0 {
+        return "0s".to_string();
+    }
+    if total < 1_000_000_000 {
+        return if total < 1_000 {
+            format!("{total}ns")
+        } else if total < 1_000_000 {
+            trim_frac(total as f64 / 1e3, "µs")
+        } else {
+            trim_frac(total as f64 / 1e6, "ms")
+        };
+    }
+    let h = total / 3_600_000_000_000;
+    let rem = total % 3_600_000_000_000;
+    let m = rem / 60_000_000_000;
+    let s_ns = rem % 60_000_000_000;
+    let secs = if s_ns.is_multiple_of(1_000_000_000) {
+        format!("{}s", s_ns / 1_000_000_000)
+    } else {
+        trim_frac(s_ns as f64 / 1e9, "s")
+    };
+    if h > 0 {
+        format!("{h}h{m}m{secs}")
+    } else if m > 0 {
+        format!("{m}m{secs}")
+    } else {
+        secs
+    }
+}
+
+fn trim_frac(v: f64, unit: &str) -> String {
+    let s = format!("{v:.9}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}{unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        let ok = |s: &str| parse_go_duration(s).unwrap();
+        assert_eq!(ok("15s"), Duration::from_secs(15));
+        assert_eq!(ok("1m30s"), Duration::from_secs(90));
+        assert_eq!(ok("8760h"), Duration::from_secs(8760 * 3600));
+        assert_eq!(ok("87600h"), Duration::from_secs(87600 * 3600));
+        assert_eq!(ok("500ms"), Duration::from_millis(500));
+        assert_eq!(ok("1.5h"), Duration::from_secs(5400));
+        assert_eq!(ok("0"), Duration::ZERO);
+        assert_eq!(ok("+5s"), Duration::from_secs(5));
+        assert_eq!(ok("-0s"), Duration::ZERO);
+        assert_eq!(ok("1h2m3s4ms5us6ns"), Duration::new(3723, 4_005_006));
+        assert_eq!(ok("2µs"), Duration::from_micros(2));
+        assert_eq!(ok("2μs"), Duration::from_micros(2));
+        assert_eq!(ok(".5s"), Duration::from_millis(500));
+        assert_eq!(ok("1.s"), Duration::from_secs(1));
+        assert_eq!(ok("8760h0m0s"), Duration::from_secs(8760 * 3600));
+        assert_eq!(ok("0.000000001s"), Duration::from_nanos(1));
+    }
+
+    #[test]
+    fn go_duration_errors() {
+        let err = |s: &str| parse_go_duration(s).unwrap_err();
+        assert_eq!(err("abc"), "time: invalid duration \"abc\"");
+        assert_eq!(err(""), "time: invalid duration \"\"");
+        assert_eq!(err("10"), "time: missing unit in duration \"10\"");
+        assert_eq!(err("5x"), "time: unknown unit \"x\" in duration \"5x\"");
+        assert_eq!(err("."), "time: invalid duration \".\"");
+        assert_eq!(err("s"), "time: invalid duration \"s\"");
+        assert_eq!(err("1s2"), "time: missing unit in duration \"1s2\"");
+        assert!(err("-5s").contains("negative"));
+        assert!(parse_go_duration("9999999999h").is_err());
+    }
+
+    #[test]
+    fn go_duration_format() {
+        assert_eq!(format_go_duration(Duration::from_secs(60)), "1m0s");
+        assert_eq!(
+            format_go_duration(Duration::from_secs(8760 * 3600)),
+            "8760h0m0s"
+        );
+        assert_eq!(format_go_duration(Duration::from_secs(15)), "15s");
+        assert_eq!(format_go_duration(Duration::from_millis(500)), "500ms");
+        assert_eq!(format_go_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(format_go_duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn go_bools() {
+        for t in ["1", "t", "T", "true", "TRUE", "True"] {
+            assert_eq!(parse_go_bool(t), Ok(true));
+        }
+        for f in ["0", "f", "F", "false", "FALSE", "False"] {
+            assert_eq!(parse_go_bool(f), Ok(false));
+        }
+        assert!(parse_go_bool("yes").is_err());
+    }
+
+    #[test]
+    fn cidr_parse() {
+        let c: Cidr = "10.244.0.0/16".parse().unwrap();
+        assert_eq!(c.prefix, 16);
+        assert_eq!(c.to_string(), "10.244.0.0/16");
+        assert!("fd00::/108".parse::<Cidr>().is_ok());
+        assert!("10.0.0.0/33".parse::<Cidr>().is_err());
+        assert!("10.0.0.0".parse::<Cidr>().is_err());
+    }
+
+    #[test]
+    fn signer_files_fallback() {
+        let mut cs = Config::default().cluster_signing;
+        assert!(!cs.enabled());
+        cs.cert_file = Some("ca.crt".into());
+        assert!(!cs.enabled());
+        cs.key_file = Some("ca.key".into());
+        assert!(cs.enabled());
+        let f = cs.files_for(&cs.kubelet_serving.clone()).unwrap();
+        assert_eq!(f.cert_file, PathBuf::from("ca.crt"));
+        let own = SignerFiles {
+            cert_file: Some("s.crt".into()),
+            key_file: None,
+        };
+        assert_eq!(cs.files_for(&own), None);
+    }
+}
