@@ -12,5 +12,6 @@ pub mod obj;
 pub mod queue;
 pub mod sandbox;
 pub mod server;
+pub mod timefmt;
 
 pub use error::{Error, Result};
