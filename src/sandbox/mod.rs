@@ -1,1 +1,745 @@
-//! The sandbox API server: an in-repo test double speaking real HTTP on loopback.
+//! The sandbox API server: an in-repo test double of kube-apiserver speaking real HTTP/1.1 on
+//! loopback, for edgekcm's integration tests, its demo and its benchmark.
+//!
+//! It keeps objects in memory as JSON, with one global resourceVersion counter, and serves the
+//! REST paths of every kind in [`crate::api::resources::ALL`] (plus kinds defined by
+//! CustomResourceDefinitions): get, list (selectors, `limit`/`continue`), watch (history replay,
+//! bookmarks, `timeoutSeconds`, 410 on expired versions), create (`generateName`, defaulting),
+//! update with resourceVersion preconditions, merge / JSON / strategic-merge patches, delete
+//! with preconditions, finalizers and propagation policies, `deletecollection`, and the
+//! `status`, `scale`, `finalize`, `approval` and `token` subresources. Faults (outages, paused
+//! answers, 429/500/503 answers, dropped watches, compaction) are injected through [`Faults`]
+//! and [`Sandbox::stop_listening`].
+//!
+//! Connections are kept alive (responses carry `Content-Length`; `Connection: close` is
+//! honoured); a watch answers with `Transfer-Encoding: chunked`, one JSON event and `\n` per
+//! chunk. Every write is handed to the watchers of its kind under the store lock, so a watcher
+//! never misses or reorders an event.
+//!
+//! # What the sandbox does not do
+//!
+//! Where it differs from kube-apiserver (v1.28), a client that works here may still fail there:
+//!
+//! - **JSON only.** No protobuf, no Table output, no gzip. `Accept:
+//!   application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1` (and `as=PartialObjectMetadata`)
+//!   is honoured for get, list and watch; other `as=` forms are ignored.
+//! - **Discovery** is the legacy unaggregated form only (`/api`, `/apis`, `/apis/<g>`,
+//!   `/apis/<g>/<v>`); the aggregated `apidiscovery.k8s.io` form is not served, and there is no
+//!   OpenAPI (`/openapi/v2`, `/openapi/v3` are 404).
+//! - **No validation** beyond: a name (or generateName) is required, names in the body must
+//!   match the URL, `expirationSeconds >= 600`, `scale` replicas `>= 0`, no new finalizers on a
+//!   deleting object, a known `propagationPolicy`. Names are not checked against DNS rules and
+//!   immutable spec fields (selectors, ...) may change.
+//! - **Defaulting** covers only the fields controllers rely on (workload replicas and
+//!   strategies, pod spec and container basics, Job completions/parallelism/backoffLimit and its
+//!   generated selector and labels, CronJob policies, Service type/sessionAffinity/ports and a
+//!   fake ClusterIP from 10.96.0.0/16, Secret type, PV/PVC modes and phases, HPA minReplicas). HPA
+//!   `behavior` and many other defaults are not applied.
+//! - **Admission**: only namespace lifecycle (404 for a missing namespace on create and update,
+//!   403 for creates in a terminating namespace - for every kind, Events included, as upstream
+//!   v1.28 has no exception for them - and the immortal `default`, `kube-system`,
+//!   `kube-public`). No ServiceAccount admission check (pods get `serviceAccountName: default`
+//!   even when it does not exist), no quota, no LimitRanger, no priority classes, no RBAC:
+//!   every authenticated request is allowed; `deny_access` rules only affect
+//!   SubjectAccessReview answers.
+//! - **Pods are deleted at once** (there is no kubelet): no graceful deletion and no
+//!   `deletionGracePeriodSeconds` countdown; pods with finalizers do wait for them.
+//! - **Namespaces** are not emptied by the server (that is the namespace controller's job, as
+//!   upstream); `propagationPolicy` on a namespace delete is ignored.
+//! - **Reads are always current**: `resourceVersion`/`resourceVersionMatch` on get and list are
+//!   ignored (no "too large resource version" 504), except that a list with
+//!   `resourceVersion=0` and no `continue` ignores `limit`, as upstream's watch cache does.
+//!   Continue tokens are honoured as consistent snapshots while the history still covers them.
+//! - **Watch**: a start version newer than the current one is accepted (events simply arrive
+//!   later); `sendInitialEvents`/watch-list is not supported; the legacy `/api/v1/watch/...`
+//!   paths are not served. Bookmarks are sent every `bookmark_interval` whether or not anything
+//!   happened. A watch without `timeoutSeconds` runs until the client, a fault or `Drop` ends it.
+//! - **Server-side apply** (`application/apply-patch+yaml`) accepts a JSON body only and is a
+//!   merge patch that may create the object: no managed fields, no conflicts, `force` and
+//!   `fieldManager` ignored. `metadata.managedFields` is never stored.
+//! - **Strategic merge patch** knows the merge keys by field name (ownerReferences by uid,
+//!   conditions by type, containers/volumes/env/... by name, ports, addresses, finalizers as a
+//!   merged set) rather than from the Go types; `$setElementOrder` is ignored. CRD kinds answer
+//!   415 to it, as upstream.
+//! - **`dryRun`** is refused with 400.
+//! - **Update of a missing object** is 404 for every kind (no create-on-update).
+//! - **Status subresource writes** take the new `status` and `metadata` and keep everything
+//!   else; CSR `approval` changes `status.conditions` only.
+//! - **Authentication** (`require_auth`): bearer tokens only (the admin token, tokens minted by
+//!   the `token` subresource, and tokens found in `kubernetes.io/service-account-token` Secrets);
+//!   no client certificates. `/healthz`, `/livez`, `/readyz` and `/version` need no token.
+//! - **Events** have no TTL; nothing is garbage-collected by the server.
+//! - A CustomResourceDefinition is served as soon as it is created (no `Established` condition
+//!   is written) and has no schema validation, no `status`/`scale` subresources and no
+//!   conversion.
+
+mod defaults;
+mod discovery;
+mod http;
+mod meta;
+mod patch;
+mod rest;
+mod selector;
+mod store;
+
+pub use store::DeleteOpts;
+
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{self, BufReader};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::api::resources::{Kind, SECRETS};
+use rest::{Reply, WatchPlan};
+use store::{PatchType, State, WriteMode};
+
+/// How to start a sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// How many events are kept for resuming watches and continuing lists.
+    pub history_window: usize,
+    /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK.
+    pub bookmark_interval: Duration,
+    /// Answer requests without a valid bearer token with 401.
+    pub require_auth: bool,
+    /// The bearer token of the all-powerful user `admin`.
+    pub admin_token: String,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        SandboxOptions {
+            port: 0,
+            history_window: 10_000,
+            bookmark_interval: Duration::from_secs(1),
+            require_auth: false,
+            admin_token: "sandbox-admin".to_string(),
+        }
+    }
+}
+
+/// One request as the sandbox saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRecord {
+    pub method: String,
+    /// Path with the query string, as sent.
+    pub path: String,
+    pub user_agent: Option<String>,
+    /// The bearer token, if any.
+    pub token: Option<String>,
+    pub content_type: Option<String>,
+    /// The HTTP status answered (200 for a watch that started).
+    pub status: u16,
+    /// The authenticated user (`admin`, `system:serviceaccount:<ns>:<name>`), if known.
+    pub user: Option<String>,
+}
+
+struct FailRule {
+    remaining: usize,
+    code: u16,
+    path_contains: Option<String>,
+}
+
+#[derive(Default)]
+struct FaultState {
+    rules: Vec<FailRule>,
+    pause_until: Option<Instant>,
+}
+
+/// State shared by the listener, the connection threads and the handles.
+pub(crate) struct Shared {
+    opts: SandboxOptions,
+    port: u16,
+    state: Mutex<State>,
+    faults: Mutex<FaultState>,
+    requests: Mutex<Vec<RequestRecord>>,
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    next_conn: AtomicU64,
+    stopped: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn lock_state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The user a bearer token belongs to, if it is valid now.
+    fn authenticate(&self, token: &str) -> Option<String> {
+        if token.is_empty() {
+            return None;
+        }
+        if token == self.opts.admin_token {
+            return Some("admin".to_string());
+        }
+        let st = self.lock_state();
+        if let Some((user, expiry)) = st.tokens.get(token) {
+            return (SystemTime::now() < *expiry).then(|| user.clone());
+        }
+        use base64::Engine as _;
+        for s in st.iter_kind(&SECRETS, None) {
+            if s.get("type").and_then(Value::as_str) != Some("kubernetes.io/service-account-token")
+            {
+                continue;
+            }
+            let data = s
+                .pointer("/data/token")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(data) else {
+                continue;
+            };
+            if !raw.is_empty() && raw == token.as_bytes() {
+                let sa = s
+                    .pointer("/metadata/annotations/kubernetes.io~1service-account.name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                return Some(format!(
+                    "system:serviceaccount:{}:{sa}",
+                    meta::namespace_of(s)
+                ));
+            }
+        }
+        None
+    }
+
+    /// Sleep while a pause is in force. False when the sandbox stopped meanwhile.
+    fn wait_unpaused(&self) -> bool {
+        loop {
+            if self.stopped.load(Ordering::SeqCst) {
+                return false;
+            }
+            let until = lock(&self.faults).pause_until;
+            match until {
+                Some(u) if Instant::now() < u => {
+                    thread::sleep((u - Instant::now()).min(Duration::from_millis(20)));
+                }
+                _ => return true,
+            }
+        }
+    }
+
+    fn paused(&self) -> bool {
+        lock(&self.faults)
+            .pause_until
+            .is_some_and(|u| Instant::now() < u)
+    }
+
+    fn take_fault(&self, target: &str) -> Option<u16> {
+        let mut f = lock(&self.faults);
+        let rule = f.rules.iter_mut().find(|r| {
+            r.remaining > 0
+                && r.path_contains
+                    .as_deref()
+                    .is_none_or(|p| target.contains(p))
+        })?;
+        rule.remaining -= 1;
+        let code = rule.code;
+        f.rules.retain(|r| r.remaining > 0);
+        Some(code)
+    }
+
+    fn shutdown_connections(&self) {
+        for (_, c) in lock(&self.conns).drain() {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// A handle for injecting faults; clones share the sandbox.
+#[derive(Clone)]
+pub struct Faults {
+    shared: Arc<Shared>,
+}
+
+impl Faults {
+    /// End every open watch stream now (a clean server-side close of the stream and its
+    /// connection).
+    pub fn drop_watches(&self) {
+        self.shared.lock_state().drop_watchers();
+    }
+
+    /// Answer the next `n` requests whose path (with query) contains `path_contains` (all
+    /// requests when `None`) with `code`: 429 (with `Retry-After: 1`), 500, 503 or any other
+    /// status, as a `Status` body.
+    pub fn fail_next(&self, n: usize, code: u16, path_contains: Option<&str>) {
+        lock(&self.shared.faults).rules.push(FailRule {
+            remaining: n,
+            code,
+            path_contains: path_contains.map(str::to_string),
+        });
+    }
+
+    /// Compact: every resourceVersion below the current one becomes too old for watches and
+    /// continue tokens.
+    pub fn expire_history(&self) {
+        self.shared.lock_state().expire_history();
+    }
+
+    /// Requests are accepted but not answered, and watches deliver nothing, until `d` passes.
+    pub fn pause(&self, d: Duration) {
+        lock(&self.shared.faults).pause_until = Some(Instant::now() + d);
+    }
+}
+
+struct ListenerCtl {
+    stop: Arc<AtomicBool>,
+    handle: thread::JoinHandle<()>,
+}
+
+/// A running sandbox API server; dropping it stops it.
+pub struct Sandbox {
+    shared: Arc<Shared>,
+    listener: Mutex<Option<ListenerCtl>>,
+}
+
+fn err_string(e: meta::ApiError) -> String {
+    e.message
+}
+
+impl Sandbox {
+    /// Bind 127.0.0.1:`opts.port` and start serving.
+    pub fn start(opts: SandboxOptions) -> io::Result<Sandbox> {
+        let listener = TcpListener::bind(("127.0.0.1", opts.port))?;
+        let port = listener.local_addr()?.port();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(opts.history_window)),
+            opts,
+            port,
+            faults: Mutex::new(FaultState::default()),
+            requests: Mutex::new(Vec::new()),
+            conns: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(1),
+            stopped: AtomicBool::new(false),
+        });
+        let ctl = spawn_listener(shared.clone(), listener)?;
+        Ok(Sandbox {
+            shared,
+            listener: Mutex::new(Some(ctl)),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.shared.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.shared.port
+    }
+
+    /// A kubeconfig pointing at this sandbox with the admin token.
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: sandbox\n  cluster:\n    server: {}\ncontexts:\n- name: sandbox\n  context:\n    cluster: sandbox\n    user: sandbox-admin\ncurrent-context: sandbox\nusers:\n- name: sandbox-admin\n  user:\n    token: {}\npreferences: {{}}\n",
+            self.url(),
+            self.shared.opts.admin_token
+        )
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path) -> io::Result<()> {
+        std::fs::write(path, self.kubeconfig_yaml())
+    }
+
+    /// The stored object, if any (`ns` is ignored for cluster-scoped kinds).
+    pub fn get(&self, kind: &Kind, ns: Option<&str>, name: &str) -> Option<Value> {
+        self.shared
+            .lock_state()
+            .get(kind, ns.unwrap_or(""), name)
+            .map(|o| (*o).clone())
+    }
+
+    /// Stored objects of a kind in (namespace, name) order; `ns = None` means all namespaces.
+    pub fn list(&self, kind: &Kind, ns: Option<&str>) -> Vec<Value> {
+        let ns = if kind.namespaced { ns } else { None };
+        self.shared
+            .lock_state()
+            .iter_kind(kind, ns)
+            .map(|o| (**o).clone())
+            .collect()
+    }
+
+    /// Create as POST would (the namespace comes from `metadata.namespace`, "default" when
+    /// unset). The error is the `Status` message.
+    pub fn create(&self, kind: &Kind, obj: Value) -> Result<Value, String> {
+        self.shared
+            .lock_state()
+            .create(kind, None, obj)
+            .map(|o| (*o).clone())
+            .map_err(err_string)
+    }
+
+    /// Replace as PUT would (name and namespace from the object's metadata).
+    pub fn update(&self, kind: &Kind, obj: Value) -> Result<Value, String> {
+        self.write(kind, obj, WriteMode::Main)
+    }
+
+    /// Replace the status as PUT on `/status` would.
+    pub fn update_status(&self, kind: &Kind, obj: Value) -> Result<Value, String> {
+        self.write(kind, obj, WriteMode::Status)
+    }
+
+    fn write(&self, kind: &Kind, obj: Value, mode: WriteMode) -> Result<Value, String> {
+        let ns = meta::namespace_of(&obj).to_string();
+        let name = meta::name_of(&obj).to_string();
+        self.shared
+            .lock_state()
+            .update(kind, &ns, &name, obj, mode)
+            .map(|o| (*o).clone())
+            .map_err(err_string)
+    }
+
+    /// Patch as PATCH would; `content_type` is one of the patch media types.
+    pub fn patch(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        content_type: &str,
+        patch: Value,
+    ) -> Result<Value, String> {
+        let pt = PatchType::from_content_type(content_type)
+            .ok_or_else(|| format!("unsupported patch type {content_type:?}"))?;
+        self.shared
+            .lock_state()
+            .patch(kind, ns.unwrap_or(""), name, pt, &patch, WriteMode::Main)
+            .map(|o| (*o).clone())
+            .map_err(err_string)
+    }
+
+    /// Delete as DELETE without options would (finalizers and the kind's default propagation
+    /// policy apply).
+    pub fn delete(&self, kind: &Kind, ns: Option<&str>, name: &str) -> Result<(), String> {
+        self.delete_with(kind, ns, name, &DeleteOpts::default())
+    }
+
+    pub fn delete_with(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<(), String> {
+        self.shared
+            .lock_state()
+            .delete(kind, ns.unwrap_or(""), name, opts)
+            .map(|_| ())
+            .map_err(err_string)
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock_state().rv
+    }
+
+    /// Make SubjectAccessReviews for `user` ("*" for anyone) deny requests whose REST path
+    /// contains `path`.
+    pub fn deny_access(&self, user: &str, path: &str) {
+        self.shared
+            .lock_state()
+            .denials
+            .push((user.to_string(), path.to_string()));
+    }
+
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        lock(&self.shared.requests).clone()
+    }
+
+    pub fn clear_requests(&self) {
+        lock(&self.shared.requests).clear();
+    }
+
+    pub fn faults(&self) -> Faults {
+        Faults {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Simulate an outage: close the listener and every open connection (watches included),
+    /// so clients get "connection refused" until [`Sandbox::resume_listening`].
+    pub fn stop_listening(&self) {
+        let ctl = lock(&self.listener).take();
+        if let Some(ctl) = ctl {
+            ctl.stop.store(true, Ordering::SeqCst);
+            // Wake the accept call; the listener closes when its thread ends.
+            let _ = TcpStream::connect_timeout(
+                &SocketAddr::from(([127, 0, 0, 1], self.shared.port)),
+                Duration::from_secs(1),
+            );
+            let _ = ctl.handle.join();
+        }
+        self.shared.lock_state().drop_watchers();
+        self.shared.shutdown_connections();
+    }
+
+    /// Listen again on the same port after [`Sandbox::stop_listening`].
+    pub fn resume_listening(&self) -> io::Result<()> {
+        let mut guard = lock(&self.listener);
+        if guard.is_some() {
+            return Ok(());
+        }
+        let mut last = None;
+        for _ in 0..50 {
+            match TcpListener::bind(("127.0.0.1", self.shared.port)) {
+                Ok(l) => {
+                    *guard = Some(spawn_listener(self.shared.clone(), l)?);
+                    return Ok(());
+                }
+                Err(e) => {
+                    last = Some(e);
+                    thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("cannot listen again")))
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.stop_listening();
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        self.shared.shutdown_connections();
+    }
+}
+
+fn spawn_listener(shared: Arc<Shared>, listener: TcpListener) -> io::Result<ListenerCtl> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let handle = thread::Builder::new()
+        .name("sandbox-accept".into())
+        .spawn(move || accept_loop(shared, listener, stop2))?;
+    Ok(ListenerCtl { stop, handle })
+}
+
+fn accept_loop(shared: Arc<Shared>, listener: TcpListener, stop: Arc<AtomicBool>) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(stream) = conn else {
+            thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
+        if let Ok(c) = stream.try_clone() {
+            lock(&shared.conns).insert(id, c);
+        }
+        let sh = shared.clone();
+        let spawned = thread::Builder::new()
+            .name("sandbox-conn".into())
+            .spawn(move || {
+                let _ = serve_connection(&sh, stream);
+                lock(&sh.conns).remove(&id);
+            });
+        if spawned.is_err() {
+            if let Some(c) = lock(&shared.conns).remove(&id) {
+                let _ = c.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+fn fault_reply(code: u16) -> (u16, Value, Vec<(String, String)>) {
+    let (reason, message) = match code {
+        429 => (
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        ),
+        500 => ("InternalError", "Internal error occurred: injected fault"),
+        503 => (
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        504 => (
+            "Timeout",
+            "the server was unable to return a response in the time allotted",
+        ),
+        _ => ("InternalError", "injected fault"),
+    };
+    let mut e = meta::ApiError::new(code, reason, message);
+    let mut headers = Vec::new();
+    if code == 429 {
+        e = e.with_details(json!({"retryAfterSeconds": 1}));
+        headers.push(("Retry-After".to_string(), "1".to_string()));
+    }
+    (code, e.to_status(), headers)
+}
+
+fn is_public_path(path: &str) -> bool {
+    matches!(path, "/healthz" | "/livez" | "/readyz" | "/version")
+}
+
+fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    loop {
+        let req = match http::read_request(&mut reader) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                let body = meta::ApiError::bad_request(e.to_string()).to_status();
+                let _ = http::write_response(
+                    &mut out,
+                    400,
+                    "application/json",
+                    &[],
+                    body.to_string().as_bytes(),
+                    true,
+                );
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        if !shared.wait_unpaused() {
+            return Ok(());
+        }
+        let token = req.bearer();
+        let mut record = RequestRecord {
+            method: req.method.clone(),
+            path: req.target.clone(),
+            user_agent: req.header("user-agent").map(str::to_string),
+            token: token.clone(),
+            content_type: req.header("content-type").map(str::to_string),
+            status: 0,
+            user: None,
+        };
+        let user = token.as_deref().and_then(|t| shared.authenticate(t));
+        record.user = user.clone();
+        let (reply, headers) = if let Some(code) = shared.take_fault(&req.target) {
+            let (c, v, h) = fault_reply(code);
+            (Reply::Json(c, v), h)
+        } else if shared.opts.require_auth && user.is_none() && !is_public_path(&req.path) {
+            let e = meta::ApiError::new(401, "Unauthorized", "Unauthorized");
+            (Reply::Json(401, e.to_status()), Vec::new())
+        } else {
+            (rest::handle(shared, &req, user.as_deref()), Vec::new())
+        };
+        match reply {
+            Reply::Json(code, v) => {
+                record.status = code;
+                lock(&shared.requests).push(record);
+                let body = serde_json::to_vec(&v).unwrap_or_default();
+                http::write_response(
+                    &mut out,
+                    code,
+                    "application/json",
+                    &headers,
+                    &body,
+                    req.close,
+                )?;
+            }
+            Reply::Bytes(code, ct, body) => {
+                record.status = code;
+                lock(&shared.requests).push(record);
+                http::write_response(&mut out, code, ct, &headers, &body, req.close)?;
+            }
+            Reply::Watch(plan) => {
+                record.status = 200;
+                lock(&shared.requests).push(record);
+                if !serve_watch(shared, &mut out, *plan)? {
+                    let _ = out.shutdown(Shutdown::Both);
+                    return Ok(());
+                }
+            }
+        }
+        if req.close {
+            return Ok(());
+        }
+    }
+}
+
+/// Stream a watch. `Ok(true)` when it ended cleanly and the connection may be reused.
+fn serve_watch(shared: &Shared, out: &mut TcpStream, plan: WatchPlan) -> io::Result<bool> {
+    http::write_chunked_head(out, "application/json")?;
+    if let Some(status) = &plan.error {
+        let mut line = b"{\"type\":\"ERROR\",\"object\":".to_vec();
+        let _ = serde_json::to_writer(&mut line, status);
+        line.extend_from_slice(b"}\n");
+        http::write_chunk(out, &line)?;
+        http::write_last_chunk(out)?;
+        return Ok(true);
+    }
+    let Some(rx) = plan.rx.as_ref() else {
+        http::write_last_chunk(out)?;
+        return Ok(true);
+    };
+    let deliver = |out: &mut TcpStream, ev: &store::Event| -> io::Result<bool> {
+        if let Some(typ) = plan.translate(ev) {
+            if !shared.wait_unpaused() {
+                return Ok(false);
+            }
+            http::write_chunk(out, &plan.encode(typ, &ev.obj))?;
+        }
+        Ok(true)
+    };
+    for ev in &plan.initial {
+        if !deliver(out, ev)? {
+            return Ok(false);
+        }
+    }
+    let interval = shared.opts.bookmark_interval.max(Duration::from_millis(10));
+    let deadline = plan.timeout.map(|t| Instant::now() + t);
+    let mut next_bookmark = Instant::now() + interval;
+    loop {
+        if shared.stopped.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            http::write_last_chunk(out)?;
+            return Ok(true);
+        }
+        let mut wait = Duration::from_millis(100);
+        if let Some(d) = deadline {
+            wait = wait.min(d - now);
+        }
+        if plan.bookmarks {
+            wait = wait.min(next_bookmark.saturating_duration_since(now));
+        }
+        match rx.recv_timeout(wait) {
+            Ok(ev) => {
+                if !deliver(out, &ev)? {
+                    return Ok(false);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if plan.bookmarks && Instant::now() >= next_bookmark && !shared.paused() {
+                    // Everything committed up to `rv` is either delivered or drained here.
+                    let (rv, pending) = {
+                        let st = shared.lock_state();
+                        let pending: Vec<_> = rx.try_iter().collect();
+                        (st.rv, pending)
+                    };
+                    for ev in &pending {
+                        if !deliver(out, ev)? {
+                            return Ok(false);
+                        }
+                    }
+                    http::write_chunk(out, &plan.bookmark(rv))?;
+                    next_bookmark = Instant::now() + interval;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let _ = http::write_last_chunk(out);
+                return Ok(false);
+            }
+        }
+    }
+}
