@@ -189,7 +189,7 @@ fn sandbox_survives_outage_and_pause() {
     // The apiserver goes away for 10 s.
     sb.stop_listening();
     std::thread::sleep(Duration::from_secs(10));
-    sb.resume_listening();
+    sb.resume_listening().expect("listen again");
     let (_, took) = namespace_served(&t);
     eprintln!("after a 10 s outage, a new namespace was served in {took:?}");
     // The apiserver hangs for 10 s (accepts, does not answer).
