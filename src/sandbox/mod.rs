@@ -456,6 +456,8 @@ impl Sandbox {
             .push((user.to_string(), path.to_string()));
     }
 
+    /// Every request answered so far, oldest first (the log keeps the newest 100,000 to
+    /// 200,000 records).
     pub fn requests(&self) -> Vec<RequestRecord> {
         lock(&self.shared.requests).clone()
     }
@@ -487,8 +489,19 @@ impl Sandbox {
         self.shared.shutdown_connections();
     }
 
+    /// Listen again on the same port after [`Sandbox::stop_listening`]; a failure to bind is
+    /// logged (see [`Sandbox::try_resume_listening`]).
+    pub fn resume_listening(&self) {
+        if let Err(e) = self.try_resume_listening() {
+            log::error!(
+                "sandbox: cannot listen again on port {}: {e}",
+                self.shared.port
+            );
+        }
+    }
+
     /// Listen again on the same port after [`Sandbox::stop_listening`].
-    pub fn resume_listening(&self) -> io::Result<()> {
+    pub fn try_resume_listening(&self) -> io::Result<()> {
         let mut guard = lock(&self.listener);
         if guard.is_some() {
             return Ok(());
@@ -582,6 +595,17 @@ fn fault_reply(code: u16) -> (u16, Value, Vec<(String, String)>) {
     (code, e.to_status(), headers)
 }
 
+/// The request log keeps at most this many records (the oldest half goes when it is full).
+const MAX_RECORDS: usize = 200_000;
+
+fn push_record(shared: &Shared, record: RequestRecord) {
+    let mut log = lock(&shared.requests);
+    if log.len() >= MAX_RECORDS {
+        log.drain(..MAX_RECORDS / 2);
+    }
+    log.push(record);
+}
+
 fn is_public_path(path: &str) -> bool {
     matches!(path, "/healthz" | "/livez" | "/readyz" | "/version")
 }
@@ -634,7 +658,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
         match reply {
             Reply::Json(code, v) => {
                 record.status = code;
-                lock(&shared.requests).push(record);
+                push_record(shared, record);
                 let body = serde_json::to_vec(&v).unwrap_or_default();
                 http::write_response(
                     &mut out,
@@ -647,12 +671,12 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
             }
             Reply::Bytes(code, ct, body) => {
                 record.status = code;
-                lock(&shared.requests).push(record);
+                push_record(shared, record);
                 http::write_response(&mut out, code, ct, &headers, &body, req.close)?;
             }
             Reply::Watch(plan) => {
                 record.status = 200;
-                lock(&shared.requests).push(record);
+                push_record(shared, record);
                 if !serve_watch(shared, &mut out, *plan)? {
                     let _ = out.shutdown(Shutdown::Both);
                     return Ok(());

@@ -553,7 +553,11 @@ fn write(
             )
             .into();
         };
-        st.patch(&kind, ns, name, pt, &body, mode)
+        let creates = pt == PatchType::Apply && st.get(&kind, ns, name).is_none();
+        return match st.patch(&kind, ns, name, pt, &body, mode) {
+            Ok(o) => Reply::Json(if creates { 201 } else { 200 }, (*o).clone()),
+            Err(e) => e.into(),
+        };
     } else {
         if kind.namespaced {
             let body_ns = namespace_of(&body);
