@@ -1045,6 +1045,11 @@ fn token_request_token_review_and_require_auth() {
     assert_eq!(sar("bob", "secrets"), json!(false));
     assert_eq!(sar("bob", "pods"), json!(true));
     assert_eq!(sar("alice", "secrets"), json!(true));
+    sb.clear_requests();
+    sb.faults().expire_tokens();
+    let r = sa.get("/api/v1/namespaces/default/configmaps");
+    assert_eq!(r.code, 401, "an expired token is refused");
+    assert_eq!(sb.requests()[0].user, None);
 }
 
 #[test]
@@ -1254,4 +1259,46 @@ fn custom_resource_definitions_are_served() {
     );
     assert_eq!(c.get(w).code, 404);
     let _ = DEPLOYMENTS;
+}
+
+#[test]
+fn csr_approval_and_events_in_a_terminating_namespace() {
+    let (_sb, c) = sandbox();
+    let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let csr = c.post(
+        csrs,
+        json!({"metadata": {"name": "node-csr"},
+               "spec": {"request": "UkVR", "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                        "usages": ["client auth"]}}),
+    );
+    assert_eq!(csr.code, 201);
+    let mut a = csr.body.clone();
+    a["status"] = json!({"conditions": [{"type": "Approved", "status": "True", "reason": "AutoApproved"}],
+                         "certificate": "ignored-here"});
+    a["spec"]["usages"] = json!(["server auth"]);
+    let r = c.put(&format!("{csrs}/node-csr/approval"), a);
+    assert_eq!(r.code, 200);
+    assert_eq!(r.body["status"]["conditions"][0]["type"], "Approved");
+    assert!(r.body["status"].get("certificate").is_none());
+    assert_eq!(r.body["spec"]["usages"], json!(["client auth"]));
+    let mut s = r.body.clone();
+    s["status"]["certificate"] = json!("Q0VSVA==");
+    let s = c.put(&format!("{csrs}/node-csr/status"), s);
+    assert_eq!(s.body["status"]["certificate"], "Q0VSVA==");
+    let l = c.get(&format!(
+        "{csrs}?fieldSelector=spec.signerName%3Dkubernetes.io/kube-apiserver-client-kubelet"
+    ));
+    assert_eq!(l.body["items"].as_array().unwrap().len(), 1);
+
+    // Upstream v1.28's namespace lifecycle admission has no exception for Events.
+    c.post("/api/v1/namespaces", json!({"metadata": {"name": "t"}}));
+    c.delete("/api/v1/namespaces/t", None);
+    let ev = c.post(
+        "/api/v1/namespaces/t/events",
+        json!({"metadata": {"name": "e1"}, "involvedObject": {"kind": "Pod", "name": "p", "namespace": "t"},
+               "reason": "X", "message": "m", "type": "Normal"}),
+    );
+    assert_eq!(ev.code, 403);
+    let ns = c.get("/api/v1/namespaces/t").body;
+    assert!(ns["metadata"].get("deletionGracePeriodSeconds").is_none());
 }

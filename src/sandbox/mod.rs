@@ -68,6 +68,8 @@
 //! - **Authentication** (`require_auth`): bearer tokens only (the admin token, tokens minted by
 //!   the `token` subresource, and tokens found in `kubernetes.io/service-account-token` Secrets);
 //!   no client certificates. `/healthz`, `/livez`, `/readyz` and `/version` need no token.
+//!   Without `require_auth` nothing is checked: any token (or none) is accepted, and the
+//!   recorded user is filled in only for tokens the sandbox knows.
 //! - **Events** have no TTL; nothing is garbage-collected by the server.
 //! - A CustomResourceDefinition is served as soon as it is created (no `Established` condition
 //!   is written) and has no schema validation, no `status`/`scale` subresources and no
@@ -289,6 +291,15 @@ impl Faults {
     /// continue tokens.
     pub fn expire_history(&self) {
         self.shared.lock_state().expire_history();
+    }
+
+    /// Make every token minted by the `token` subresource expired (requests with them get 401
+    /// under `require_auth`).
+    pub fn expire_tokens(&self) {
+        let now = SystemTime::now();
+        for (_, expiry) in self.shared.lock_state().tokens.values_mut() {
+            *expiry = now;
+        }
     }
 
     /// Requests are accepted but not answered, and watches deliver nothing, until `d` passes.

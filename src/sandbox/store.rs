@@ -716,7 +716,6 @@ impl State {
             }
             if !is_deleting(&obj) {
                 meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(now_rfc3339()));
-                meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(0));
             }
             set_path(&mut obj, &["status", "phase"], Some(json!("Terminating")));
             let spec_empty = obj
