@@ -1302,3 +1302,61 @@ fn csr_approval_and_events_in_a_terminating_namespace() {
     let ns = c.get("/api/v1/namespaces/t").body;
     assert!(ns["metadata"].get("deletionGracePeriodSeconds").is_none());
 }
+
+#[test]
+fn concurrent_writers_never_leave_gaps_in_a_watch() {
+    let (sb, c) = start(SandboxOptions {
+        bookmark_interval: Duration::from_millis(5),
+        ..SandboxOptions::default()
+    });
+    let from = sb.resource_version();
+    let mut w = c.watch(&format!(
+        "{CMS}?watch=true&resourceVersion={from}&allowWatchBookmarks=true"
+    ));
+    let writers: Vec<_> = (0..4)
+        .map(|t| {
+            let base = sb.url();
+            std::thread::spawn(move || {
+                let c = Client {
+                    agent: agent(),
+                    base,
+                    token: None,
+                };
+                for i in 0..30 {
+                    let r = c.post(CMS, cm(&format!("w{t}-{i}"), json!({})));
+                    assert_eq!(r.code, 201);
+                }
+            })
+        })
+        .collect();
+    for h in writers {
+        h.join().unwrap();
+    }
+    let mut last_event = from;
+    let mut last_bookmark = 0;
+    let mut seen = 0;
+    while seen < 120 {
+        let e = w.next().expect("event");
+        let r = rv(&e["object"]);
+        if e["type"] == "BOOKMARK" {
+            assert!(
+                r >= last_event,
+                "a bookmark never goes behind delivered events"
+            );
+            last_bookmark = r;
+            continue;
+        }
+        assert_eq!(e["type"], "ADDED");
+        assert_eq!(
+            r,
+            last_event + 1,
+            "no gaps: every configmap write is seen in order"
+        );
+        assert!(
+            r > last_bookmark,
+            "nothing older than a bookmark arrives after it"
+        );
+        last_event = r;
+        seen += 1;
+    }
+}
