@@ -70,6 +70,9 @@
 //!   no client certificates. `/healthz`, `/livez`, `/readyz` and `/version` need no token.
 //!   Without `require_auth` nothing is checked: any token (or none) is accepted, and the
 //!   recorded user is filled in only for tokens the sandbox knows.
+//! - **`metadata.generation`** is set to 1 on create and maintained for every kind (bumped when
+//!   anything outside `metadata` and `status` changes, and when a deletionTimestamp is set);
+//!   upstream maintains it only for kinds whose strategy does (workloads, CRDs, ...).
 //! - **Events** have no TTL; nothing is garbage-collected by the server.
 //! - A CustomResourceDefinition is served as soon as it is created (no `Established` condition
 //!   is written) and has no schema validation, no `status`/`scale` subresources and no
@@ -664,7 +667,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
             let e = meta::ApiError::new(401, "Unauthorized", "Unauthorized");
             (Reply::Json(401, e.to_status()), Vec::new())
         } else {
-            (rest::handle(shared, &req, user.as_deref()), Vec::new())
+            (rest::handle(shared, &req), Vec::new())
         };
         match reply {
             Reply::Json(code, v) => {
