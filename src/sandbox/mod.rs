@@ -68,6 +68,11 @@
 //! - **Authentication** (`require_auth`): bearer tokens only (the admin token, tokens minted by
 //!   the `token` subresource, and tokens found in `kubernetes.io/service-account-token` Secrets);
 //!   no client certificates. `/healthz`, `/livez`, `/readyz` and `/version` need no token.
+//!   Without `require_auth` nothing is checked: any token (or none) is accepted, and the
+//!   recorded user is filled in only for tokens the sandbox knows.
+//! - **`metadata.generation`** is set to 1 on create and maintained for every kind (bumped when
+//!   anything outside `metadata` and `status` changes, and when a deletionTimestamp is set);
+//!   upstream maintains it only for kinds whose strategy does (workloads, CRDs, ...).
 //! - **Events** have no TTL; nothing is garbage-collected by the server.
 //! - A CustomResourceDefinition is served as soon as it is created (no `Established` condition
 //!   is written) and has no schema validation, no `status`/`scale` subresources and no
@@ -291,6 +296,15 @@ impl Faults {
         self.shared.lock_state().expire_history();
     }
 
+    /// Make every token minted by the `token` subresource expired (requests with them get 401
+    /// under `require_auth`).
+    pub fn expire_tokens(&self) {
+        let now = SystemTime::now();
+        for (_, expiry) in self.shared.lock_state().tokens.values_mut() {
+            *expiry = now;
+        }
+    }
+
     /// Requests are accepted but not answered, and watches deliver nothing, until `d` passes.
     pub fn pause(&self, d: Duration) {
         lock(&self.shared.faults).pause_until = Some(Instant::now() + d);
@@ -456,6 +470,8 @@ impl Sandbox {
             .push((user.to_string(), path.to_string()));
     }
 
+    /// Every request answered so far, oldest first (the log keeps the newest 100,000 to
+    /// 200,000 records).
     pub fn requests(&self) -> Vec<RequestRecord> {
         lock(&self.shared.requests).clone()
     }
@@ -487,8 +503,19 @@ impl Sandbox {
         self.shared.shutdown_connections();
     }
 
+    /// Listen again on the same port after [`Sandbox::stop_listening`]; a failure to bind is
+    /// logged (see [`Sandbox::try_resume_listening`]).
+    pub fn resume_listening(&self) {
+        if let Err(e) = self.try_resume_listening() {
+            log::error!(
+                "sandbox: cannot listen again on port {}: {e}",
+                self.shared.port
+            );
+        }
+    }
+
     /// Listen again on the same port after [`Sandbox::stop_listening`].
-    pub fn resume_listening(&self) -> io::Result<()> {
+    pub fn try_resume_listening(&self) -> io::Result<()> {
         let mut guard = lock(&self.listener);
         if guard.is_some() {
             return Ok(());
@@ -582,6 +609,17 @@ fn fault_reply(code: u16) -> (u16, Value, Vec<(String, String)>) {
     (code, e.to_status(), headers)
 }
 
+/// The request log keeps at most this many records (the oldest half goes when it is full).
+const MAX_RECORDS: usize = 200_000;
+
+fn push_record(shared: &Shared, record: RequestRecord) {
+    let mut log = lock(&shared.requests);
+    if log.len() >= MAX_RECORDS {
+        log.drain(..MAX_RECORDS / 2);
+    }
+    log.push(record);
+}
+
 fn is_public_path(path: &str) -> bool {
     matches!(path, "/healthz" | "/livez" | "/readyz" | "/version")
 }
@@ -629,12 +667,12 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
             let e = meta::ApiError::new(401, "Unauthorized", "Unauthorized");
             (Reply::Json(401, e.to_status()), Vec::new())
         } else {
-            (rest::handle(shared, &req, user.as_deref()), Vec::new())
+            (rest::handle(shared, &req), Vec::new())
         };
         match reply {
             Reply::Json(code, v) => {
                 record.status = code;
-                lock(&shared.requests).push(record);
+                push_record(shared, record);
                 let body = serde_json::to_vec(&v).unwrap_or_default();
                 http::write_response(
                     &mut out,
@@ -647,12 +685,12 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
             }
             Reply::Bytes(code, ct, body) => {
                 record.status = code;
-                lock(&shared.requests).push(record);
+                push_record(shared, record);
                 http::write_response(&mut out, code, ct, &headers, &body, req.close)?;
             }
             Reply::Watch(plan) => {
                 record.status = 200;
-                lock(&shared.requests).push(record);
+                push_record(shared, record);
                 if !serve_watch(shared, &mut out, *plan)? {
                     let _ = out.shutdown(Shutdown::Both);
                     return Ok(());

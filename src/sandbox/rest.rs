@@ -152,7 +152,7 @@ fn accept_partial(req: &Request) -> (bool, bool) {
 }
 
 /// Dispatch one request (authentication, faults and pauses are handled by the caller).
-pub fn handle(shared: &Shared, req: &Request, user: Option<&str>) -> Reply {
+pub fn handle(shared: &Shared, req: &Request) -> Reply {
     let segs: Vec<&str> = req.path.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {
         [] => Reply::Json(
@@ -205,20 +205,13 @@ pub fn handle(shared: &Shared, req: &Request, user: Option<&str>) -> Reply {
             }
             Reply::Json(200, discovery::resource_list(&format!("{g}/{v}"), &kinds))
         }
-        ["api", "v1", rest @ ..] => resource(shared, req, user, "", "v1", rest),
-        ["apis", g, v, rest @ ..] => resource(shared, req, user, g, v, rest),
+        ["api", "v1", rest @ ..] => resource(shared, req, "", "v1", rest),
+        ["apis", g, v, rest @ ..] => resource(shared, req, g, v, rest),
         _ => not_found_path(),
     }
 }
 
-fn resource(
-    shared: &Shared,
-    req: &Request,
-    user: Option<&str>,
-    group: &str,
-    version: &str,
-    rest: &[&str],
-) -> Reply {
+fn resource(shared: &Shared, req: &Request, group: &str, version: &str, rest: &[&str]) -> Reply {
     let (ns, plural, name, sub) = match rest {
         ["namespaces", ns, plural, tail @ ..]
             if !matches!(*plural, "status" | "finalize") && tail.len() <= 2 =>
@@ -308,10 +301,7 @@ fn resource(
             "PUT" | "PATCH" => scale_write(shared, req, kind, ns_str, name, m == "PATCH"),
             _ => method_not_allowed(m),
         },
-        _ => {
-            let _ = user;
-            not_found_path()
-        }
+        _ => not_found_path(),
     }
 }
 
@@ -500,7 +490,7 @@ fn start_watch(shared: &Shared, req: &Request, kind: Kind, ns: Option<&str>) -> 
         },
     };
     let timeout = match req.param("timeoutSeconds").unwrap_or("") {
-        "" => None,
+        "" | "0" => None,
         t => match t.parse::<u64>() {
             Ok(n) => Some(Duration::from_secs(n)),
             Err(_) => return ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")).into(),
@@ -553,7 +543,11 @@ fn write(
             )
             .into();
         };
-        st.patch(&kind, ns, name, pt, &body, mode)
+        let creates = pt == PatchType::Apply && st.get(&kind, ns, name).is_none();
+        return match st.patch(&kind, ns, name, pt, &body, mode) {
+            Ok(o) => Reply::Json(if creates { 201 } else { 200 }, (*o).clone()),
+            Err(e) => e.into(),
+        };
     } else {
         if kind.namespaced {
             let body_ns = namespace_of(&body);

@@ -716,7 +716,6 @@ impl State {
             }
             if !is_deleting(&obj) {
                 meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(now_rfc3339()));
-                meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(0));
             }
             set_path(&mut obj, &["status", "phase"], Some(json!("Terminating")));
             let spec_empty = obj
@@ -902,5 +901,88 @@ pub fn set_path(obj: &mut Value, path: &[&str], v: Option<Value>) {
             m.remove(*last);
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resources::{CONFIGMAPS, DEPLOYMENTS};
+
+    fn cm(name: &str, v: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default"}, "data": {"k": v}})
+    }
+
+    fn names(m: &BTreeMap<Key, Arc<Value>>) -> Vec<String> {
+        m.values()
+            .map(|o| format!("{}={}", name_of(o), o["data"]["k"].as_str().unwrap_or("")))
+            .collect()
+    }
+
+    #[test]
+    fn snapshots_rebuild_earlier_states() {
+        let mut s = State::new(100);
+        s.create(&CONFIGMAPS, None, cm("a", "1")).unwrap();
+        let at1 = s.rv;
+        s.create(&CONFIGMAPS, None, cm("b", "1")).unwrap();
+        s.update(&CONFIGMAPS, "default", "a", cm("a", "2"), WriteMode::Main)
+            .unwrap();
+        s.delete(&CONFIGMAPS, "default", "b", &DeleteOpts::default())
+            .unwrap();
+        assert_eq!(names(&s.snapshot(&CONFIGMAPS, at1).unwrap()), ["a=1"]);
+        assert_eq!(
+            names(&s.snapshot(&CONFIGMAPS, at1 + 2).unwrap()),
+            ["a=2", "b=1"]
+        );
+        assert_eq!(names(&s.snapshot(&CONFIGMAPS, s.rv).unwrap()), ["a=2"]);
+        s.expire_history();
+        assert_eq!(s.snapshot(&CONFIGMAPS, at1).unwrap_err().code, 410);
+    }
+
+    #[test]
+    fn history_window_and_watch_replay() {
+        let mut s = State::new(3);
+        let start = s.rv;
+        for i in 0..5 {
+            s.create(&CONFIGMAPS, None, cm(&format!("c{i}"), "x"))
+                .unwrap();
+        }
+        let err = s.watch(&CONFIGMAPS, None, Some(start)).unwrap_err();
+        assert_eq!(err.code, 410);
+        assert_eq!(
+            err.message,
+            format!("too old resource version: {start} ({})", s.compacted)
+        );
+        let (replay, rx) = s.watch(&CONFIGMAPS, None, Some(s.rv - 2)).unwrap();
+        assert_eq!(replay.len(), 2);
+        s.create(&CONFIGMAPS, None, cm("live", "x")).unwrap();
+        let ev = rx.try_recv().unwrap();
+        assert_eq!(ev.typ, EvType::Added);
+        // Other kinds do not reach this watcher.
+        s.create(&DEPLOYMENTS, None, json!({"metadata": {"name": "d"}}))
+            .unwrap();
+        assert!(rx.try_recv().is_err());
+        s.drop_watchers();
+        assert!(matches!(
+            rx.try_recv(),
+            Err(std::sync::mpsc::TryRecvError::Disconnected)
+        ));
+    }
+
+    #[test]
+    fn noop_update_keeps_the_resource_version() {
+        let mut s = State::new(10);
+        let a = s.create(&CONFIGMAPS, None, cm("a", "1")).unwrap();
+        let again = s
+            .update(&CONFIGMAPS, "default", "a", (*a).clone(), WriteMode::Main)
+            .unwrap();
+        assert_eq!(rv_of(&again), rv_of(&a));
+        let mut no_rv = (*a).clone();
+        no_rv["metadata"]["managedFields"] = json!([{"manager": "x"}]);
+        let same = s
+            .update(&CONFIGMAPS, "default", "a", no_rv, WriteMode::Main)
+            .unwrap();
+        assert!(same["metadata"].get("managedFields").is_none());
+        assert_eq!(rv_of(&same), rv_of(&a));
     }
 }
