@@ -210,7 +210,11 @@ impl Informer {
                     if self.stopped() {
                         break;
                     }
-                    let wait = backoff.next_delay(Instant::now());
+                    let wait = if matches!(e, Error::Transport(_)) {
+                        Duration::from_millis(500 + fastrand::u64(0..500))
+                    } else {
+                        backoff.next_delay(Instant::now())
+                    };
                     log::warn!(
                         "cache {}: list failed: {e}; retrying in {:.1}s",
                         self.kind,
@@ -241,6 +245,11 @@ impl Informer {
                     }
                     let wait = match e.retry_after() {
                         Some(ra) => ra,
+                        // The server is unreachable: trying again costs nothing, and an edge
+                        // device wants to be back within a second of the apiserver.
+                        None if matches!(e, Error::Transport(_)) => {
+                            Duration::from_millis(500 + fastrand::u64(0..500))
+                        }
                         None => backoff.next_delay(Instant::now()),
                     };
                     log::warn!(
