@@ -47,7 +47,9 @@ impl LeaderElectionConfig {
                 "leaseDuration must be greater than renewDeadline",
             ));
         }
-        if self.renew_deadline <= self.retry_period.mul_f64(JITTER_FACTOR) {
+        let jittered = Duration::try_from_secs_f64(self.retry_period.as_secs_f64() * JITTER_FACTOR)
+            .unwrap_or(Duration::MAX);
+        if self.renew_deadline <= jittered {
             return Err(Error::config(
                 "renewDeadline must be greater than retryPeriod*JitterFactor",
             ));
@@ -244,22 +246,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Sleep for `d` in short slices; false if `stop` was raised meanwhile.
 fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
     const SLICE: Duration = Duration::from_millis(20);
-    let end = Instant::now() + d;
+    // None: too far in the future to represent, i.e. until stopped.
+    let end = Instant::now().checked_add(d);
     loop {
         if stop.load(Ordering::SeqCst) {
             return false;
         }
         let now = Instant::now();
-        if now >= end {
-            return true;
-        }
-        std::thread::sleep((end - now).min(SLICE));
+        let left = match end {
+            Some(end) if now >= end => return true,
+            Some(end) => end - now,
+            None => SLICE,
+        };
+        std::thread::sleep(left.min(SLICE));
     }
 }
 
 /// `d` plus a random extra of up to `factor * d` (client-go's wait.Jitter).
 fn jitter(d: Duration, factor: f64) -> Duration {
-    d + d.mul_f64(factor * fastrand::f64())
+    let extra = Duration::try_from_secs_f64(d.as_secs_f64() * factor * fastrand::f64())
+        .unwrap_or(Duration::MAX);
+    d.saturating_add(extra)
 }
 
 impl LeaderElector {
@@ -310,7 +317,7 @@ impl LeaderElector {
             return Ok(());
         }
         let since = now.saturating_duration_since(lock(&self.observed).time);
-        if since > self.cfg.lease_duration + tolerance {
+        if since > self.cfg.lease_duration.saturating_add(tolerance) {
             return Err(format!(
                 "failed election to renew leadership on lease {}",
                 self.cfg.lock_name
@@ -443,7 +450,8 @@ impl LeaderElector {
     fn renew_loop(&self, stop: &AtomicBool) -> bool {
         let retry = self.cfg.retry_period;
         loop {
-            let deadline = Instant::now() + self.cfg.renew_deadline;
+            let start = Instant::now();
+            let deadline = self.cfg.renew_deadline;
             loop {
                 if stop.load(Ordering::SeqCst) {
                     return false;
@@ -451,14 +459,14 @@ impl LeaderElector {
                 if self.try_acquire_or_renew() {
                     break;
                 }
-                let now = Instant::now();
-                if now >= deadline {
+                let elapsed = start.elapsed();
+                if elapsed >= deadline {
                     return true;
                 }
-                if !sleep_unless_stopped(retry.min(deadline - now), stop) {
+                if !sleep_unless_stopped(retry.min(deadline - elapsed), stop) {
                     return false;
                 }
-                if Instant::now() >= deadline {
+                if start.elapsed() >= deadline {
                     return true;
                 }
             }
