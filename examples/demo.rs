@@ -57,13 +57,21 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
 
     let admin = Client::new(&kubeconfig::load(Some(&kc), None)?, 0.0, 1, "demo")?;
     let t0 = Instant::now();
-    admin.create(&NAMESPACES, None, &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"demo"}}))?;
+    admin.create(
+        &NAMESPACES,
+        None,
+        &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"demo"}}),
+    )?;
     println!("created namespace demo");
     let deadline = t0 + Duration::from_secs(30);
     let (mut sa, mut cm) = (None, None);
     while Instant::now() < deadline && (sa.is_none() || cm.is_none()) {
         sa = sa.or_else(|| admin.get(&SERVICEACCOUNTS, Some("demo"), "default").ok());
-        cm = cm.or_else(|| admin.get(&CONFIGMAPS, Some("demo"), "kube-root-ca.crt").ok());
+        cm = cm.or_else(|| {
+            admin
+                .get(&CONFIGMAPS, Some("demo"), "kube-root-ca.crt")
+                .ok()
+        });
         std::thread::sleep(Duration::from_millis(20));
     }
     let took = t0.elapsed();
@@ -72,8 +80,14 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
     let _ = std::fs::remove_dir_all(&dir);
     match (sa, cm) {
         (Some(sa), Some(cm)) => {
-            println!("\nServiceAccount demo/default (uid {})", sa["metadata"]["uid"].as_str().unwrap_or(""));
-            println!("ConfigMap demo/kube-root-ca.crt:\n{}", serde_json::to_string_pretty(&cm)?);
+            println!(
+                "\nServiceAccount demo/default (uid {})",
+                sa["metadata"]["uid"].as_str().unwrap_or("")
+            );
+            println!(
+                "ConfigMap demo/kube-root-ca.crt:\n{}",
+                serde_json::to_string_pretty(&cm)?
+            );
             println!("\nnamespace served in {} ms", took.as_millis());
             Ok(())
         }

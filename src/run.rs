@@ -56,9 +56,8 @@ impl LeaseApi for LeaseClient {
 /// The root CA published to namespaces: `--root-ca-file`, else the kubeconfig's inline CA.
 fn root_ca(cfg: &Config, rest: &RestConfig) -> Result<String> {
     if let Some(p) = &cfg.root_ca_file {
-        return std::fs::read_to_string(p).map_err(|e| {
-            Error::Config(format!("--root-ca-file {}: {e}", p.display()))
-        });
+        return std::fs::read_to_string(p)
+            .map_err(|e| Error::Config(format!("--root-ca-file {}: {e}", p.display())));
     }
     Ok(rest
         .ca_inline
@@ -99,7 +98,10 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Cont
     if cfg.controllers.is_enabled("serviceaccount-controller") {
         out.push(Arc::new(ServiceAccountController));
     }
-    if cfg.controllers.is_enabled("root-ca-certificate-publisher-controller") {
+    if cfg
+        .controllers
+        .is_enabled("root-ca-certificate-publisher-controller")
+    {
         out.push(Arc::new(RootCaPublisher {
             root_ca: root_ca(cfg, rest)?,
         }));
@@ -148,7 +150,12 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         cfg.kube_api_burst,
         &format!("{base_ua} shared-informers"),
     )?;
-    log::info!("edgekcm v{} using {} ({})", env!("CARGO_PKG_VERSION"), rest.server, rest.source);
+    log::info!(
+        "edgekcm v{} using {} ({})",
+        env!("CARGO_PKG_VERSION"),
+        rest.server,
+        rest.source
+    );
     if cfg.use_service_account_credentials && cfg.service_account_private_key_file.is_none() {
         log::warn!("--use-service-account-credentials was specified without providing a --service-account-private-key-file");
     }
@@ -181,7 +188,10 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         .filter(|n| cfg.controllers.is_enabled(n) && !IMPLEMENTED.contains(n))
         .collect();
     if !skipped.is_empty() {
-        log::info!("enabled but not implemented in this edgekcm yet: {}", skipped.join(", "));
+        log::info!(
+            "enabled but not implemented in this edgekcm yet: {}",
+            skipped.join(", ")
+        );
     }
 
     let recorder = Arc::new(Recorder::start());
@@ -218,7 +228,10 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
             api,
         );
         let h = e.clone();
-        health.add_check("leaderElection", Arc::new(move || h.healthy(Duration::from_secs(20))));
+        health.add_check(
+            "leaderElection",
+            Arc::new(move || h.healthy(Duration::from_secs(20))),
+        );
         Some(e)
     } else {
         None
@@ -240,8 +253,12 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     let manager = Arc::new(Mutex::new(manager));
     let started = Arc::new(AtomicBool::new(false));
     let start_controllers = {
-        let (manager, health, stop, started) =
-            (manager.clone(), health.clone(), stop.clone(), started.clone());
+        let (manager, health, stop, started) = (
+            manager.clone(),
+            health.clone(),
+            stop.clone(),
+            started.clone(),
+        );
         move || {
             let mut m = manager.lock().unwrap_or_else(|p| p.into_inner());
             if m.start(&stop) {
@@ -275,7 +292,12 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                 move || {
                     log::info!("successfully acquired lease as {}", e1.identity());
                     if let Ok(Some(lease)) = api_for_event.get() {
-                        lease_event(&rec1, &lc1, &lease, format!("{} became leader", e1.identity()));
+                        lease_event(
+                            &rec1,
+                            &lc1,
+                            &lease,
+                            format!("{} became leader", e1.identity()),
+                        );
                     }
                     // Controllers start on their own thread; the elector keeps renewing.
                     std::thread::spawn(start_controllers);

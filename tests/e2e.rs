@@ -116,7 +116,9 @@ fn scenario_repair(t: &Target) {
             .filter(|sa| sa["metadata"]["uid"] != old_uid)
     });
     // A tampered ConfigMap is put back, keeping what else was added to it.
-    let mut cm = admin.get(&CONFIGMAPS, Some(&ns), "kube-root-ca.crt").expect("cm");
+    let mut cm = admin
+        .get(&CONFIGMAPS, Some(&ns), "kube-root-ca.crt")
+        .expect("cm");
     let good = cm["data"]["ca.crt"].clone();
     cm["data"]["ca.crt"] = json!("tampered");
     cm["metadata"]["labels"] = json!({"keep": "me"});
@@ -129,7 +131,12 @@ fn scenario_repair(t: &Target) {
     });
     // A deleted ConfigMap comes back.
     admin
-        .delete(&CONFIGMAPS, Some(&ns), "kube-root-ca.crt", &Default::default())
+        .delete(
+            &CONFIGMAPS,
+            Some(&ns),
+            "kube-root-ca.crt",
+            &Default::default(),
+        )
         .expect("delete cm");
     eventually(LIMIT, "re-created ConfigMap", || {
         admin.get(&CONFIGMAPS, Some(&ns), "kube-root-ca.crt").ok()
@@ -172,11 +179,15 @@ fn sandbox_relists_after_expired_history() {
     sb.faults().drop_watches();
     let (_, took) = namespace_served(&t);
     eprintln!("served after 410 re-list in {took:?}");
-    let relisted = sb
-        .requests()
-        .iter()
-        .any(|r| r.method == "GET" && r.path.starts_with("/api/v1/namespaces?") && !r.path.contains("watch=true"));
-    assert!(relisted, "edgekcm re-listed namespaces after its watch expired");
+    let relisted = sb.requests().iter().any(|r| {
+        r.method == "GET"
+            && r.path.starts_with("/api/v1/namespaces?")
+            && !r.path.contains("watch=true")
+    });
+    assert!(
+        relisted,
+        "edgekcm re-listed namespaces after its watch expired"
+    );
     assert!(kcm.exited().is_none());
 }
 
@@ -202,7 +213,9 @@ fn sandbox_survives_outage_and_pause() {
 
 #[test]
 fn real_survives_apiserver_restart() {
-    let Some(t) = real("apiserver outage") else { return };
+    let Some(t) = real("apiserver outage") else {
+        return;
+    };
     let (Ok(stop), Ok(startcmd)) = (
         std::env::var("KCM_E2E_APISERVER_STOP"),
         std::env::var("KCM_E2E_APISERVER_START"),
@@ -211,7 +224,11 @@ fn real_survives_apiserver_restart() {
         return;
     };
     let sh = |c: &str| {
-        let ok = std::process::Command::new("sh").arg("-c").arg(c).status().map(|s| s.success());
+        let ok = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(c)
+            .status()
+            .map(|s| s.success());
         assert!(matches!(ok, Ok(true)), "command failed: {c}");
     };
     let mut kcm = start(&t, "outage", &[]);
@@ -220,7 +237,9 @@ fn real_survives_apiserver_restart() {
     std::thread::sleep(Duration::from_secs(10));
     sh(&startcmd);
     let admin = t.admin();
-    eventually(Duration::from_secs(60), "apiserver back", || admin.get_raw("/readyz").ok());
+    eventually(Duration::from_secs(60), "apiserver back", || {
+        admin.get_raw("/readyz").ok()
+    });
     let (ns, took) = namespace_served(&t);
     eprintln!("after a 10 s apiserver outage, a new namespace was served in {took:?}");
     assert!(kcm.exited().is_none(), "edgekcm kept running");
@@ -249,7 +268,12 @@ fn scenario_leader_election(t: &Target, lease: &[&str], limit: Duration) {
     } else {
         unique("edgekcm-e2e")
     };
-    let _ = admin.delete(&LEASES, Some("kube-system"), &lease_name, &Default::default());
+    let _ = admin.delete(
+        &LEASES,
+        Some("kube-system"),
+        &lease_name,
+        &Default::default(),
+    );
     let name_flag = format!("--leader-elect-resource-name={lease_name}");
     let mut flags = vec!["--leader-elect=true", name_flag.as_str()];
     flags.extend_from_slice(lease);
@@ -269,7 +293,11 @@ fn scenario_leader_election(t: &Target, lease: &[&str], limit: Duration) {
     });
     std::thread::sleep(Duration::from_secs(2));
     assert!(started(&a) ^ started(&b), "exactly one instance acts");
-    let (leader, standby) = if started(&a) { (&mut a, &mut b) } else { (&mut b, &mut a) };
+    let (leader, standby) = if started(&a) {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
     // Kill the leader: the standby takes over.
     let t0 = Instant::now();
     leader.kill();
@@ -278,8 +306,16 @@ fn scenario_leader_election(t: &Target, lease: &[&str], limit: Duration) {
         let h = l["spec"]["holderIdentity"].as_str()?;
         (h != holder && started(standby)).then_some(())
     });
-    eprintln!("leadership handed over {:?} after the leader was killed", t0.elapsed());
-    let _ = admin.delete(&LEASES, Some("kube-system"), &lease_name, &Default::default());
+    eprintln!(
+        "leadership handed over {:?} after the leader was killed",
+        t0.elapsed()
+    );
+    let _ = admin.delete(
+        &LEASES,
+        Some("kube-system"),
+        &lease_name,
+        &Default::default(),
+    );
 }
 
 #[test]
@@ -323,20 +359,23 @@ fn sandbox_service_account_credentials() {
     };
     let sa_creates = by("/serviceaccounts", "POST");
     assert!(
-        sa_creates
-            .iter()
-            .any(|u| u.as_deref() == Some("system:serviceaccount:kube-system:service-account-controller")),
+        sa_creates.iter().any(|u| u.as_deref()
+            == Some("system:serviceaccount:kube-system:service-account-controller")),
         "ServiceAccounts were created as the controller's own ServiceAccount: {sa_creates:?}"
     );
     let cm_creates = by("/configmaps", "POST");
     assert!(
         cm_creates
             .iter()
-            .all(|u| u.as_deref() == Some("system:serviceaccount:kube-system:root-ca-cert-publisher")),
+            .all(|u| u.as_deref()
+                == Some("system:serviceaccount:kube-system:root-ca-cert-publisher")),
         "ConfigMaps were created as root-ca-cert-publisher: {cm_creates:?}"
     );
     // Informers keep the root identity.
-    let watches: Vec<_> = reqs.iter().filter(|r| r.path.contains("watch=true")).collect();
+    let watches: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.path.contains("watch=true"))
+        .collect();
     assert!(!watches.is_empty());
     assert!(watches.iter().all(|r| r.user.as_deref() == Some("admin")));
 }

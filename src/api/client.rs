@@ -401,12 +401,7 @@ impl Client {
                 Err(e) => return Err(e),
             };
             let status = resp.status().as_u16();
-            let retry_after = resp
-                .headers()
-                .get("Retry-After")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
+            let retry_after = retry_after(&resp);
             let value = read_body(resp, method, &url)?;
             if (200..300).contains(&status) {
                 return Ok(value);
@@ -587,12 +582,7 @@ impl Client {
                     },
                 });
             }
-            let retry_after = resp
-                .headers()
-                .get("Retry-After")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
+            let retry_after = retry_after(&resp);
             let v = read_body(resp, "GET", &url).unwrap_or(Value::Null);
             if status == 401 && !refreshed && matches!(self.inner.auth, Auth::Source(_)) {
                 refreshed = true;
@@ -748,6 +738,15 @@ fn agent_config(
             .max_idle_connections_per_host(16),
     }
     .build()
+}
+
+/// The seconds of a `Retry-After` header.
+fn retry_after(resp: &ureq::http::Response<ureq::Body>) -> Option<Duration> {
+    resp.headers()
+        .get("Retry-After")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
 }
 
 fn read_body(resp: ureq::http::Response<ureq::Body>, method: &str, url: &str) -> Result<Value> {

@@ -148,6 +148,15 @@ impl Outcome {
     }
 }
 
+/// For controllers keyed by namespace: the namespace to look at after a Namespace change
+/// (none after its deletion).
+pub fn namespace_key(d: &Delta) -> Vec<String> {
+    if d.kind == crate::cache::DeltaKind::Deleted {
+        return vec![];
+    }
+    vec![crate::obj::name(d.object()).to_string()]
+}
+
 /// How an applied action that failed should be treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnError {

@@ -39,10 +39,7 @@ impl Controller for RootCaPublisher {
     fn keys_for(&self, w: &Watch, d: &Delta, _cache: &Cache) -> Vec<String> {
         let o = d.object();
         if w.kind == NAMESPACES {
-            if d.kind == DeltaKind::Deleted {
-                return vec![];
-            }
-            return vec![obj::name(o).to_string()];
+            return super::namespace_key(d);
         }
         if obj::name(o) != CONFIGMAP_NAME {
             return vec![];

@@ -25,11 +25,7 @@ impl Controller for ServiceAccountController {
     fn keys_for(&self, w: &Watch, d: &Delta, _cache: &Cache) -> Vec<String> {
         let o = d.object();
         if w.kind == NAMESPACES {
-            // Added or updated namespaces (a deleted one needs nothing).
-            if d.kind == DeltaKind::Deleted {
-                return vec![];
-            }
-            return vec![obj::name(o).to_string()];
+            return super::namespace_key(d);
         }
         // A managed ServiceAccount went away: look at its namespace again.
         if d.kind == DeltaKind::Deleted && MANAGED.contains(&obj::name(o)) {

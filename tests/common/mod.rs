@@ -37,7 +37,8 @@ impl Drop for TempDir {
 pub fn sandbox_with(opts: SandboxOptions) -> Target {
     let sb = Sandbox::start(opts).expect("sandbox starts");
     let dir = TempDir::new("sb");
-    sb.write_kubeconfig(&dir.0.join("kubeconfig")).expect("kubeconfig");
+    sb.write_kubeconfig(&dir.0.join("kubeconfig"))
+        .expect("kubeconfig");
     Target::Sandbox { sb, dir }
 }
 
@@ -114,7 +115,10 @@ impl Kcm {
         if !args.iter().any(|a| a.starts_with("--secure-port")) {
             args.push("--secure-port=0".into());
         }
-        if !args.iter().any(|a| a.starts_with("--leader-elect=") || a == "--leader-elect") {
+        if !args
+            .iter()
+            .any(|a| a.starts_with("--leader-elect=") || a == "--leader-elect")
+        {
             args.push("--leader-elect=false".into());
         }
         args.push("--v=2".into());
@@ -143,7 +147,11 @@ impl Drop for Kcm {
     fn drop(&mut self) {
         self.kill();
         if std::thread::panicking() {
-            eprintln!("---- edgekcm log {} ----\n{}", self.log.display(), self.log_text());
+            eprintln!(
+                "---- edgekcm log {} ----\n{}",
+                self.log.display(),
+                self.log_text()
+            );
         }
     }
 }
@@ -167,8 +175,12 @@ pub fn unique(prefix: &str) -> String {
 }
 
 pub fn create_namespace(c: &Client, name: &str) -> Value {
-    c.create(&NAMESPACES, None, &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":name}}))
-        .expect("create namespace")
+    c.create(
+        &NAMESPACES,
+        None,
+        &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":name}}),
+    )
+    .expect("create namespace")
 }
 
 pub fn delete_namespace(c: &Client, name: &str) {
