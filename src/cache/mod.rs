@@ -79,15 +79,19 @@ impl Cache {
             .collect()
     }
 
-    /// Start a reflector thread for every informer not started yet.
-    pub fn start(&self) {
-        let infs: Vec<Arc<Informer>> = self
-            .informers
+    /// A snapshot of every informer (the lock is not held while they are used).
+    fn all_informers(&self) -> Vec<Arc<Informer>> {
+        self.informers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// Start a reflector thread for every informer not started yet.
+    pub fn start(&self) {
+        let infs = self.all_informers();
         let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
         for inf in infs {
             let client = self.client.clone();
@@ -128,13 +132,7 @@ impl Cache {
 
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        let infs: Vec<Arc<Informer>> = self
-            .informers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let infs = self.all_informers();
         for i in infs {
             i.cancel();
         }
