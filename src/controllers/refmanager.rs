@@ -1,0 +1,139 @@
+//! Controller references: which children an owner claims, adopts or releases, and the
+//! strategic-merge patches that adopt or release one (the child's UID rides along as a
+//! precondition, so a recreated child of the same name is never touched).
+//!
+//! Shared by every controller that owns children through a label selector (ReplicaSet and
+//! ReplicationController own Pods, Deployment owns ReplicaSets, ...).
+
+use crate::api::Kind;
+use crate::obj;
+use serde_json::{json, Value};
+
+/// What an owner should do about one candidate child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Already controlled by this owner and still selected: it counts.
+    Owned,
+    /// An orphan the selector matches: adopt it (then it counts).
+    Adopt,
+    /// Controlled by this owner but no longer selected: release it (it does not count).
+    Release,
+    /// Not ours and not to be taken (another controller's, deleting, or not selected).
+    Ignore,
+}
+
+/// Decide about `child` for `owner`, whose `selector` is a `metav1.LabelSelector`
+/// (`None` selects nothing, as a nil selector does upstream).
+///
+/// Follows upstream's rules: a child controlled by someone else is never touched; a
+/// controlled child that stopped matching is released unless the owner is being deleted;
+/// an orphan is adopted only when it matches, neither side is being deleted.
+pub fn claim(owner: &Value, selector: Option<&Value>, child: &Value) -> Claim {
+    let matches = selector.is_some_and(|s| obj::selector_matches(s, child));
+    match obj::controller_ref(child) {
+        Some(r) if r.uid != obj::uid(owner) => Claim::Ignore,
+        Some(_) if matches => Claim::Owned,
+        Some(_) if obj::is_deleting(owner) => Claim::Ignore,
+        Some(_) => Claim::Release,
+        None if !matches || obj::is_deleting(owner) || obj::is_deleting(child) => Claim::Ignore,
+        None => Claim::Adopt,
+    }
+}
+
+/// The controller ownerReference that points at `owner` (of kind `kind`).
+pub fn controller_owner_ref(kind: &Kind, owner: &Value) -> Value {
+    json!({
+        "apiVersion": kind.api_version(),
+        "kind": kind.kind,
+        "name": obj::name(owner),
+        "uid": obj::uid(owner),
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+/// Strategic-merge patch adopting the child with UID `child_uid`.
+pub fn adopt_patch(kind: &Kind, owner: &Value, child_uid: &str) -> Value {
+    json!({
+        "metadata": {
+            "ownerReferences": [controller_owner_ref(kind, owner)],
+            "uid": child_uid,
+        }
+    })
+}
+
+/// Strategic-merge patch removing the reference to `owner_uid` from the child `child_uid`.
+pub fn release_patch(owner_uid: &str, child_uid: &str) -> Value {
+    json!({
+        "metadata": {
+            "ownerReferences": [{"$patch": "delete", "uid": owner_uid}],
+            "uid": child_uid,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resources::REPLICASETS;
+
+    fn owner(deleting: bool) -> Value {
+        let mut o = json!({"metadata": {"name": "web", "namespace": "ns", "uid": "o-1"}});
+        if deleting {
+            o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        o
+    }
+
+    fn child(app: &str, controller_uid: Option<&str>) -> Value {
+        let mut c = json!({"metadata": {"name": "p", "namespace": "ns", "uid": "c-1",
+            "labels": {"app": app}}});
+        if let Some(u) = controller_uid {
+            c["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+                "kind": "ReplicaSet", "name": "x", "uid": u, "controller": true}]);
+        }
+        c
+    }
+
+    #[test]
+    fn claim_table() {
+        let sel = json!({"matchLabels": {"app": "web"}});
+        let s = Some(&sel);
+        let cases = [
+            (owner(false), child("web", Some("o-1")), Claim::Owned),
+            (owner(false), child("db", Some("o-1")), Claim::Release),
+            (owner(true), child("db", Some("o-1")), Claim::Ignore),
+            (owner(false), child("web", Some("other")), Claim::Ignore),
+            (owner(false), child("web", None), Claim::Adopt),
+            (owner(true), child("web", None), Claim::Ignore),
+            (owner(false), child("db", None), Claim::Ignore),
+        ];
+        for (o, c, want) in cases {
+            assert_eq!(claim(&o, s, &c), want, "{c}");
+        }
+        assert_eq!(
+            claim(&owner(false), None, &child("web", None)),
+            Claim::Ignore
+        );
+        let mut deleting_child = child("web", None);
+        deleting_child["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_eq!(claim(&owner(false), s, &deleting_child), Claim::Ignore);
+    }
+
+    #[test]
+    fn patches_carry_uid_precondition() {
+        let p = adopt_patch(&REPLICASETS, &owner(false), "c-1");
+        assert_eq!(p["metadata"]["uid"], "c-1");
+        let r = &p["metadata"]["ownerReferences"][0];
+        assert_eq!(r["kind"], "ReplicaSet");
+        assert_eq!(r["apiVersion"], "apps/v1");
+        assert_eq!(r["uid"], "o-1");
+        assert_eq!(r["controller"], true);
+        assert_eq!(r["blockOwnerDeletion"], true);
+        let p = release_patch("o-1", "c-1");
+        assert_eq!(
+            p,
+            json!({"metadata": {"ownerReferences": [{"$patch": "delete", "uid": "o-1"}], "uid": "c-1"}})
+        );
+    }
+}
