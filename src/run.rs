@@ -6,6 +6,7 @@ use crate::api::resources::LEASES;
 use crate::cache::Cache;
 use crate::config::Config;
 use crate::controllers::registry;
+use crate::controllers::replicaset::{Flavor, ReplicaSetController};
 use crate::controllers::rootca::RootCaPublisher;
 use crate::controllers::serviceaccount::ServiceAccountController;
 use crate::controllers::{Controller, EventSpec, EventType, ObjectRef};
@@ -29,6 +30,8 @@ pub const EXIT_LOST_LEADERSHIP: i32 = 1;
 pub const IMPLEMENTED: &[&str] = &[
     "serviceaccount-controller",
     "root-ca-certificate-publisher-controller",
+    "replicaset-controller",
+    "replicationcontroller-controller",
 ];
 
 struct LeaseClient {
@@ -105,6 +108,25 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Cont
         out.push(Arc::new(RootCaPublisher {
             root_ca: root_ca(cfg, rest)?,
         }));
+    }
+    for (name, flavor, flag) in [
+        (
+            "replicaset-controller",
+            Flavor::ReplicaSet,
+            "concurrent-replicaset-syncs",
+        ),
+        (
+            "replicationcontroller-controller",
+            Flavor::ReplicationController,
+            "concurrent-rc-syncs",
+        ),
+    ] {
+        if cfg.controllers.is_enabled(name) {
+            out.push(Arc::new(ReplicaSetController::new(
+                flavor,
+                cfg.concurrency(flag),
+            )));
+        }
     }
     Ok(out)
 }
