@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use edgekcm::api::client::{Client, ListOptions};
 use edgekcm::api::resources::{
-    Kind, EVENTS, PODS, REPLICASETS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS,
+    Kind, EVENTS, PODS, REPLICASETS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS, SERVICEACCOUNTS,
 };
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -41,6 +41,10 @@ impl Ns {
         let admin = t.admin();
         let name = unique(prefix);
         create_namespace(&admin, &name);
+        // Pods need the namespace's default ServiceAccount (its controller is not under test).
+        let sa =
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+        let _ = admin.create(&SERVICEACCOUNTS, Some(&name), &sa);
         Ns { admin, name }
     }
 }
@@ -405,15 +409,19 @@ fn scenario_replica_failure(t: &Target) {
         Some(sb) => sb
             .faults()
             .fail_next(8, 500, Some(&format!("/namespaces/{n}/pods"))),
-        // A quota whose usage nobody has computed refuses every pod.
+        // A quota that is used up (its usage written by hand: no quota controller runs).
         None => {
-            create(
+            let mut q = create(
                 admin,
                 &RESOURCEQUOTAS,
                 n,
                 json!({"apiVersion": "v1", "kind": "ResourceQuota",
-                    "metadata": {"name": "block"}, "spec": {"hard": {"pods": "100"}}}),
+                    "metadata": {"name": "block"}, "spec": {"hard": {"pods": "0"}}}),
             );
+            q["status"] = json!({"hard": {"pods": "0"}, "used": {"pods": "0"}});
+            admin
+                .update_subresource(&RESOURCEQUOTAS, &q, "status")
+                .expect("quota status");
         }
     }
     let _kcm = start(t, "rs-fail");
