@@ -317,7 +317,7 @@ impl Run<'_> {
             done += n;
             if failed > 0 {
                 if done < list.len() {
-                    log::info!(
+                    log::debug!(
                         "{}: {}: slow-start failure, skipping {} of {}",
                         self.ctrl.name(),
                         self.key,
