@@ -37,6 +37,8 @@ sandbox port="0":
 e2e:
     cargo test --test e2e -- --nocapture --test-threads=1
 
-# Benchmark workload (prints numbers; never fails on them)
-bench:
-    cargo run --release --example bench
+# Benchmark: 300 Deployments x 5 replicas, then the namespace deleted; prints wall, CPU, RSS.
+# Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
+bench *args:
+    cargo build --release --bin edgekcm --example bench
+    target/release/examples/bench {{args}}
