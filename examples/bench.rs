@@ -533,6 +533,13 @@ fn run_workload(admin: &Client, opts: &Opts, name: &str, cmd: &[String], work: &
 fn direct_writes(admin: &Client, opts: &Opts) -> Res<Row> {
     println!("\n== direct writes (no controller manager)");
     let ns = create_namespace(admin, "bench-direct")?;
+    // A real apiserver admits pods only once the namespace has its default ServiceAccount.
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    if let Err(e) = admin.create(&SERVICEACCOUNTS, Some(&ns), &sa) {
+        if !e.is_already_exists() {
+            return Err(e.into());
+        }
+    }
     let t0 = Instant::now();
     parallel(opts.deployments, 16, |i| {
         let name = format!("web-{i}");
