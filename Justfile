@@ -35,7 +35,7 @@ sandbox port="0":
 
 # e2e scenarios against a real kube-apiserver: KCM_E2E_KUBECONFIG=/path/admin.kubeconfig just e2e
 e2e:
-    cargo test --test e2e -- --nocapture --test-threads=1
+    cargo test --test 'e2e*' -- --nocapture --test-threads=1
 
 # Benchmark: 300 Deployments x 5 replicas, then the namespace deleted; prints wall, CPU, RSS.
 # Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
