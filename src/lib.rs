@@ -10,6 +10,7 @@ pub mod error;
 pub mod events;
 pub mod leader;
 pub mod manager;
+pub mod metrics;
 pub mod obj;
 pub mod queue;
 pub mod run;
