@@ -1,6 +1,7 @@
 //! edgekcm: the Kubernetes kube-controller-manager as one small static binary.
 
 pub mod api;
+pub mod auth;
 pub mod cache;
 pub mod cli;
 pub mod config;
