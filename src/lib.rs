@@ -1,6 +1,7 @@
 //! edgekcm: the Kubernetes kube-controller-manager as one small static binary.
 
 pub mod api;
+pub mod auth;
 pub mod cache;
 pub mod cli;
 pub mod config;
@@ -10,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod leader;
 pub mod manager;
+pub mod metrics;
 pub mod obj;
 pub mod queue;
 pub mod run;

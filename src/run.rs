@@ -162,7 +162,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
 
     let health = Health::new();
     let server = if cfg.secure_port != 0 {
-        let s = Server::new(
+        let mut s = Server::new(
             ServeConfig {
                 bind_address: cfg.bind_address,
                 port: cfg.secure_port,
@@ -171,8 +171,11 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                 tls_private_key_file: cfg.tls_private_key_file.clone(),
             },
             health.clone(),
-        )
-        .start()?;
+        );
+        let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(&cfg)?)?;
+        s.set_filter(auth.filter());
+        s.route("/metrics", crate::metrics::handler());
+        let s = s.start()?;
         log::info!("serving securely on {}", s.addr());
         Some(s)
     } else {
@@ -199,6 +202,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
 
     let recorder = Arc::new(Recorder::start());
     let cache = Cache::new(root.clone());
+    crate::metrics::register_cache(&cache);
     let mut manager = Manager::new(cache.clone(), recorder.clone());
     for c in &controllers {
         let client = controller_client(&cfg, &rest, &root, c.name())?;
