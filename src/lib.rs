@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod cache;
+pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod controllers;
@@ -10,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod leader;
 pub mod manager;
+pub mod notify;
 pub mod obj;
 pub mod queue;
 pub mod run;

@@ -34,6 +34,16 @@ fn main() {
             println!("{text}");
             return;
         }
+        Ok(Command::Certs(opts)) => match edgekcm::certs::generate(&opts) {
+            Ok(report) => {
+                print!("{report}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("Error: {e}");
+                std::process::exit(1);
+            }
+        },
         Err(e) => {
             eprintln!("Error: {e}");
             eprintln!("Run 'edgekcm --help' for the flags.");
