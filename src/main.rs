@@ -31,12 +31,13 @@ fn main() {
     let cfg = match cli::parse(&args) {
         Ok(Command::Run(cfg)) => cfg,
         Ok(Command::Help(text)) | Ok(Command::Version(text)) => {
-            println!("{text}");
+            // A closed pipe (`edgekcm --help | head`) is not an error worth a panic.
+            let _ = writeln!(std::io::stdout(), "{text}");
             return;
         }
         Ok(Command::Certs(opts)) => match edgekcm::certs::generate(&opts) {
             Ok(report) => {
-                print!("{report}");
+                let _ = write!(std::io::stdout(), "{report}");
                 return;
             }
             Err(e) => {
