@@ -23,6 +23,8 @@ pub enum Command {
     Help(String),
     /// Print this text to stdout and exit 0.
     Version(String),
+    /// `edgekcm certs`: write the local PKI.
+    Certs(Box<crate::certs::CertsOptions>),
 }
 
 /// Flags edgekcm acts on, after normalisation (each given at most once, as text).
@@ -548,6 +550,7 @@ pub fn parse(args: &[String]) -> Result<Command> {
         if !first.starts_with('-') {
             match first.as_str() {
                 "run" => rest = &rest[1..],
+                "certs" => return crate::certs::parse_args(&rest[1..]),
                 other => {
                     return Err(Error::Config(format!(
                         "unknown command {other:?} for \"edgekcm\""
@@ -786,7 +789,8 @@ pub fn help_text() -> String {
     let mut out = String::new();
     out.push_str(
         "edgekcm runs the Kubernetes controllers (a kube-controller-manager v1.28 compatible\n\
-         controller manager in one small binary).\n\nUsage:\n  edgekcm [run] [flags]\n",
+         controller manager in one small binary).\n\nUsage:\n  edgekcm [run] [flags]\n  \
+         edgekcm certs [flags]    (write a cluster's certificates; see edgekcm certs --help)\n",
     );
     let mut groups: Vec<&str> = Vec::new();
     for f in ACTED {

@@ -3,6 +3,7 @@
 pub mod api;
 pub mod auth;
 pub mod cache;
+pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod controllers;
@@ -12,6 +13,7 @@ pub mod events;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod notify;
 pub mod obj;
 pub mod queue;
 pub mod run;

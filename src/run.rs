@@ -161,6 +161,11 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     }
 
     let health = Health::new();
+    // systemd: ping the watchdog while /healthz passes (WatchdogSec= in the unit).
+    let _watchdog = crate::notify::start_watchdog({
+        let h = health.clone();
+        move || h.healthz(&Default::default()).status == 200
+    });
     let server = if cfg.secure_port != 0 {
         let mut s = Server::new(
             ServeConfig {
@@ -273,6 +278,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                     health.add_check(name, Arc::new(|| Ok(())));
                 }
                 started.store(true, Ordering::SeqCst);
+                let n = m.controller_names().len();
+                crate::notify::ready(&format!("caches synced; {n} controllers running"));
             }
         }
     };
@@ -286,6 +293,15 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
             }
         }
         Some(e) => {
+            // systemd: a standby is up once it has seen another holder of the lease.
+            let (e2, started2) = (e.clone(), started.clone());
+            crate::notify::ready_when(stop.clone(), move || {
+                let holder = e2.leader();
+                let standby = !started2.load(Ordering::SeqCst)
+                    && !holder.is_empty()
+                    && holder != e2.identity();
+                standby.then(|| format!("standby; the lease is held by {holder}"))
+            });
             let lost = Arc::new(AtomicBool::new(false));
             let lease_client = root.clone();
             let (rec1, e1, lc1) = (recorder.clone(), e.clone(), lease_client.clone());
@@ -322,6 +338,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     }
 
     log::info!("shutting down");
+    crate::notify::stopping();
     if exit == EXIT_LOST_LEADERSHIP {
         // Upstream exits at once; nothing is released so the successor waits out the lease.
         recorder.shutdown(Duration::from_millis(500));

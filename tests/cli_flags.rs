@@ -510,7 +510,7 @@ fn subcommands() {
     assert_eq!(c.kubeconfig, p("/x"));
     assert_eq!(
         err("certs --x"),
-        "unknown command \"certs\" for \"edgekcm\""
+        "unknown flag: --x (see edgekcm certs --help)"
     );
     assert_eq!(err("bogus"), "unknown command \"bogus\" for \"edgekcm\"");
 }
