@@ -884,7 +884,18 @@ impl AuthOptions {
             authentication: authn.map(|c| Arc::new(c) as Arc<dyn Reviewer>),
             authorization: authz.map(|c| Arc::new(c) as Arc<dyn Reviewer>),
             client_ca_file: cfg.client_ca_file.clone(),
-            request_header: None,
+            request_header: cfg
+                .requestheader_client_ca_file
+                .clone()
+                .map(|client_ca_file| RequestHeaderOptions {
+                    client_ca_file,
+                    settings: RequestHeaderSettings {
+                        username_headers: cfg.requestheader_username_headers.clone(),
+                        group_headers: cfg.requestheader_group_headers.clone(),
+                        extra_headers_prefixes: cfg.requestheader_extra_headers_prefix.clone(),
+                        allowed_names: cfg.requestheader_allowed_names.clone(),
+                    },
+                }),
             skip_lookup: cfg.authentication_skip_lookup,
             tolerate_lookup_failure: cfg.authentication_tolerate_lookup_failure,
             token_cache_ttl: cfg.authentication_token_webhook_cache_ttl,

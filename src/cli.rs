@@ -161,6 +161,21 @@ pub struct RunFlags {
     /// client CA bundle
     #[argh(option)]
     pub client_ca_file: Option<String>,
+    /// front-proxy CA bundle
+    #[argh(option)]
+    pub requestheader_client_ca_file: Option<String>,
+    /// front-proxy client certificate common names
+    #[argh(option)]
+    pub requestheader_allowed_names: Option<String>,
+    /// front-proxy user name headers
+    #[argh(option)]
+    pub requestheader_username_headers: Option<String>,
+    /// front-proxy group headers
+    #[argh(option)]
+    pub requestheader_group_headers: Option<String>,
+    /// front-proxy extra header prefixes
+    #[argh(option)]
+    pub requestheader_extra_headers_prefix: Option<String>,
     /// paths allowed without authorization
     #[argh(option)]
     pub authorization_always_allow_paths: Option<String>,
@@ -301,6 +316,11 @@ static ACTED: &[Acted] = &[
     b(AUTHN, "authentication-tolerate-lookup-failure", "false", "Start even if that lookup fails."),
     a(AUTHN, "authentication-token-webhook-cache-ttl", "10s", "Cache time of TokenReview answers."),
     a(AUTHN, "client-ca-file", "", "CA bundle for client certificates."),
+    a(AUTHN, "requestheader-client-ca-file", "", "CA bundle for front-proxy client certificates; empty reads it from the cluster."),
+    l(AUTHN, "requestheader-allowed-names", "", "Front-proxy certificate common names accepted; empty accepts any."),
+    l(AUTHN, "requestheader-username-headers", "x-remote-user", "Headers carrying the user name."),
+    l(AUTHN, "requestheader-group-headers", "x-remote-group", "Headers carrying the groups."),
+    l(AUTHN, "requestheader-extra-headers-prefix", "x-remote-extra-", "Header prefixes carrying extra user information."),
     a(AUTHZ, "authorization-kubeconfig", "", "Kubeconfig used for SubjectAccessReviews."),
     l(AUTHZ, "authorization-always-allow-paths", "/healthz,/readyz,/livez", "Paths served without authorization."),
     a(AUTHZ, "authorization-webhook-cache-authorized-ttl", "10s", "Cache time of 'allowed' answers."),
@@ -387,11 +407,6 @@ static ACCEPTED: &[(&str, bool)] = &[
     ("pv-recycler-pod-template-filepath-nfs", false),
     ("pv-recycler-timeout-increment-hostpath", false),
     ("pvclaimbinder-sync-period", false),
-    ("requestheader-allowed-names", false),
-    ("requestheader-client-ca-file", false),
-    ("requestheader-extra-headers-prefix", false),
-    ("requestheader-group-headers", false),
-    ("requestheader-username-headers", false),
     ("resource-quota-sync-period", false),
     ("route-reconciliation-period", false),
     ("secondary-node-eviction-rate", false),
