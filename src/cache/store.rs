@@ -45,7 +45,13 @@ struct Inner {
     /// owner UID -> keys of dependents naming it in ownerReferences.
     by_owner: HashMap<String, BTreeSet<String>>,
     resource_version: String,
+    /// key -> UID of objects we deleted ourselves whose DELETED event has not come yet: a late
+    /// event about them must not bring them back (unless it shows them terminating).
+    tombstones: HashMap<String, String>,
 }
+
+/// Tombstones are dropped wholesale past this many (their DELETED events went missing).
+const MAX_TOMBSTONES: usize = 4096;
 
 impl Inner {
     fn index(&mut self, key: &str, o: &Value) {
@@ -173,6 +179,7 @@ impl Store {
         }
         match kind {
             DeltaKind::Deleted => {
+                g.tombstones.remove(&key);
                 let old = g.take(&key);
                 Some(Delta {
                     kind: DeltaKind::Deleted,
@@ -181,6 +188,19 @@ impl Store {
                 })
             }
             DeltaKind::Added | DeltaKind::Updated => {
+                if g.tombstones
+                    .get(&key)
+                    .is_some_and(|uid| uid == obj::uid(&o))
+                    && !obj::is_deleting(&o)
+                {
+                    return None;
+                }
+                // Our own newer write is already here: this event is older news.
+                if let (Some(cur), Some(new_rv)) = (g.objects.get(&key), rv_number(&o)) {
+                    if rv_number(cur).is_some_and(|c| c > new_rv) {
+                        return None;
+                    }
+                }
                 let new: Obj = Arc::new(o);
                 let old = g.put(key, new.clone());
                 let kind = if old.is_some() {
@@ -216,7 +236,14 @@ impl Store {
 
     /// Forget an object we deleted ourselves.
     pub fn observe_delete(&self, key: &str) {
-        self.write().take(key);
+        let mut g = self.write();
+        if let Some(old) = g.take(key) {
+            if g.tombstones.len() >= MAX_TOMBSTONES {
+                g.tombstones.clear();
+            }
+            g.tombstones
+                .insert(key.to_string(), obj::uid(&old).to_string());
+        }
     }
 
     /// Swap the whole content atomically (after a list). Returns the deltas against the old
@@ -365,5 +392,57 @@ mod tests {
         let s = Store::new();
         assert!(s.apply(DeltaKind::Added, json!({"metadata":{}})).is_none());
         assert!(s.is_empty());
+    }
+
+    fn with_uid(mut v: Value, uid: &str) -> Value {
+        v["metadata"]["uid"] = json!(uid);
+        v
+    }
+
+    #[test]
+    fn late_events_do_not_undo_our_own_writes() {
+        let s = Store::new();
+        s.apply(DeltaKind::Added, with_uid(pod("a", "p", "5", None), "u1"));
+        s.observe_write(with_uid(pod("a", "p", "9", None), "u1"));
+        // The watch catches up with an older version: ignored.
+        assert!(s
+            .apply(DeltaKind::Updated, with_uid(pod("a", "p", "7", None), "u1"))
+            .is_none());
+        assert_eq!(obj::resource_version(&s.get("a/p").unwrap()), "9");
+        // The same version or a newer one goes in.
+        assert!(s
+            .apply(
+                DeltaKind::Updated,
+                with_uid(pod("a", "p", "10", None), "u1")
+            )
+            .is_some());
+
+        // Deleted by us: a late update of the same object does not bring it back...
+        s.observe_delete("a/p");
+        assert!(s
+            .apply(
+                DeltaKind::Updated,
+                with_uid(pod("a", "p", "11", None), "u1")
+            )
+            .is_none());
+        assert!(s.get("a/p").is_none());
+        // ...but its terminating state does (finalizers keep it), and so does a new object
+        // of the same name.
+        let mut terminating = with_uid(pod("a", "p", "12", None), "u1");
+        terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert!(s.apply(DeltaKind::Updated, terminating).is_some());
+        s.observe_delete("a/p");
+        assert!(s
+            .apply(DeltaKind::Added, with_uid(pod("a", "p", "13", None), "u2"))
+            .is_some());
+        // The DELETED event clears the tombstone.
+        s.observe_delete("a/p");
+        s.apply(
+            DeltaKind::Deleted,
+            with_uid(pod("a", "p", "14", None), "u2"),
+        );
+        assert!(s
+            .apply(DeltaKind::Added, with_uid(pod("a", "p", "15", None), "u2"))
+            .is_some());
     }
 }
