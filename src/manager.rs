@@ -4,7 +4,7 @@
 
 use crate::api::client::Client;
 use crate::cache::Cache;
-use crate::controllers::{Action, Controller, Cx, OnError};
+use crate::controllers::{Action, Controller, Cx, OnError, RunEnv};
 use crate::events::Recorder;
 use crate::queue::WorkQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +23,8 @@ pub struct Manager {
     recorder: Arc<Recorder>,
     entries: Vec<Entry>,
     workers: Vec<std::thread::JoinHandle<()>>,
+    /// Tells self-driven controllers to stop.
+    stop: Arc<AtomicBool>,
 }
 
 /// Apply one action with `client`; keep the cache in step with our own writes.
@@ -179,12 +181,16 @@ impl Manager {
             recorder,
             entries: Vec::new(),
             workers: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// Register a controller: its informers and event handlers (nothing runs yet).
     pub fn add(&mut self, ctrl: Arc<dyn Controller>, client: Client) {
         let queue = WorkQueue::new(ctrl.name());
+        if let Some(sd) = ctrl.self_driven() {
+            sd.register(&self.cache);
+        }
         for w in ctrl.watches() {
             let inf = self.cache.informer_for(&w);
             let (c, q, cache) = (ctrl.clone(), queue.clone(), Arc::downgrade(&self.cache));
@@ -218,6 +224,16 @@ impl Manager {
         }
         log::info!("caches synced for {} kinds", self.cache.kinds().len());
         for e in &self.entries {
+            if let Some(sd) = e.ctrl.self_driven() {
+                log::info!("starting {}", e.ctrl.name());
+                self.workers.extend(sd.start(RunEnv {
+                    cache: self.cache.clone(),
+                    client: e.client.clone(),
+                    recorder: self.recorder.clone(),
+                    stop: self.stop.clone(),
+                }));
+                continue;
+            }
             let n = e.ctrl.workers().max(1);
             log::info!(
                 "starting {} ({} worker{})",
@@ -248,8 +264,12 @@ impl Manager {
 
     /// Stop: no new work, let workers finish the key in hand, stop the cache.
     pub fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
         for e in &self.entries {
             e.queue.shut_down();
+            if let Some(sd) = e.ctrl.self_driven() {
+                sd.shutdown();
+            }
         }
         for t in self.workers.drain(..) {
             let _ = t.join();

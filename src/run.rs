@@ -5,6 +5,8 @@ use crate::api::kubeconfig::{self, RestConfig};
 use crate::api::resources::LEASES;
 use crate::cache::Cache;
 use crate::config::Config;
+use crate::controllers::garbagecollector::GarbageCollector;
+use crate::controllers::namespace::NamespaceController;
 use crate::controllers::registry;
 use crate::controllers::rootca::RootCaPublisher;
 use crate::controllers::serviceaccount::ServiceAccountController;
@@ -29,6 +31,8 @@ pub const EXIT_LOST_LEADERSHIP: i32 = 1;
 pub const IMPLEMENTED: &[&str] = &[
     "serviceaccount-controller",
     "root-ca-certificate-publisher-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
 ];
 
 struct LeaseClient {
@@ -68,7 +72,14 @@ fn root_ca(cfg: &Config, rest: &RestConfig) -> Result<String> {
 
 /// The client a controller writes with: its own ServiceAccount with
 /// `--use-service-account-credentials`, else the root identity.
-fn controller_client(cfg: &Config, rest: &RestConfig, root: &Client, name: &str) -> Result<Client> {
+fn controller_client(
+    cfg: &Config,
+    rest: &RestConfig,
+    root: &Client,
+    ctrl: &dyn Controller,
+) -> Result<Client> {
+    let name = ctrl.name();
+    let (qps, burst) = ctrl.client_rate(cfg.kube_api_qps, cfg.kube_api_burst);
     let ua = format!("{} {name}", user_agent_base());
     let sa = registry::info(name).and_then(|i| i.sa_name);
     match sa {
@@ -83,13 +94,13 @@ fn controller_client(cfg: &Config, rest: &RestConfig, root: &Client, name: &str)
             let ua = format!("{ua}/system:serviceaccount:kube-system:{sa}");
             Client::with_token_source(
                 &anonymous,
-                cfg.kube_api_qps,
-                cfg.kube_api_burst,
+                qps,
+                burst,
                 &ua,
                 Arc::new(ServiceAccountTokens::new(root.clone(), sa)),
             )
         }
-        _ => Client::new(rest, cfg.kube_api_qps, cfg.kube_api_burst, &ua),
+        _ => Client::new(rest, qps, burst, &ua),
     }
 }
 
@@ -105,6 +116,23 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Cont
         out.push(Arc::new(RootCaPublisher {
             root_ca: root_ca(cfg, rest)?,
         }));
+    }
+    if cfg.controllers.is_enabled("namespace-controller") {
+        out.push(Arc::new(NamespaceController::new(
+            cfg.concurrency("concurrent-namespace-syncs"),
+            cfg.namespace_sync_period,
+        )));
+    }
+    if cfg.controllers.is_enabled("garbage-collector-controller") {
+        if cfg.enable_garbage_collector {
+            out.push(Arc::new(GarbageCollector::new(
+                cfg.concurrency("concurrent-gc-syncs"),
+            )));
+        } else {
+            log::warn!(
+                "garbage-collector-controller is disabled (--enable-garbage-collector=false)"
+            );
+        }
     }
     Ok(out)
 }
@@ -198,7 +226,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     let cache = Cache::new(root.clone());
     let mut manager = Manager::new(cache.clone(), recorder.clone());
     for c in &controllers {
-        let client = controller_client(&cfg, &rest, &root, c.name())?;
+        let client = controller_client(&cfg, &rest, &root, c.as_ref())?;
         manager.add(c.clone(), client);
     }
 
