@@ -15,6 +15,47 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(60);
 const CONTROLLERS: &str = "--controllers=garbage-collector-controller,namespace-controller";
 
+/// Deletes what a scenario made even when it fails half-way (namespaces, CRDs; objects held
+/// by the test's own finalizer are released first).
+struct Cleanup {
+    admin: Client,
+    namespaces: Vec<String>,
+    crds: Vec<String>,
+    held: Vec<(Kind, String, String)>,
+}
+
+impl Cleanup {
+    fn new(admin: Client) -> Self {
+        Cleanup {
+            admin,
+            namespaces: Vec::new(),
+            crds: Vec::new(),
+            held: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for (k, ns, name) in &self.held {
+            let _ = self.admin.patch(
+                k,
+                Some(ns),
+                name,
+                edgekcm::api::client::PatchType::Merge,
+                &json!({"metadata": {"finalizers": null}}),
+                None,
+            );
+        }
+        for ns in &self.namespaces {
+            delete_namespace(&self.admin, ns);
+        }
+        for c in &self.crds {
+            let _ = self.admin.delete(&CRDS, None, c, &Default::default());
+        }
+    }
+}
+
 fn start(t: &Target, tag: &str) -> Kcm {
     Kcm::start(t, tag, &[CONTROLLERS])
 }
@@ -65,8 +106,10 @@ fn check_alive(kcm: &mut Kcm) {
 
 fn scenario_background(t: &Target) {
     let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
     let ns = unique("e2e-gc-bg");
     create_namespace(&admin, &ns);
+    cleanup.namespaces.push(ns.clone());
     let mut kcm = start(t, "gc-bg");
     let owner = configmap(&admin, &ns, "owner", vec![]);
     let other = configmap(&admin, &ns, "other-owner", vec![]);
@@ -145,12 +188,17 @@ fn replicaset(c: &Client, ns: &str, name: &str, owner: &Value, finalizers: &[&st
 
 fn scenario_foreground(t: &Target) {
     let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
     let ns = unique("e2e-gc-fg");
     create_namespace(&admin, &ns);
+    cleanup.namespaces.push(ns.clone());
     let mut kcm = start(t, "gc-fg");
     let d = deployment(&admin, &ns, "web");
     // The ReplicaSet is held by a finalizer of the test, so the Deployment must wait for it.
     replicaset(&admin, &ns, "web-1", &d, &["example.com/hold"]);
+    cleanup
+        .held
+        .push((REPLICASETS, ns.clone(), "web-1".to_string()));
     replicaset(&admin, &ns, "web-2", &d, &[]);
     check_alive(&mut kcm);
     delete_with(&admin, &DEPLOYMENTS, &ns, "web", "Foreground");
@@ -194,8 +242,10 @@ fn scenario_foreground(t: &Target) {
 
 fn scenario_orphan(t: &Target) {
     let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
     let ns = unique("e2e-gc-orphan");
     create_namespace(&admin, &ns);
+    cleanup.namespaces.push(ns.clone());
     let mut kcm = start(t, "gc-orphan");
     let owner = configmap(&admin, &ns, "owner", vec![]);
     let r = owner_ref("ConfigMap", "v1", &owner, true);
@@ -253,10 +303,13 @@ pub fn widget(c: &Client, kind: &Kind, ns: &str, name: &str, owners: Vec<Value>)
 
 fn scenario_custom_resources(t: &Target) {
     let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
     let ns = unique("e2e-gc-crd");
     let group = format!("{}.example.com", unique("gc"));
     create_namespace(&admin, &ns);
+    cleanup.namespaces.push(ns.clone());
     let mut kcm = start(t, "gc-crd");
+    cleanup.crds.push(format!("widgets.{group}"));
     let w = create_crd(&admin, &group);
     let api_version = w.api_version();
 
@@ -322,10 +375,12 @@ fn scenario_custom_resources(t: &Target) {
 
 fn scenario_invalid_namespace_reference(t: &Target) {
     let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
     let ns1 = unique("e2e-gc-ns1");
     let ns2 = unique("e2e-gc-ns2");
     create_namespace(&admin, &ns1);
     create_namespace(&admin, &ns2);
+    cleanup.namespaces.extend([ns1.clone(), ns2.clone()]);
     let mut kcm = start(t, "gc-invalid");
     let owner = configmap(&admin, &ns1, "owner", vec![]);
     // Let the owner be observed first, as upstream reports the mismatch against a known owner.

@@ -16,6 +16,47 @@ use std::time::{Duration, Instant};
 const LIMIT: Duration = Duration::from_secs(60);
 const CONTROLLERS: &str = "--controllers=garbage-collector-controller,namespace-controller";
 
+/// Deletes what a scenario made even when it fails half-way (namespaces, CRDs; objects held
+/// by the test's own finalizer are released first).
+struct Cleanup {
+    admin: Client,
+    namespaces: Vec<String>,
+    crds: Vec<String>,
+    held: Vec<(Kind, String, String)>,
+}
+
+impl Cleanup {
+    fn new(admin: Client) -> Self {
+        Cleanup {
+            admin,
+            namespaces: Vec::new(),
+            crds: Vec::new(),
+            held: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for (k, ns, name) in &self.held {
+            let _ = self.admin.patch(
+                k,
+                Some(ns),
+                name,
+                edgekcm::api::client::PatchType::Merge,
+                &json!({"metadata": {"finalizers": null}}),
+                None,
+            );
+        }
+        for ns in &self.namespaces {
+            delete_namespace(&self.admin, ns);
+        }
+        for c in &self.crds {
+            let _ = self.admin.delete(&CRDS, None, c, &Default::default());
+        }
+    }
+}
+
 fn gone_ns(c: &Client, ns: &str) -> Option<()> {
     match c.get(&NAMESPACES, None, ns) {
         Err(e) if e.is_not_found() => Some(()),
@@ -91,9 +132,12 @@ fn fill(c: &Client, ns: &str, gadgets: &Kind) {
 
 fn scenario_namespace_emptied(t: &Target) {
     let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
     let ns = unique("e2e-nsdel");
     let group = format!("{}.example.com", unique("ns"));
     create_namespace(&admin, &ns);
+    cleanup.namespaces.push(ns.clone());
+    cleanup.crds.push(format!("gadgets.{group}"));
     let gadgets = create_crd(&admin, &group);
     fill(&admin, &ns, &gadgets);
     let mut kcm = Kcm::start(t, "nsdel", &[CONTROLLERS]);
@@ -132,8 +176,13 @@ fn condition<'a>(ns: &'a Value, t: &str) -> &'a Value {
 
 fn scenario_conditions(t: &Target) {
     let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
     let ns = unique("e2e-nscond");
     create_namespace(&admin, &ns);
+    cleanup.namespaces.push(ns.clone());
+    cleanup
+        .held
+        .push((CONFIGMAPS, ns.clone(), "held".to_string()));
     admin
         .create(
             &CONFIGMAPS,
@@ -213,5 +262,97 @@ fn sandbox_namespace_conditions_report_remaining_content() {
 fn real_namespace_conditions_report_remaining_content() {
     if let Some(t) = real("namespace conditions") {
         scenario_conditions(&t);
+    }
+}
+
+/// The namespace-deletion benchmark: 300 Deployments, 300 ReplicaSets and 1500 Pods (owned
+/// in the usual chain), then the namespace is deleted; prints how long until it is gone.
+/// Not a timed test: run with `--ignored --nocapture`.
+fn bench_namespace_deletion(t: &Target) {
+    use edgekcm::api::resources::PODS;
+    let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
+    let ns = unique("bench-nsdel");
+    create_namespace(&admin, &ns);
+    cleanup.namespaces.push(ns.clone());
+    // Pods need their ServiceAccount on a real apiserver (admission).
+    let _ = admin.create(
+        &edgekcm::api::resources::SERVICEACCOUNTS,
+        Some(&ns),
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+    );
+    let t_fill = Instant::now();
+    let pod_spec = json!({"containers": [{"name": "c", "image": "example.invalid/none"}],
+                          "terminationGracePeriodSeconds": 30});
+    for i in 0..300 {
+        let name = format!("d{i}");
+        let d = admin
+            .create(
+                &DEPLOYMENTS,
+                Some(&ns),
+                &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                    "spec": {"replicas": 5, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec}}}),
+            )
+            .expect("deployment");
+        let rs = admin
+            .create(
+                &REPLICASETS,
+                Some(&ns),
+                &json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": {"name": format!("{name}-rs"), "labels": {"app": name},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
+                            "uid": d["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
+                    "spec": {"replicas": 5, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec}}}),
+            )
+            .expect("replicaset");
+        for j in 0..5 {
+            admin
+                .create(
+                    &PODS,
+                    Some(&ns),
+                    &json!({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": format!("{name}-rs-{j}"), "labels": {"app": name},
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                "name": format!("{name}-rs"), "uid": rs["metadata"]["uid"],
+                                "controller": true, "blockOwnerDeletion": true}]},
+                        "spec": pod_spec}),
+                )
+                .expect("pod");
+        }
+    }
+    eprintln!("bench: 2100 objects created in {:?}", t_fill.elapsed());
+    let mut kcm = Kcm::start(t, "bench", &[CONTROLLERS]);
+    // Let the garbage collector's monitors sync (its graph holds the 2100 objects).
+    std::thread::sleep(Duration::from_secs(5));
+    let t0 = Instant::now();
+    delete_namespace(&admin, &ns);
+    eventually(Duration::from_secs(300), "namespace removed", || {
+        if let Some(st) = kcm.exited() {
+            panic!("edgekcm exited: {st}");
+        }
+        gone_ns(&admin, &ns)
+    });
+    eprintln!(
+        "bench: namespace with 300 Deployments, 300 ReplicaSets, 1500 Pods removed in {:?} (grace period 5 s included)",
+        t0.elapsed()
+    );
+    let keep = std::env::temp_dir().join("edgekcm-bench-last.log");
+    let _ = std::fs::copy(&kcm.log, &keep);
+    eprintln!("bench: edgekcm log kept in {}", keep.display());
+}
+
+#[test]
+#[ignore]
+fn sandbox_bench_namespace_deletion() {
+    bench_namespace_deletion(&sandbox());
+}
+
+#[test]
+#[ignore]
+fn real_bench_namespace_deletion() {
+    if let Some(t) = real("namespace deletion benchmark") {
+        bench_namespace_deletion(&t);
     }
 }

@@ -219,6 +219,9 @@ mod tests {
         assert_eq!(a, b);
         assert!(std::ptr::eq(a.plural, b.plural));
         assert_eq!(a.api_version(), "example.com/v1");
-        assert!(std::ptr::eq(intern("x-y"), intern(String::from("x-y").as_str())));
+        assert!(std::ptr::eq(
+            intern("x-y"),
+            intern(String::from("x-y").as_str())
+        ));
     }
 }

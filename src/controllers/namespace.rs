@@ -6,9 +6,18 @@
 //! namespaced resources that can be deleted; for each, delete the collection (or list and
 //! delete one by one) with `propagationPolicy: Background` and list what remains; write the
 //! five `NamespaceDeletion*`/`Namespace*Remaining` conditions when they change; finalize when
-//! nothing remains. Upstream waits `estimate/2 + 1` seconds before looking again while content
-//! remains; this controller looks again after 100 ms, doubling each pass, never later than
-//! upstream would. Resources of a pass are emptied a few at a time in parallel.
+//! nothing remains.
+//!
+//! Where it is faster than upstream, with the same outcome:
+//! - Upstream waits 5 s after seeing a namespace deleting before it acts (other apiservers and
+//!   etcd members catch up meanwhile). Here the content starts going at once, and only a pass
+//!   that began after those 5 s may finalize, so whatever was created within them is removed.
+//! - While content remains, upstream looks again after `estimate/2 + 1` seconds; here after
+//!   100 ms, doubling each pass, never later than upstream would.
+//! - Resources are emptied a few at a time in parallel; a resource is listed first (nothing to
+//!   delete: nothing more to do), and a collection of several pages is deleted page by page in
+//!   parallel (`deletecollection` with `limit` and `continue`), as the apiserver serves one
+//!   `deletecollection` request with a single worker.
 
 use super::{Controller, Cx, Outcome, RunEnv, SelfDriven, Watch};
 use crate::api::client::{Client, DeleteOptions, ListOptions};
@@ -24,7 +33,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The finalizer this controller owns in `spec.finalizers`.
 pub const FINALIZER: &str = "kubernetes";
@@ -35,6 +44,10 @@ pub const DELETION_GRACE: Duration = Duration::from_secs(5);
 pub const FINALIZER_ESTIMATE_SECONDS: i64 = 15;
 /// Resources emptied at the same time within one pass.
 const PARALLEL_RESOURCES: usize = 4;
+/// Objects per listed page; a collection of several pages is deleted a page per request.
+const PAGE: u32 = 250;
+/// Requests in flight for the pages (or objects) of one resource.
+const PARALLEL_PAGES: usize = 4;
 /// The first quick look again while content remains.
 const FIRST_RECHECK: Duration = Duration::from_millis(100);
 const METADATA_LIST_ACCEPT: &str =
@@ -337,6 +350,8 @@ pub fn finalizers_without_ours(ns: &Value) -> Vec<String> {
 enum SyncError {
     /// Content remains; upstream's estimate in seconds.
     Remaining(i64),
+    /// Empty, but the pass began within the grace period: look again once it is over.
+    Early(Duration),
     Failed(String),
 }
 
@@ -365,6 +380,8 @@ struct Inner {
     not_supported: Mutex<HashSet<(Kind, Op)>>,
     /// Consecutive passes that left content, per namespace.
     rechecks: Mutex<HashMap<String, u32>>,
+    /// When each terminating namespace was first seen deleting.
+    first_seen: Mutex<HashMap<String, Instant>>,
     workers: usize,
     resync: Duration,
 }
@@ -389,6 +406,7 @@ impl NamespaceController {
                 queue: WorkQueue::with_rate_limiter("namespace", Box::new(rl)),
                 not_supported: Mutex::new(HashSet::new()),
                 rechecks: Mutex::new(HashMap::new()),
+                first_seen: Mutex::new(HashMap::new()),
                 workers: workers.max(1),
                 resync,
             }),
@@ -396,9 +414,48 @@ impl NamespaceController {
     }
 }
 
-fn enqueue_if_deleting(q: &WorkQueue<String>, ns: &Value) {
-    if obj::is_deleting(ns) {
-        q.add_after(obj::name(ns).to_string(), DELETION_GRACE);
+impl Inner {
+    /// A namespace event: a namespace seen deleting for the first time is looked at now (its
+    /// content may go at once; it is finalized only after the grace period), later events
+    /// after the grace period, as upstream.
+    fn on_event(&self, d: &Delta) {
+        let ns = d.object();
+        let name = obj::name(ns).to_string();
+        if d.kind == DeltaKind::Deleted {
+            self.first_seen_lock().remove(&name);
+            return;
+        }
+        if !obj::is_deleting(ns) {
+            return;
+        }
+        let first = {
+            let mut seen = self.first_seen_lock();
+            match seen.entry(name.clone()) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(Instant::now());
+                    true
+                }
+            }
+        };
+        if first {
+            self.queue.add(name);
+        } else {
+            self.queue.add_after(name, DELETION_GRACE);
+        }
+    }
+
+    fn first_seen_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.first_seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// When the grace period of a terminating namespace ends.
+    fn grace_end(&self, name: &str) -> Instant {
+        *self
+            .first_seen_lock()
+            .entry(name.to_string())
+            .or_insert_with(Instant::now)
+            + DELETION_GRACE
     }
 }
 
@@ -429,12 +486,12 @@ impl Controller for NamespaceController {
 
 impl SelfDriven for NamespaceController {
     fn register(&self, cache: &Arc<Cache>) {
-        let q = self.inner.queue.clone();
+        let inner = Arc::downgrade(&self.inner);
         cache
             .informer(NAMESPACES)
             .add_handler(Arc::new(move |d: &Delta| {
-                if d.kind != DeltaKind::Deleted {
-                    enqueue_if_deleting(&q, d.object());
+                if let Some(inner) = inner.upgrade() {
+                    inner.on_event(d);
                 }
             }));
     }
@@ -459,13 +516,17 @@ impl SelfDriven for NamespaceController {
                 .name("namespace-resync".into())
                 .stack_size(256 * 1024)
                 .spawn(move || {
-                    let mut last = std::time::Instant::now();
+                    let mut last = Instant::now();
                     while !stop.load(Ordering::SeqCst) {
                         std::thread::sleep(Duration::from_millis(200));
                         if last.elapsed() >= inner.resync {
-                            last = std::time::Instant::now();
+                            last = Instant::now();
                             for ns in cache.store(NAMESPACES).list() {
-                                enqueue_if_deleting(&inner.queue, &ns);
+                                if obj::is_deleting(&ns) {
+                                    inner
+                                        .queue
+                                        .add_after(obj::name(&ns).to_string(), DELETION_GRACE);
+                                }
                             }
                         }
                     }
@@ -485,7 +546,7 @@ impl SelfDriven for NamespaceController {
 impl Inner {
     fn worker(&self, client: &Client) {
         while let Some(key) = self.queue.get() {
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             match self.sync(client, &key) {
                 Ok(()) => {
                     self.queue.forget(&key);
@@ -503,6 +564,13 @@ impl Inner {
                     let wait = quick.min(upstream);
                     log::debug!(
                         "namespace-controller: content remaining in {key} (estimate {estimate}s); looking again in {wait:?}"
+                    );
+                    self.queue.add_after(key.clone(), wait);
+                }
+                Err(SyncError::Early(wait)) => {
+                    self.rechecks_reset(&key);
+                    log::debug!(
+                        "namespace-controller: {key} is empty; finalizing after the grace period, in {wait:?}"
                     );
                     self.queue.add_after(key.clone(), wait);
                 }
@@ -529,10 +597,12 @@ impl Inner {
 
     /// Upstream's `namespacedResourcesDeleter.Delete`.
     fn sync(&self, client: &Client, name: &str) -> std::result::Result<(), SyncError> {
+        let began = Instant::now();
         let ns = match client.get(&NAMESPACES, None, name) {
             Ok(ns) => ns,
             Err(e) if e.is_not_found() => {
                 log::info!("namespace-controller: namespace {name} has been deleted");
+                self.first_seen_lock().remove(name);
                 return Ok(());
             }
             Err(e) => return Err(e.into()),
@@ -561,6 +631,14 @@ impl Inner {
         }
         if estimate > 0 {
             return Err(SyncError::Remaining(estimate));
+        }
+        // Only a pass that began after the grace period may finalize: whatever was created
+        // meanwhile (another apiserver not yet aware of the deletion) was seen by it.
+        let grace_end = self.grace_end(name);
+        if began < grace_end {
+            return Err(SyncError::Early(
+                grace_end.saturating_duration_since(Instant::now()),
+            ));
         }
         match retry_on_conflict(client, ns, |ns| finalize(client, ns)) {
             Ok(_) => {
@@ -621,8 +699,15 @@ impl Inner {
                 s.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(r) = resources.get(i) else { break };
+                    let t0 = Instant::now();
                     let (left, err) =
                         self.empty_resource(client, &r.kind, r.verbs, &name, deleting_for);
+                    log::debug!(
+                        "namespace-controller: {name}: {} emptied in {:?} ({} left)",
+                        r.kind,
+                        t0.elapsed(),
+                        left.remaining
+                    );
                     results
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -684,7 +769,11 @@ impl Inner {
             .insert((kind, op));
     }
 
-    /// Upstream's `deleteAllContentForGroupVersionResource`.
+    /// Upstream's `deleteAllContentForGroupVersionResource`, with two shortcuts: what is
+    /// listed first (in pages) tells whether there is anything to delete at all, and a
+    /// collection of several pages is deleted page by page in parallel (`deletecollection` with
+    /// `limit` and `continue`), since the apiserver deletes one collection request with one
+    /// worker.
     fn empty_resource(
         &self,
         client: &Client,
@@ -693,14 +782,24 @@ impl Inner {
         ns: &str,
         deleting_for: Duration,
     ) -> (Leftover, Option<String>) {
-        let estimate = if *kind == PODS {
-            match client.list_all(&PODS, Some(ns), &ListOptions::default()) {
-                Ok(l) => pod_estimate(&l.items, deleting_for),
+        let is_pods = *kind == PODS;
+        let can_list = verbs.has(Verbs::LIST) && self.supported(*kind, Op::List);
+        // Pods are listed whole: their grace periods make the estimate.
+        let listed = if can_list {
+            match self.list_pages(client, kind, ns, !is_pods) {
+                Ok(l) => l,
                 Err(e) => return (Leftover::default(), Some(error_text(&e))),
             }
         } else {
-            0
+            None
         };
+        let estimate = match &listed {
+            Some((items, _)) if is_pods => pod_estimate(items, deleting_for),
+            _ => 0,
+        };
+        if listed.as_ref().is_some_and(|(items, _)| items.is_empty()) {
+            return (Leftover::default(), None);
+        }
         let with = |err: Option<String>| {
             (
                 Leftover {
@@ -710,73 +809,176 @@ impl Inner {
                 err,
             )
         };
-        let background = DeleteOptions {
-            propagation_policy: Some("Background"),
-            ..Default::default()
-        };
-        // The whole collection at once, where the server allows it.
+        let pages: Vec<Option<String>> = listed
+            .as_ref()
+            .map(|(_, t)| t.clone())
+            .unwrap_or_else(|| vec![None]);
         let mut collection_done = false;
         if verbs.has(Verbs::DELETECOLLECTION) && self.supported(*kind, Op::DeleteCollection) {
-            let body = json!({"kind": "DeleteOptions", "apiVersion": "v1",
-                              "propagationPolicy": "Background"})
-            .to_string();
-            match client.request(
-                "DELETE",
-                &kind.collection_path(Some(ns)),
-                Some(("application/json", &body)),
-                METADATA_LIST_ACCEPT,
-            ) {
-                Ok(_) => collection_done = true,
-                Err(e) if e.code() == Some(405) || e.is_not_found() => {
-                    self.set_not_supported(*kind, Op::DeleteCollection);
-                }
+            match self.delete_collection(client, kind, ns, &pages) {
+                Ok(true) => collection_done = true,
+                Ok(false) => self.set_not_supported(*kind, Op::DeleteCollection),
                 Err(e) => return with(Some(error_text(&e))),
             }
         }
-        let can_list = verbs.has(Verbs::LIST) && self.supported(*kind, Op::List);
-        if !collection_done && can_list {
-            match self.list(client, kind, ns) {
-                Ok(Some(items)) => {
-                    for it in items {
-                        match client.delete(kind, Some(ns), obj::name(&it), &background) {
-                            Ok(()) => {}
-                            Err(e) if e.is_not_found() || e.code() == Some(405) => {}
-                            Err(e) => return with(Some(error_text(&e))),
-                        }
-                    }
+        if !collection_done {
+            if let Some((items, _)) = &listed {
+                if let Err(e) = delete_each(client, kind, ns, items) {
+                    return with(Some(error_text(&e)));
                 }
-                Ok(None) => {}
-                Err(e) => return with(Some(error_text(&e))),
             }
         }
         // What is left?
         if !verbs.has(Verbs::LIST) {
             return with(None);
         }
-        match self.list(client, kind, ns) {
-            Ok(Some(items)) => judge_remaining(estimate, &items, ns, kind),
+        match self.list_pages(client, kind, ns, true) {
+            Ok(Some((items, _))) => judge_remaining(estimate, &items, ns, kind),
             Ok(None) => with(None),
             Err(e) => with(Some(error_text(&e))),
         }
     }
 
-    /// Metadata list of one namespace; None when the server does not support listing.
-    fn list(&self, client: &Client, kind: &Kind, ns: &str) -> Result<Option<Vec<Value>>> {
+    /// Delete the collection: one request, or one per page (in parallel) when `pages` holds
+    /// the continue tokens of several. Ok(false) when the server does not support it.
+    fn delete_collection(
+        &self,
+        client: &Client,
+        kind: &Kind,
+        ns: &str,
+        pages: &[Option<String>],
+    ) -> Result<bool> {
+        let body = json!({"kind": "DeleteOptions", "apiVersion": "v1",
+                          "propagationPolicy": "Background"})
+        .to_string();
+        let send = |query: String| -> Result<bool> {
+            let path = format!("{}{query}", kind.collection_path(Some(ns)));
+            match client.request(
+                "DELETE",
+                &path,
+                Some(("application/json", &body)),
+                METADATA_LIST_ACCEPT,
+            ) {
+                Ok(_) => Ok(true),
+                Err(e) if e.code() == Some(405) || e.is_not_found() => Ok(false),
+                Err(e) => Err(e),
+            }
+        };
+        if pages.len() <= 1 {
+            return send(String::new());
+        }
+        let next = AtomicUsize::new(0);
+        let outcome: Mutex<Result<bool>> = Mutex::new(Ok(true));
+        std::thread::scope(|s| {
+            for _ in 0..PARALLEL_PAGES.min(pages.len()) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(token) = pages.get(i) else { break };
+                    let mut q = format!("?limit={PAGE}");
+                    if let Some(t) = token {
+                        q.push_str("&continue=");
+                        q.push_str(&crate::api::client::percent_encode(t));
+                    }
+                    let r = send(q);
+                    let mut o = outcome.lock().unwrap_or_else(|p| p.into_inner());
+                    match r {
+                        Ok(true) => {}
+                        Ok(false) if matches!(*o, Ok(true)) => *o = Ok(false),
+                        Ok(false) => {}
+                        Err(e) => *o = Err(e),
+                    }
+                });
+            }
+        });
+        match outcome.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            // The listing's snapshot expired meanwhile: the whole collection at once.
+            Err(e) if e.is_gone() => send(String::new()),
+            other => other,
+        }
+    }
+
+    /// The objects of one namespace, in pages of `PAGE` (metadata only unless `metadata_only`
+    /// is false), with the continue token that starts each page (None for the first). None
+    /// when the server does not support listing.
+    fn list_pages(
+        &self,
+        client: &Client,
+        kind: &Kind,
+        ns: &str,
+        metadata_only: bool,
+    ) -> Result<Option<Listed>> {
         if !self.supported(*kind, Op::List) {
             return Ok(None);
         }
-        let opts = ListOptions {
-            metadata_only: true,
+        let mut opts = ListOptions {
+            metadata_only,
+            limit: Some(PAGE),
             ..Default::default()
         };
-        match client.list_all(kind, Some(ns), &opts) {
-            Ok(l) => Ok(Some(l.items)),
-            Err(e) if e.code() == Some(405) || e.is_not_found() => {
-                self.set_not_supported(*kind, Op::List);
-                Ok(None)
+        let mut items = Vec::new();
+        let mut tokens: Vec<Option<String>> = vec![None];
+        loop {
+            match client.list(kind, Some(ns), &opts) {
+                Ok(mut page) => {
+                    items.append(&mut page.items);
+                    match page.continue_token {
+                        Some(t) => {
+                            tokens.push(Some(t.clone()));
+                            opts.continue_token = Some(t);
+                        }
+                        None => return Ok(Some((items, tokens))),
+                    }
+                }
+                Err(e) if e.code() == Some(405) || e.is_not_found() => {
+                    self.set_not_supported(*kind, Op::List);
+                    return Ok(None);
+                }
+                Err(e) if e.is_gone() && opts.continue_token.is_some() => {
+                    // The snapshot expired: one whole list instead.
+                    let whole = ListOptions {
+                        metadata_only,
+                        ..Default::default()
+                    };
+                    let l = client.list(kind, Some(ns), &whole)?;
+                    return Ok(Some((l.items, vec![None])));
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => Err(e),
         }
+    }
+}
+
+/// Listed objects, and the continue token that starts each page (None for the first).
+type Listed = (Vec<Value>, Vec<Option<String>>);
+
+/// Delete listed objects one by one (a few at a time), in the background; objects already
+/// gone, or that cannot be deleted this way, are skipped.
+fn delete_each(client: &Client, kind: &Kind, ns: &str, items: &[Value]) -> Result<()> {
+    let background = DeleteOptions {
+        propagation_policy: Some("Background"),
+        ..Default::default()
+    };
+    let next = AtomicUsize::new(0);
+    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..PARALLEL_PAGES.min(items.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(it) = items.get(i) else { break };
+                match client.delete(kind, Some(ns), obj::name(it), &background) {
+                    Ok(()) => {}
+                    Err(e) if e.is_not_found() || e.code() == Some(405) => {}
+                    Err(e) => {
+                        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 
