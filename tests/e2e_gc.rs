@@ -365,11 +365,23 @@ fn scenario_custom_resources(t: &Target) {
 
     delete_namespace(&admin, &ns);
     eventually(LIMIT, "namespace removed", || gone_ns(&admin, &ns));
-    let _ = admin.delete(
-        &CRDS,
-        None,
-        &format!("widgets.{group}"),
-        &Default::default(),
+    // The CRD goes: at the next discovery its monitor stops.
+    admin
+        .delete(
+            &CRDS,
+            None,
+            &format!("widgets.{group}"),
+            &Default::default(),
+        )
+        .expect("delete CRD");
+    let stopped = format!("cache widgets.{group}: stopped (no longer served)");
+    eventually(
+        Duration::from_secs(90),
+        "the custom resource's monitor stopped",
+        || {
+            check_alive(&mut kcm);
+            kcm.log_text().contains(&stopped).then_some(())
+        },
     );
 }
 

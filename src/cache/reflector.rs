@@ -310,6 +310,47 @@ impl Informer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::resources::CONFIGMAPS;
+    use serde_json::json;
+
+    #[test]
+    fn late_handlers_get_the_store_first_and_removal_stops() {
+        let inf = Informer::new(CONFIGMAPS, "", Arc::new(AtomicBool::new(false)));
+        for n in ["a", "b"] {
+            inf.store.apply(
+                DeltaKind::Added,
+                json!({"metadata": {"name": n, "namespace": "ns", "resourceVersion": "1"}}),
+            );
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        inf.add_handler_with_replay(Arc::new(move |d: &Delta| {
+            s2.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((d.kind, crate::obj::name(d.object()).to_string()));
+        }));
+        // Later changes follow the replay.
+        if let Some(d) = inf.store.apply(
+            DeltaKind::Deleted,
+            json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "2"}}),
+        ) {
+            inf.dispatch(&[d]);
+        }
+        let got = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(
+            got,
+            vec![
+                (DeltaKind::Added, "a".to_string()),
+                (DeltaKind::Added, "b".to_string()),
+                (DeltaKind::Deleted, "a".to_string())
+            ]
+        );
+        assert!(inf.claim_thread());
+        assert!(!inf.claim_thread());
+        assert!(!inf.stopped());
+        inf.remove();
+        assert!(inf.stopped());
+    }
 
     #[test]
     fn backoff_grows_and_caps() {
