@@ -692,28 +692,22 @@ impl Inner {
         };
 
         // Empty the resources, a few at a time.
-        let next = AtomicUsize::new(0);
         let results: Mutex<Vec<(Kind, Leftover, Option<String>)>> = Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for _ in 0..PARALLEL_RESOURCES.min(resources.len()) {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(r) = resources.get(i) else { break };
-                    let t0 = Instant::now();
-                    let (left, err) =
-                        self.empty_resource(client, &r.kind, r.verbs, &name, deleting_for);
-                    log::debug!(
-                        "namespace-controller: {name}: {} emptied in {:?} ({} left)",
-                        r.kind,
-                        t0.elapsed(),
-                        left.remaining
-                    );
-                    results
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((r.kind, left, err));
-                });
-            }
+        for_each_parallel(resources.len(), PARALLEL_RESOURCES, |i| {
+            let r = resources[i];
+            let t0 = Instant::now();
+            let (left, err) = self.empty_resource(client, &r.kind, r.verbs, &name, deleting_for);
+            log::debug!(
+                "namespace-controller: {name}: {} emptied in {:?} ({} left)",
+                r.kind,
+                t0.elapsed(),
+                left.remaining
+            );
+            results
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((r.kind, left, err));
+            true
         });
         let mut estimate = 0;
         let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
@@ -867,28 +861,22 @@ impl Inner {
         if pages.len() <= 1 {
             return send(String::new());
         }
-        let next = AtomicUsize::new(0);
         let outcome: Mutex<Result<bool>> = Mutex::new(Ok(true));
-        std::thread::scope(|s| {
-            for _ in 0..PARALLEL_PAGES.min(pages.len()) {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(token) = pages.get(i) else { break };
-                    let mut q = format!("?limit={PAGE}");
-                    if let Some(t) = token {
-                        q.push_str("&continue=");
-                        q.push_str(&crate::api::client::percent_encode(t));
-                    }
-                    let r = send(q);
-                    let mut o = outcome.lock().unwrap_or_else(|p| p.into_inner());
-                    match r {
-                        Ok(true) => {}
-                        Ok(false) if matches!(*o, Ok(true)) => *o = Ok(false),
-                        Ok(false) => {}
-                        Err(e) => *o = Err(e),
-                    }
-                });
+        for_each_parallel(pages.len(), PARALLEL_PAGES, |i| {
+            let mut q = format!("?limit={PAGE}");
+            if let Some(t) = &pages[i] {
+                q.push_str("&continue=");
+                q.push_str(&crate::api::client::percent_encode(t));
             }
+            let r = send(q);
+            let mut o = outcome.lock().unwrap_or_else(|p| p.into_inner());
+            match r {
+                Ok(true) => {}
+                Ok(false) if matches!(*o, Ok(true)) => *o = Ok(false),
+                Ok(false) => {}
+                Err(e) => *o = Err(e),
+            }
+            true
         });
         match outcome.into_inner().unwrap_or_else(|p| p.into_inner()) {
             // The listing's snapshot expired meanwhile: the whole collection at once.
@@ -958,28 +946,52 @@ fn delete_each(client: &Client, kind: &Kind, ns: &str, items: &[Value]) -> Resul
         propagation_policy: Some("Background"),
         ..Default::default()
     };
-    let next = AtomicUsize::new(0);
     let failed: Mutex<Option<Error>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..PARALLEL_PAGES.min(items.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(it) = items.get(i) else { break };
-                match client.delete(kind, Some(ns), obj::name(it), &background) {
-                    Ok(()) => {}
-                    Err(e) if e.is_not_found() || e.code() == Some(405) => {}
-                    Err(e) => {
-                        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        break;
-                    }
-                }
-            });
+    for_each_parallel(items.len(), PARALLEL_PAGES, |i| {
+        match client.delete(kind, Some(ns), obj::name(&items[i]), &background) {
+            Ok(()) => true,
+            Err(e) if e.is_not_found() || e.code() == Some(405) => true,
+            Err(e) => {
+                *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                false
+            }
         }
     });
     match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Run `work(i)` for each `i` in `0..len` on up to `threads` threads with small stacks (inline
+/// for a single item, or when no thread can be started); a `false` from `work` ends that
+/// thread's share.
+pub(crate) fn for_each_parallel(len: usize, threads: usize, work: impl Fn(usize) -> bool + Sync) {
+    let next = AtomicUsize::new(0);
+    let run = || loop {
+        let i = next.fetch_add(1, Ordering::SeqCst);
+        if i >= len || !work(i) {
+            break;
+        }
+    };
+    let n = threads.min(len);
+    if n <= 1 {
+        run();
+        return;
+    }
+    std::thread::scope(|s| {
+        let started = (0..n)
+            .filter(|_| {
+                std::thread::Builder::new()
+                    .stack_size(512 * 1024)
+                    .spawn_scoped(s, run)
+                    .is_ok()
+            })
+            .count();
+        if started == 0 {
+            run();
+        }
+    });
 }
 
 /// Run `f` on the namespace, re-reading it after a conflict; a namespace whose UID changed

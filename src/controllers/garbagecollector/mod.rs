@@ -830,26 +830,19 @@ impl Inner {
         deps: &[Identity],
     ) -> std::result::Result<(), String> {
         let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
-        let next = std::sync::atomic::AtomicUsize::new(0);
         let uids = [owner.uid.clone()];
-        std::thread::scope(|s| {
-            for _ in 0..PARALLEL_ORPHANING.min(deps.len()) {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(dep) = deps.get(i) else { break };
-                    let smp = decide::delete_refs_smp(&dep.uid, &uids);
-                    let res =
-                        self.patch(dep, &smp, |cur| Ok(decide::delete_refs_merge(cur, &uids)));
-                    match res {
-                        Ok(()) | Err(Stop::VirtualDeleted) => {}
-                        Err(Stop::ClusterScopedRefersNamespaced) => {}
-                        Err(Stop::Mapping(e) | Stop::Failed(e)) => errors
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(format!("orphaning {dep} failed, {e}")),
-                    }
-                });
+        super::namespace::for_each_parallel(deps.len(), PARALLEL_ORPHANING, |i| {
+            let dep = &deps[i];
+            let smp = decide::delete_refs_smp(&dep.uid, &uids);
+            match self.patch(dep, &smp, |cur| Ok(decide::delete_refs_merge(cur, &uids))) {
+                Ok(()) | Err(Stop::VirtualDeleted) => {}
+                Err(Stop::ClusterScopedRefersNamespaced) => {}
+                Err(Stop::Mapping(e) | Stop::Failed(e)) => errors
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(format!("orphaning {dep} failed, {e}")),
             }
+            true
         });
         let errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
         if errors.is_empty() {
