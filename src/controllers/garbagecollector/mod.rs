@@ -81,6 +81,8 @@ enum Next {
 enum Stop {
     /// The object is gone; a virtual delete was processed.
     VirtualDeleted,
+    /// The object to write to was not found (it will be looked at again).
+    NotFound,
     /// A cluster-scoped object refers to a namespaced owner: retrying will not help.
     ClusterScopedRefersNamespaced,
     /// The kind is not (yet) known to discovery.
@@ -624,6 +626,8 @@ impl Inner {
                 }
             }
             Err(Stop::VirtualDeleted) => Next::Forget,
+            // Gone between the read and the write: the next look finds it absent.
+            Err(Stop::NotFound) => Next::Requeue,
             Err(Stop::ClusterScopedRefersNamespaced) => {
                 log::info!(
                     "{NAME}: {}: cluster-scoped objects cannot refer to namespaced owners",
@@ -814,7 +818,7 @@ impl Inner {
             return Next::Requeue;
         }
         match self.remove_finalizer(&owner, FINALIZER_ORPHAN) {
-            Ok(()) | Err(Stop::VirtualDeleted) => Next::Forget,
+            Ok(()) | Err(Stop::VirtualDeleted | Stop::NotFound) => Next::Forget,
             Err(Stop::ClusterScopedRefersNamespaced) => Next::Forget,
             Err(Stop::Mapping(e) | Stop::Failed(e)) => {
                 log::warn!("{NAME}: removeOrphanFinalizer for {owner} failed with {e}");
@@ -835,7 +839,7 @@ impl Inner {
             let dep = &deps[i];
             let smp = decide::delete_refs_smp(&dep.uid, &uids);
             match self.patch(dep, &smp, |cur| Ok(decide::delete_refs_merge(cur, &uids))) {
-                Ok(()) | Err(Stop::VirtualDeleted) => {}
+                Ok(()) | Err(Stop::VirtualDeleted | Stop::NotFound) => {}
                 Err(Stop::ClusterScopedRefersNamespaced) => {}
                 Err(Stop::Mapping(e) | Stop::Failed(e)) => errors
                     .lock()
@@ -868,17 +872,17 @@ impl Inner {
         let client = &self.env().client;
         match client.patch(&k, ns.as_deref(), &id.name, PatchType::Strategic, smp, None) {
             Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Err(Stop::VirtualDeleted),
+            Err(e) if e.is_not_found() => Err(Stop::NotFound),
             Err(e) if e.code() == Some(415) => {
                 let cur = match client.get_metadata(&k, ns.as_deref(), &id.name) {
                     Ok(v) => v,
-                    Err(e) if e.is_not_found() => return Err(Stop::VirtualDeleted),
+                    Err(e) if e.is_not_found() => return Err(Stop::NotFound),
                     Err(e) => return Err(e.into()),
                 };
                 let jmp = merge(&cur)?;
                 match client.patch(&k, ns.as_deref(), &id.name, PatchType::Merge, &jmp, None) {
                     Ok(_) => Ok(()),
-                    Err(e) if e.is_not_found() => Err(Stop::VirtualDeleted),
+                    Err(e) if e.is_not_found() => Err(Stop::NotFound),
                     Err(e) => Err(e.into()),
                 }
             }
