@@ -4,7 +4,9 @@
 
 use crate::api::client::Client;
 use crate::cache::Cache;
-use crate::controllers::{Action, Applied, Controller, Cx, EventSpec, EventType, OnError, Report};
+use crate::controllers::{
+    Action, Applied, Controller, Cx, EventSpec, EventType, OnError, Report, RunEnv,
+};
 use crate::events::Recorder;
 use crate::queue::WorkQueue;
 use serde_json::Value;
@@ -24,6 +26,8 @@ pub struct Manager {
     recorder: Arc<Recorder>,
     entries: Vec<Entry>,
     workers: Vec<std::thread::JoinHandle<()>>,
+    /// Tells self-driven controllers to stop.
+    stop: Arc<AtomicBool>,
 }
 
 /// Requests one reconcile runs at the same time (slow-start batches and parallel deletes).
@@ -426,12 +430,16 @@ impl Manager {
             recorder,
             entries: Vec::new(),
             workers: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// Register a controller: its informers and event handlers (nothing runs yet).
     pub fn add(&mut self, ctrl: Arc<dyn Controller>, client: Client) {
         let queue = WorkQueue::new(ctrl.name());
+        if let Some(sd) = ctrl.self_driven() {
+            sd.register(&self.cache);
+        }
         for w in ctrl.watches() {
             let inf = self.cache.informer_for(&w);
             let (c, q, cache) = (ctrl.clone(), queue.clone(), Arc::downgrade(&self.cache));
@@ -465,6 +473,16 @@ impl Manager {
         }
         log::info!("caches synced for {} kinds", self.cache.kinds().len());
         for e in &self.entries {
+            if let Some(sd) = e.ctrl.self_driven() {
+                log::info!("starting {}", e.ctrl.name());
+                self.workers.extend(sd.start(RunEnv {
+                    cache: self.cache.clone(),
+                    client: e.client.clone(),
+                    recorder: self.recorder.clone(),
+                    stop: self.stop.clone(),
+                }));
+                continue;
+            }
             let n = e.ctrl.workers().max(1);
             log::info!(
                 "starting {} ({} worker{})",
@@ -495,8 +513,12 @@ impl Manager {
 
     /// Stop: no new work, let workers finish the key in hand, stop the cache.
     pub fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
         for e in &self.entries {
             e.queue.shut_down();
+            if let Some(sd) = e.ctrl.self_driven() {
+                sd.shutdown();
+            }
         }
         for t in self.workers.drain(..) {
             let _ = t.join();

@@ -5,6 +5,8 @@ use crate::api::kubeconfig::{self, RestConfig};
 use crate::api::resources::LEASES;
 use crate::cache::Cache;
 use crate::config::Config;
+use crate::controllers::garbagecollector::GarbageCollector;
+use crate::controllers::namespace::NamespaceController;
 use crate::controllers::registry;
 use crate::controllers::replicaset::{Flavor, ReplicaSetController};
 use crate::controllers::rootca::RootCaPublisher;
@@ -32,6 +34,8 @@ pub const IMPLEMENTED: &[&str] = &[
     "root-ca-certificate-publisher-controller",
     "replicaset-controller",
     "replicationcontroller-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
 ];
 
 struct LeaseClient {
@@ -71,7 +75,14 @@ fn root_ca(cfg: &Config, rest: &RestConfig) -> Result<String> {
 
 /// The client a controller writes with: its own ServiceAccount with
 /// `--use-service-account-credentials`, else the root identity.
-fn controller_client(cfg: &Config, rest: &RestConfig, root: &Client, name: &str) -> Result<Client> {
+fn controller_client(
+    cfg: &Config,
+    rest: &RestConfig,
+    root: &Client,
+    ctrl: &dyn Controller,
+) -> Result<Client> {
+    let name = ctrl.name();
+    let (qps, burst) = ctrl.client_rate(cfg.kube_api_qps, cfg.kube_api_burst);
     let ua = format!("{} {name}", user_agent_base());
     let sa = registry::info(name).and_then(|i| i.sa_name);
     match sa {
@@ -86,13 +97,13 @@ fn controller_client(cfg: &Config, rest: &RestConfig, root: &Client, name: &str)
             let ua = format!("{ua}/system:serviceaccount:kube-system:{sa}");
             Client::with_token_source(
                 &anonymous,
-                cfg.kube_api_qps,
-                cfg.kube_api_burst,
+                qps,
+                burst,
                 &ua,
                 Arc::new(ServiceAccountTokens::new(root.clone(), sa)),
             )
         }
-        _ => Client::new(rest, cfg.kube_api_qps, cfg.kube_api_burst, &ua),
+        _ => Client::new(rest, qps, burst, &ua),
     }
 }
 
@@ -126,6 +137,23 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Cont
                 flavor,
                 cfg.concurrency(flag),
             )));
+        }
+    }
+    if cfg.controllers.is_enabled("namespace-controller") {
+        out.push(Arc::new(NamespaceController::new(
+            cfg.concurrency("concurrent-namespace-syncs"),
+            cfg.namespace_sync_period,
+        )));
+    }
+    if cfg.controllers.is_enabled("garbage-collector-controller") {
+        if cfg.enable_garbage_collector {
+            out.push(Arc::new(GarbageCollector::new(
+                cfg.concurrency("concurrent-gc-syncs"),
+            )));
+        } else {
+            log::warn!(
+                "garbage-collector-controller is disabled (--enable-garbage-collector=false)"
+            );
         }
     }
     Ok(out)
@@ -232,7 +260,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     crate::metrics::register_cache(&cache);
     let mut manager = Manager::new(cache.clone(), recorder.clone());
     for c in &controllers {
-        let client = controller_client(&cfg, &rest, &root, c.name())?;
+        let client = controller_client(&cfg, &rest, &root, c.as_ref())?;
         manager.add(c.clone(), client);
     }
 

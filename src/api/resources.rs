@@ -144,6 +144,45 @@ pub fn by_api_version_kind(api_version: &str, kind: &str) -> Option<Kind> {
         .find(|k| k.kind == kind && k.api_version() == api_version)
 }
 
+/// The one `&'static str` for `s`: strings of discovered resources are leaked once each and
+/// shared after, so memory is bounded by the number of distinct names the server ever served.
+pub fn intern(s: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static SET: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut set = SET
+        .get_or_init(|| Mutex::new(HashSet::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(found) = set.get(s) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(s.to_string().into_boxed_str());
+    set.insert(leaked);
+    leaked
+}
+
+/// A `Kind` for a resource found by discovery: the table's constant when it is one of ours,
+/// else one made of interned strings.
+pub fn discovered(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Kind {
+    if let Some(k) = ALL.iter().find(|k| {
+        k.group == group
+            && k.version == version
+            && k.plural == plural
+            && k.kind == kind
+            && k.namespaced == namespaced
+    }) {
+        return *k;
+    }
+    Kind::new(
+        intern(group),
+        intern(version),
+        intern(kind),
+        intern(plural),
+        namespaced,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +206,22 @@ mod tests {
             by_api_version_kind("apps/v1", "Deployment"),
             Some(DEPLOYMENTS)
         );
+    }
+
+    #[test]
+    fn discovered_kinds_are_interned() {
+        assert_eq!(
+            discovered("apps", "v1", "Deployment", "deployments", true),
+            DEPLOYMENTS
+        );
+        let a = discovered("example.com", "v1", "Widget", "widgets", true);
+        let b = discovered("example.com", "v1", "Widget", "widgets", true);
+        assert_eq!(a, b);
+        assert!(std::ptr::eq(a.plural, b.plural));
+        assert_eq!(a.api_version(), "example.com/v1");
+        assert!(std::ptr::eq(
+            intern("x-y"),
+            intern(String::from("x-y").as_str())
+        ));
     }
 }

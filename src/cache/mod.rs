@@ -91,19 +91,51 @@ impl Cache {
 
     /// Start a reflector thread for every informer not started yet.
     pub fn start(&self) {
-        let infs = self.all_informers();
+        for inf in self.all_informers() {
+            self.start_informer(&inf);
+        }
+    }
+
+    /// Start the reflector thread of one informer (once; later calls do nothing). Informers
+    /// created after `start` (resources found by discovery) are started this way.
+    pub fn start_informer(&self, inf: &Arc<Informer>) {
+        if self.stop.load(Ordering::SeqCst) || !inf.claim_thread() {
+            return;
+        }
+        let client = self.client.clone();
+        let name = format!("reflector-{}", inf.kind.plural);
+        let inf = inf.clone();
+        let h = std::thread::Builder::new()
+            .name(name)
+            .stack_size(256 * 1024)
+            .spawn(move || inf.run(&client));
         let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
-        for inf in infs {
-            let client = self.client.clone();
-            let name = format!("reflector-{}", inf.kind.plural);
-            let h = std::thread::Builder::new()
-                .name(name)
-                .stack_size(256 * 1024)
-                .spawn(move || inf.run(&client));
-            match h {
-                Ok(h) => threads.push(h),
-                Err(e) => log::error!("cannot start a reflector thread: {e}"),
-            }
+        threads.retain(|t| !t.is_finished());
+        match h {
+            Ok(h) => threads.push(h),
+            Err(e) => log::error!("cannot start a reflector thread: {e}"),
+        }
+    }
+
+    /// Whether an informer for `kind` (all objects) exists.
+    pub fn has_informer(&self, kind: Kind) -> bool {
+        self.informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&(kind, ""))
+    }
+
+    /// Stop and forget the informer for `kind` (all objects), e.g. when its resource is no
+    /// longer served. Its store is dropped with it.
+    pub fn remove_informer(&self, kind: Kind) {
+        let inf = self
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(kind, ""));
+        if let Some(inf) = inf {
+            log::info!("cache {kind}: stopped (no longer served)");
+            inf.remove();
         }
     }
 

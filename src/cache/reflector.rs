@@ -58,7 +58,11 @@ pub struct Informer {
     metadata_only: AtomicBool,
     synced: AtomicBool,
     started: AtomicBool,
+    /// A thread was handed this informer (see `Cache::start_informer`).
+    spawned: AtomicBool,
     stop: Arc<AtomicBool>,
+    /// Stopped alone (its resource went away), while the cache runs on.
+    removed: AtomicBool,
     canceller: Mutex<Option<WatchCanceller>>,
     /// Counters for tests and metrics.
     pub lists: AtomicU64,
@@ -78,7 +82,9 @@ impl Informer {
             metadata_only: AtomicBool::new(true),
             synced: AtomicBool::new(false),
             started: AtomicBool::new(false),
+            spawned: AtomicBool::new(false),
             stop,
+            removed: AtomicBool::new(false),
             canceller: Mutex::new(None),
             lists: AtomicU64::new(0),
             watches: AtomicU64::new(0),
@@ -99,18 +105,41 @@ impl Informer {
             .push(h);
     }
 
+    /// Add a handler that first gets every object already in the store as `Added` (what a
+    /// handler added to a running shared informer gets in client-go). Deliveries to handlers
+    /// wait meanwhile, so the new handler never sees an older copy after a newer one.
+    pub fn add_handler_with_replay(&self, h: Handler) {
+        let mut hs = self.handlers.write().unwrap_or_else(|p| p.into_inner());
+        for o in self.store.list() {
+            h(&Delta {
+                kind: DeltaKind::Added,
+                old: None,
+                new: Some(o),
+            });
+        }
+        hs.push(h);
+    }
+
     pub fn has_synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
     }
 
+    /// True the first time only: the caller is the one to start its thread.
+    pub fn claim_thread(&self) -> bool {
+        !self.spawned.swap(true, Ordering::SeqCst)
+    }
+
+    /// Stop this informer alone: its loop ends and its watch is closed.
+    pub fn remove(&self) {
+        self.removed.store(true, Ordering::SeqCst);
+        self.cancel();
+    }
+
     fn dispatch(&self, deltas: &[Delta]) {
-        let hs = self
-            .handlers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        // Held while delivering, so that `add_handler_with_replay` cannot interleave.
+        let hs = self.handlers.read().unwrap_or_else(|p| p.into_inner());
         for d in deltas {
-            for h in &hs {
+            for h in hs.iter() {
                 h(d);
             }
         }
@@ -121,7 +150,7 @@ impl Informer {
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.stop.load(Ordering::SeqCst) || self.removed.load(Ordering::SeqCst)
     }
 
     /// End a watch in progress (shutdown).
@@ -147,8 +176,9 @@ impl Informer {
         };
         let list = client.list_all(&self.kind, None, &opts)?;
         let deltas = self.store.replace(list.items, &list.resource_version);
-        self.synced.store(true, Ordering::SeqCst);
+        // Synced once the handlers have seen the first list (as client-go's registrations).
         self.dispatch(&deltas);
+        self.synced.store(true, Ordering::SeqCst);
         Ok(())
     }
 
@@ -280,6 +310,47 @@ impl Informer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::resources::CONFIGMAPS;
+    use serde_json::json;
+
+    #[test]
+    fn late_handlers_get_the_store_first_and_removal_stops() {
+        let inf = Informer::new(CONFIGMAPS, "", Arc::new(AtomicBool::new(false)));
+        for n in ["a", "b"] {
+            inf.store.apply(
+                DeltaKind::Added,
+                json!({"metadata": {"name": n, "namespace": "ns", "resourceVersion": "1"}}),
+            );
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        inf.add_handler_with_replay(Arc::new(move |d: &Delta| {
+            s2.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((d.kind, crate::obj::name(d.object()).to_string()));
+        }));
+        // Later changes follow the replay.
+        if let Some(d) = inf.store.apply(
+            DeltaKind::Deleted,
+            json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "2"}}),
+        ) {
+            inf.dispatch(&[d]);
+        }
+        let got = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(
+            got,
+            vec![
+                (DeltaKind::Added, "a".to_string()),
+                (DeltaKind::Added, "b".to_string()),
+                (DeltaKind::Deleted, "a".to_string())
+            ]
+        );
+        assert!(inf.claim_thread());
+        assert!(!inf.claim_thread());
+        assert!(!inf.stopped());
+        inf.remove();
+        assert!(inf.stopped());
+    }
 
     #[test]
     fn backoff_grows_and_caps() {

@@ -1,5 +1,7 @@
 //! Controllers: each reads the cache, decides, and returns actions; the manager applies them.
 
+pub mod garbagecollector;
+pub mod namespace;
 pub mod refmanager;
 pub mod registry;
 pub mod replicaset;
@@ -11,6 +13,9 @@ use crate::api::Kind;
 use crate::cache::{Cache, Delta};
 use crate::error::Result;
 use serde_json::Value;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 /// What a reconcile reads: the shared cache, the time, and a live client for the few reads
@@ -204,6 +209,27 @@ pub enum OnError {
     Ignore,
 }
 
+/// What a self-driven controller gets to run its own loops.
+pub struct RunEnv {
+    pub cache: Arc<Cache>,
+    /// The controller's own identity (see `Controller::client_rate`).
+    pub client: Client,
+    pub recorder: Arc<crate::events::Recorder>,
+    /// Set at shutdown; its threads return soon after.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// A controller that drives itself (several queues, delayed keys, informers for resources
+/// found by discovery after the start) instead of the manager's worker loop.
+pub trait SelfDriven: Send + Sync {
+    /// Before the cache starts: the informers to sync first, and their handlers.
+    fn register(&self, _cache: &Arc<Cache>) {}
+    /// Once the caches synced: start its threads, which return after `env.stop` is set.
+    fn start(&self, env: RunEnv) -> Vec<JoinHandle<()>>;
+    /// Shutdown begins: stop handing out work (its threads are joined after).
+    fn shutdown(&self) {}
+}
+
 pub trait Controller: Send + Sync {
     /// Upstream's canonical name, e.g. "serviceaccount-controller".
     fn name(&self) -> &'static str;
@@ -225,6 +251,16 @@ pub trait Controller: Send + Sync {
     /// went, for controllers that track their own writes. Called from the manager's threads,
     /// possibly in parallel.
     fn applied(&self, _key: &str, _action: &Action, _result: Applied<'_>) {}
+    /// The client rate limits from `--kube-api-qps`/`--kube-api-burst` (upstream raises them
+    /// for a few controllers).
+    fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
+        (qps, burst)
+    }
+    /// Some when the controller runs its own loops (the manager then runs no workers for it,
+    /// and `watches`/`keys_for`/`reconcile` are not used).
+    fn self_driven(&self) -> Option<&dyn SelfDriven> {
+        None
+    }
     /// Classify a failed action (per controller quirks such as ignoring AlreadyExists).
     fn on_error(&self, _action: &Action, err: &crate::Error) -> OnError {
         if err.is_already_exists() {

@@ -66,6 +66,17 @@ fn template_spec(spec: &mut Map<String, Value>) {
 
 /// Apply defaults to an object about to be stored (create and update alike).
 pub fn apply(kind: &Kind, obj: &mut Value) {
+    // ObjectMeta's lists are `omitempty`: kube-apiserver never returns an emptied one.
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for f in ["ownerReferences", "finalizers"] {
+            if m.get(f)
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty)
+            {
+                m.remove(f);
+            }
+        }
+    }
     match (kind.group, kind.plural) {
         ("", "pods") => {
             if let Some(spec) = obj_at(obj, "spec") {
