@@ -5,6 +5,7 @@ use crate::api::kubeconfig::{self, RestConfig};
 use crate::api::resources::LEASES;
 use crate::cache::Cache;
 use crate::config::Config;
+use crate::controllers::deployment::DeploymentController;
 use crate::controllers::registry;
 use crate::controllers::rootca::RootCaPublisher;
 use crate::controllers::serviceaccount::ServiceAccountController;
@@ -28,6 +29,7 @@ pub const EXIT_LOST_LEADERSHIP: i32 = 1;
 /// Controllers edgekcm implements, by canonical name.
 pub const IMPLEMENTED: &[&str] = &[
     "serviceaccount-controller",
+    "deployment-controller",
     "root-ca-certificate-publisher-controller",
 ];
 
@@ -105,6 +107,10 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Cont
         out.push(Arc::new(RootCaPublisher {
             root_ca: root_ca(cfg, rest)?,
         }));
+    }
+    if cfg.controllers.is_enabled("deployment-controller") {
+        let workers = cfg.concurrency("concurrent-deployment-syncs");
+        out.push(Arc::new(DeploymentController::new(workers)));
     }
     Ok(out)
 }

@@ -1,5 +1,6 @@
 //! Controllers: each reads the cache, decides, and returns actions; the manager applies them.
 
+pub mod deployment;
 pub mod refmanager;
 pub mod registry;
 pub mod rootca;
