@@ -4,11 +4,12 @@
 
 use crate::api::client::Client;
 use crate::cache::Cache;
-use crate::controllers::{Action, Controller, Cx, OnError};
+use crate::controllers::{Action, Applied, Controller, Cx, EventSpec, EventType, OnError, Report};
 use crate::events::Recorder;
 use crate::queue::WorkQueue;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 struct Entry {
@@ -25,7 +26,20 @@ pub struct Manager {
     workers: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// Apply one action with `client`; keep the cache in step with our own writes.
+/// Requests one reconcile runs at the same time (slow-start batches and parallel deletes).
+pub const MAX_PARALLEL: usize = 16;
+
+/// The text of an error as upstream prints it (a `Status` error is its message).
+pub fn error_message(e: &crate::Error) -> String {
+    match e {
+        crate::Error::Api { message, .. } if !message.is_empty() => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Apply one write or Event with `client`; keep the cache in step with our own writes. A
+/// delete of something already gone is Ok. Composite actions (`Reported`, `SlowStart`,
+/// `Parallel`) are run as the worker runs them, failing with the first failure.
 pub fn apply(
     cache: &Cache,
     client: &Client,
@@ -33,6 +47,44 @@ pub fn apply(
     ctrl: &dyn Controller,
     action: &Action,
 ) -> crate::Result<()> {
+    match action {
+        Action::Reported { .. } | Action::SlowStart(_) | Action::Parallel(_) => {
+            let run = Run {
+                cache,
+                client,
+                recorder,
+                ctrl,
+                key: "",
+                failures: Mutex::new(Vec::new()),
+            };
+            run.one(action);
+            match run
+                .failures
+                .into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .into_iter()
+                .next()
+            {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        }
+        _ => match apply_leaf(cache, client, recorder, ctrl, action) {
+            Err(e) if e.is_not_found() && matches!(action, Action::Delete { .. }) => Ok(()),
+            other => other.map(|_| ()),
+        },
+    }
+}
+
+/// One write; returns the server's answer where there is one. A delete that finds nothing is
+/// the NotFound error (the cache forgets the object all the same).
+fn apply_leaf(
+    cache: &Cache,
+    client: &Client,
+    recorder: &Recorder,
+    ctrl: &dyn Controller,
+    action: &Action,
+) -> crate::Result<Option<Value>> {
     let opt = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
     match action {
         Action::Create {
@@ -49,11 +101,13 @@ pub fn apply(
                 crate::obj::key(&created)
             );
             cache.observe_write(*kind, &created);
+            Ok(Some(created))
         }
         Action::Update { kind, object } => {
             let v = client.update(kind, object)?;
             log::debug!("{}: updated {} {}", ctrl.name(), kind, crate::obj::key(&v));
             cache.observe_write(*kind, &v);
+            Ok(Some(v))
         }
         Action::UpdateSubresource {
             kind,
@@ -69,6 +123,7 @@ pub fn apply(
                 subresource
             );
             cache.observe_write(*kind, &v);
+            Ok(Some(v))
         }
         Action::Patch {
             kind,
@@ -87,6 +142,7 @@ pub fn apply(
                 crate::obj::make_key(namespace, name)
             );
             cache.observe_write(*kind, &v);
+            Ok(Some(v))
         }
         Action::Delete {
             kind,
@@ -95,10 +151,11 @@ pub fn apply(
             options,
         } => {
             let ns = opt(namespace);
-            match client.delete(kind, ns.as_deref(), name, options) {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
+            let res = client.delete(kind, ns.as_deref(), name, options);
+            if let Err(e) = &res {
+                if !e.is_not_found() {
+                    return Err(e.clone());
+                }
             }
             log::debug!(
                 "{}: deleted {} {}",
@@ -107,10 +164,193 @@ pub fn apply(
                 crate::obj::make_key(namespace, name)
             );
             cache.observe_delete(*kind, namespace, name);
+            res.map(|_| None)
         }
-        Action::Event(spec) => recorder.record(client, ctrl.event_component(), spec.clone()),
+        Action::Event(spec) => {
+            recorder.record(client, ctrl.event_component(), spec.clone());
+            Ok(None)
+        }
+        Action::Reported { action, .. } => apply_leaf(cache, client, recorder, ctrl, action),
+        Action::SlowStart(list) | Action::Parallel(list) => {
+            for a in list {
+                apply_leaf(cache, client, recorder, ctrl, a)?;
+            }
+            Ok(None)
+        }
     }
-    Ok(())
+}
+
+/// The actions of one reconcile being applied: failures the controller wants retried are
+/// gathered; every write is told to the controller.
+struct Run<'a> {
+    cache: &'a Cache,
+    client: &'a Client,
+    recorder: &'a Recorder,
+    ctrl: &'a dyn Controller,
+    key: &'a str,
+    failures: Mutex<Vec<crate::Error>>,
+}
+
+impl Run<'_> {
+    /// Apply one action (composites included). False when it failed and the failure counts.
+    fn one(&self, action: &Action) -> bool {
+        match action {
+            Action::SlowStart(list) => self.slow_start(list),
+            Action::Parallel(list) => self.parallel(list) == 0,
+            Action::Event(_) => {
+                let _ = apply_leaf(self.cache, self.client, self.recorder, self.ctrl, action);
+                true
+            }
+            Action::Reported {
+                action: inner,
+                report,
+            } => {
+                let res = apply_leaf(self.cache, self.client, self.recorder, self.ctrl, inner);
+                let gone = matches!(&res, Err(e) if e.is_not_found())
+                    && matches!(**inner, Action::Delete { .. });
+                match &res {
+                    _ if gone => {}
+                    Ok(answer) => {
+                        let name = match (answer, &**inner) {
+                            (_, Action::Delete { name, .. }) => name.as_str(),
+                            (Some(v), _) => crate::obj::name(v),
+                            (None, _) => "",
+                        };
+                        self.event(
+                            report,
+                            EventType::Normal,
+                            report.success_reason,
+                            format!("{}{name}", report.success_prefix),
+                        );
+                    }
+                    Err(e) if crate::controllers::serviceaccount::is_namespace_terminating(e) => {}
+                    Err(e) => self.event(
+                        report,
+                        EventType::Warning,
+                        report.failure_reason,
+                        format!("{}{}", report.failure_prefix, error_message(e)),
+                    ),
+                }
+                self.settle(inner, if gone { Ok(None) } else { res })
+            }
+            _ => {
+                let res = apply_leaf(self.cache, self.client, self.recorder, self.ctrl, action);
+                let gone = matches!(&res, Err(e) if e.is_not_found())
+                    && matches!(action, Action::Delete { .. });
+                self.settle(action, if gone { Ok(None) } else { res })
+            }
+        }
+    }
+
+    fn event(&self, report: &Report, event_type: EventType, reason: &str, message: String) {
+        self.recorder.record(
+            self.client,
+            self.ctrl.event_component(),
+            EventSpec {
+                involved: report.about.clone(),
+                event_type,
+                reason: reason.to_string(),
+                message,
+            },
+        );
+    }
+
+    /// Tell the controller, classify a failure. False when the failure counts.
+    fn settle(&self, action: &Action, res: crate::Result<Option<Value>>) -> bool {
+        match res {
+            Ok(v) => {
+                self.ctrl
+                    .applied(self.key, action, Applied::Done(v.as_ref()));
+                true
+            }
+            Err(e) => {
+                self.ctrl.applied(self.key, action, Applied::Failed(&e));
+                match self.ctrl.on_error(action, &e) {
+                    OnError::Ignore => {
+                        log::debug!("{}: {}: ignoring: {e}", self.ctrl.name(), self.key);
+                        true
+                    }
+                    OnError::Retry => {
+                        self.failures
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(e);
+                        false
+                    }
+                }
+            }
+        }
+    }
+
+    /// Tell the controller about writes that were not tried.
+    fn skip(&self, list: &[Action]) {
+        for a in list {
+            match a {
+                Action::SlowStart(l) | Action::Parallel(l) => self.skip(l),
+                Action::Reported { action, .. } => {
+                    self.ctrl.applied(self.key, action, Applied::Skipped)
+                }
+                Action::Event(_) => {}
+                _ => self.ctrl.applied(self.key, a, Applied::Skipped),
+            }
+        }
+    }
+
+    /// Batches of 1, 2, 4, ...; stop after the first batch with a failure. True if all went well.
+    fn slow_start(&self, list: &[Action]) -> bool {
+        let (mut done, mut batch) = (0, 1usize);
+        while done < list.len() {
+            let n = batch.min(list.len() - done);
+            let failed = self.parallel(&list[done..done + n]);
+            done += n;
+            if failed > 0 {
+                if done < list.len() {
+                    log::info!(
+                        "{}: {}: slow-start failure, skipping {} of {}",
+                        self.ctrl.name(),
+                        self.key,
+                        list.len() - done,
+                        list.len()
+                    );
+                }
+                self.skip(&list[done..]);
+                return false;
+            }
+            batch = batch.saturating_mul(2);
+        }
+        true
+    }
+
+    /// Apply every action, up to MAX_PARALLEL at a time; returns how many failed.
+    fn parallel(&self, list: &[Action]) -> usize {
+        if list.len() <= 1 {
+            return list.iter().filter(|a| !self.one(a)).count();
+        }
+        let next = AtomicUsize::new(0);
+        let failed = AtomicUsize::new(0);
+        let work = || loop {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            let Some(a) = list.get(i) else { break };
+            if !self.one(a) {
+                failed.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        std::thread::scope(|s| {
+            for i in 1..list.len().min(MAX_PARALLEL) {
+                let spawned = std::thread::Builder::new()
+                    .name(format!("{}-apply-{i}", self.ctrl.name()))
+                    .stack_size(512 * 1024)
+                    .spawn_scoped(s, work);
+                if let Err(e) = spawned {
+                    log::warn!("{}: cannot start a request thread: {e}", self.ctrl.name());
+                    break;
+                }
+            }
+            // This thread takes its share too (and all of it if no thread could start).
+            work();
+        });
+        failed.into_inner()
+    }
 }
 
 fn worker(
@@ -128,24 +368,20 @@ fn worker(
         };
         match ctrl.reconcile(&cx, &key) {
             Ok(outcome) => {
-                let mut failed: Option<crate::Error> = None;
-                let mut conflict = false;
+                let run = Run {
+                    cache: &cache,
+                    client: &client,
+                    recorder: &recorder,
+                    ctrl: ctrl.as_ref(),
+                    key: &key,
+                    failures: Mutex::new(Vec::new()),
+                };
                 for a in &outcome.actions {
-                    if let Err(e) = apply(&cache, &client, &recorder, ctrl.as_ref(), a) {
-                        match ctrl.on_error(a, &e) {
-                            OnError::Ignore => {
-                                log::debug!("{}: {key}: ignoring: {e}", ctrl.name());
-                            }
-                            OnError::Retry => {
-                                conflict |= e.is_conflict();
-                                if failed.is_none() {
-                                    failed = Some(e);
-                                }
-                            }
-                        }
-                    }
+                    run.one(a);
                 }
-                match failed {
+                let failures = run.failures.into_inner().unwrap_or_else(|p| p.into_inner());
+                let conflict = failures.iter().any(|e| e.is_conflict());
+                match failures.into_iter().next() {
                     // A stale read: look again at once, the watch brings the newer object.
                     Some(e) if conflict => {
                         log::debug!("{}: {key}: {e}; requeued", ctrl.name());

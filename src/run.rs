@@ -7,6 +7,7 @@ use crate::cache::Cache;
 use crate::config::Config;
 use crate::controllers::deployment::DeploymentController;
 use crate::controllers::registry;
+use crate::controllers::replicaset::{Flavor, ReplicaSetController};
 use crate::controllers::rootca::RootCaPublisher;
 use crate::controllers::serviceaccount::ServiceAccountController;
 use crate::controllers::{Controller, EventSpec, EventType, ObjectRef};
@@ -31,6 +32,8 @@ pub const IMPLEMENTED: &[&str] = &[
     "serviceaccount-controller",
     "deployment-controller",
     "root-ca-certificate-publisher-controller",
+    "replicaset-controller",
+    "replicationcontroller-controller",
 ];
 
 struct LeaseClient {
@@ -107,6 +110,25 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Cont
         out.push(Arc::new(RootCaPublisher {
             root_ca: root_ca(cfg, rest)?,
         }));
+    }
+    for (name, flavor, flag) in [
+        (
+            "replicaset-controller",
+            Flavor::ReplicaSet,
+            "concurrent-replicaset-syncs",
+        ),
+        (
+            "replicationcontroller-controller",
+            Flavor::ReplicationController,
+            "concurrent-rc-syncs",
+        ),
+    ] {
+        if cfg.controllers.is_enabled(name) {
+            out.push(Arc::new(ReplicaSetController::new(
+                flavor,
+                cfg.concurrency(flag),
+            )));
+        }
     }
     if cfg.controllers.is_enabled("deployment-controller") {
         let workers = cfg.concurrency("concurrent-deployment-syncs");

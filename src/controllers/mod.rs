@@ -3,6 +3,7 @@
 pub mod deployment;
 pub mod refmanager;
 pub mod registry;
+pub mod replicaset;
 pub mod rootca;
 pub mod serviceaccount;
 
@@ -119,6 +120,42 @@ pub enum Action {
         options: DeleteOptions,
     },
     Event(EventSpec),
+    /// The wrapped write (a create or a delete), with an Event about `report.about` once it is
+    /// done: on success `Normal <success_reason>` with message `<success_prefix><name>` (the
+    /// name the server answered with, so a `generateName` object has its real name), on failure
+    /// `Warning <failure_reason>` with `<failure_prefix><error message>`. A delete that finds
+    /// the object gone records nothing; nor does a create refused because the namespace is
+    /// terminating.
+    Reported {
+        action: Box<Action>,
+        report: Report,
+    },
+    /// Upstream's slow start: batches of 1, 2, 4, ... actions, each batch in parallel; after a
+    /// batch with a failure the remaining actions are skipped (and reported as skipped).
+    SlowStart(Vec<Action>),
+    /// Every action in parallel (a bounded number of requests at a time).
+    Parallel(Vec<Action>),
+}
+
+/// The Events to record about a write's outcome (see [`Action::Reported`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub about: ObjectRef,
+    pub success_reason: &'static str,
+    pub success_prefix: &'static str,
+    pub failure_reason: &'static str,
+    pub failure_prefix: &'static str,
+}
+
+/// How one write of a reconcile went, as told to [`Controller::applied`].
+#[derive(Debug, Clone, Copy)]
+pub enum Applied<'a> {
+    /// Done; the server's answer when the write returns the object (not for deletes). A delete
+    /// that found the object already gone is `Done(None)` as well.
+    Done(Option<&'a Value>),
+    Failed(&'a crate::Error),
+    /// Not tried: an earlier slow-start batch failed.
+    Skipped,
 }
 
 impl PartialEq for DeleteOptions {
@@ -185,6 +222,10 @@ pub trait Controller: Send + Sync {
     fn workers(&self) -> usize {
         1
     }
+    /// Told how each write (create, update, patch, delete; not Events) of a reconcile of `key`
+    /// went, for controllers that track their own writes. Called from the manager's threads,
+    /// possibly in parallel.
+    fn applied(&self, _key: &str, _action: &Action, _result: Applied<'_>) {}
     /// Classify a failed action (per controller quirks such as ignoring AlreadyExists).
     fn on_error(&self, _action: &Action, err: &crate::Error) -> OnError {
         if err.is_already_exists() {
