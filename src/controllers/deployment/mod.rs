@@ -13,7 +13,8 @@ pub mod sync;
 pub mod util;
 
 use super::{
-    refmanager, Action, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome, Watch,
+    refmanager, Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome,
+    Watch,
 };
 use crate::api::client::PatchType;
 use crate::api::resources::{DEPLOYMENTS, PODS, REPLICASETS};
@@ -39,6 +40,9 @@ pub struct DeploymentController {
     workers: usize,
     /// Deployment key -> the last failed creation of its new ReplicaSet.
     failures: Mutex<HashMap<String, CreateFailure>>,
+    /// Deployment key -> the ReplicaSet a pass created (name, replicas), until the next pass
+    /// finds it.
+    created: Mutex<HashMap<String, (String, i64)>>,
 }
 
 impl DeploymentController {
@@ -46,11 +50,16 @@ impl DeploymentController {
         DeploymentController {
             workers,
             failures: Mutex::new(HashMap::new()),
+            created: Mutex::new(HashMap::new()),
         }
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, CreateFailure>> {
         self.failures.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn created(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, i64)>> {
+        self.created.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -297,6 +306,7 @@ impl Controller for DeploymentController {
         let Some(o): Option<Obj> = cx.cache.store(DEPLOYMENTS).get_in(ns, name) else {
             log::debug!("{NAME}: deployment {key} has been deleted");
             self.failures().remove(key);
+            self.created().remove(key);
             return Ok(Outcome::none());
         };
         let d = match Deployment::parse(o) {
@@ -325,6 +335,7 @@ impl Controller for DeploymentController {
         let (deleting, paused) = (d.deleting, d.paused);
         let mut plan = Plan::new(cx.cache, cx.now, d, rss);
         plan.create_failure = failure.and_then(|f| Some((f.message?, f.count)));
+        plan.created = self.created().get(key).cloned();
         let _ = (|| {
             if deleting {
                 return plan.sync_status_only();
@@ -355,6 +366,7 @@ impl Controller for DeploymentController {
             }
             FailureNote::Resolved => {
                 self.failures().remove(key);
+                self.created().remove(key);
             }
         }
         actions.extend(planned);
@@ -368,17 +380,39 @@ impl Controller for DeploymentController {
         self.workers
     }
 
+    /// How a creation of a new ReplicaSet went: remembered for the next pass of `key`.
+    fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
+        let Action::Create { kind, object, .. } = action else {
+            return;
+        };
+        if *kind != REPLICASETS {
+            return;
+        }
+        match result {
+            Applied::Done(answer) => {
+                let rs = answer.unwrap_or(object);
+                let replicas = rs
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                self.created()
+                    .insert(key.to_string(), (obj::name(rs).to_string(), replicas));
+            }
+            Applied::Failed(e)
+                if !e.is_already_exists()
+                    && !super::serviceaccount::is_namespace_terminating(e) =>
+            {
+                self.remember_create_failure(key, object, e);
+            }
+            _ => {}
+        }
+    }
+
     fn on_error(&self, action: &Action, err: &Error) -> OnError {
         if super::serviceaccount::is_namespace_terminating(err) {
             return OnError::Ignore;
         }
         match action {
-            Action::Create { kind, object, .. } if *kind == REPLICASETS => {
-                if !err.is_already_exists() {
-                    self.remember_create_failure(object, err);
-                }
-                OnError::Retry
-            }
             Action::Patch { kind, patch, .. } if *kind == REPLICASETS && is_owner_patch(patch) => {
                 // The ReplicaSet went away or was replaced: nothing to adopt or release.
                 let gone = err.is_not_found() || matches!(err.code(), Some(409 | 422));
@@ -394,11 +428,7 @@ impl Controller for DeploymentController {
 }
 
 impl DeploymentController {
-    fn remember_create_failure(&self, rs: &Value, err: &Error) {
-        let Some(owner) = obj::controller_ref(rs) else {
-            return;
-        };
-        let key = obj::make_key(obj::namespace(rs), &owner.name);
+    fn remember_create_failure(&self, key: &str, rs: &Value, err: &Error) {
         let why = match err {
             Error::Api { message, .. } => message.clone(),
             other => other.to_string(),
@@ -408,7 +438,7 @@ impl DeploymentController {
             sync::quoted(obj::name(rs))
         );
         let mut f = self.failures();
-        let e = f.entry(key).or_default();
+        let e = f.entry(key.to_string()).or_default();
         e.message = Some(message);
         e.count = e.count.saturating_add(1);
     }

@@ -42,6 +42,8 @@ pub struct Plan<'a> {
     pub requeue: Option<Duration>,
     /// A ReplicaSet creation that failed on an earlier pass: (message, failures so far).
     pub create_failure: Option<(String, u32)>,
+    /// The ReplicaSet an earlier pass created: (name, replicas it was created with).
+    pub created: Option<(String, i64)>,
     pub failure_note: FailureNote,
 }
 
@@ -68,6 +70,7 @@ impl<'a> Plan<'a> {
             actions: Vec::new(),
             requeue: None,
             create_failure: None,
+            created: None,
             failure_note: FailureNote::None,
         }
     }
@@ -152,6 +155,15 @@ impl<'a> Plan<'a> {
 
         if let Some(i) = existing {
             self.failure_note = FailureNote::Resolved;
+            if self
+                .created
+                .as_ref()
+                .is_some_and(|(n, _)| *n == self.rss[i].name)
+            {
+                if let Some((name, replicas)) = self.created.take() {
+                    self.created_confirmed(i, &name, replicas);
+                }
+            }
             let mut ann = self.rss[i].annotations.clone();
             let updated = set_new_rs_annotations(
                 &self.d,
@@ -187,6 +199,32 @@ impl<'a> Plan<'a> {
             return Err(Halt);
         }
         self.create_new(old, new_revision)
+    }
+
+    /// What upstream does right after creating the new ReplicaSet, done on the pass after the
+    /// creation succeeded: the Event, the revision and NewReplicaSetCreated.
+    fn created_confirmed(&mut self, i: usize, name: &str, replicas: i64) {
+        if replicas > 0 {
+            self.event(
+                EventType::Normal,
+                "ScalingReplicaSet",
+                format!("Scaled up replica set {name} to {replicas}"),
+            );
+        }
+        if let Some(rev) = self.rss[i].annotations.get(REVISION).cloned() {
+            self.d.set_revision(&rev);
+        }
+        if self.d.has_progress_deadline() {
+            let msg = format!("Created new replica set {}", quoted(name));
+            let c = Condition::new(
+                PROGRESSING,
+                "True",
+                REASON_NEW_RS_CREATED,
+                msg,
+                &self.now_str,
+            );
+            self.d.status.set_condition(c);
+        }
     }
 
     /// The new ReplicaSet's annotations (and minReadySeconds) brought in line.
@@ -312,34 +350,15 @@ impl<'a> Plan<'a> {
                 "template": template,
             },
         });
+        // The pass ends with the creation. The controller learns how it went; the next pass
+        // (the new ReplicaSet's watch event, or the retry after a failure) carries on from
+        // there: the Event, revision and condition of a creation, or the creation error.
         self.actions.push(Action::Create {
             kind: REPLICASETS,
             namespace: self.d.namespace.clone(),
-            object: object.clone(),
+            object,
         });
-        if replicas > 0 {
-            self.event(
-                EventType::Normal,
-                "ScalingReplicaSet",
-                format!("Scaled up replica set {name} to {replicas}"),
-            );
-        }
-        self.d.set_revision(&new_revision.to_string());
-        if self.d.has_progress_deadline() {
-            let msg = format!("Created new replica set {}", quoted(&name));
-            let c = Condition::new(
-                PROGRESSING,
-                "True",
-                REASON_NEW_RS_CREATED,
-                msg,
-                &self.now_str,
-            );
-            self.d.status.set_condition(c);
-        }
-        let mut rs = ReplicaSet::parse(&object);
-        rs.created = self.now_str.clone();
-        self.rss.push(rs);
-        Ok((Some(self.rss.len() - 1), old))
+        Err(Halt)
     }
 
     // -----------------------------------------------------------------------------------------

@@ -146,16 +146,35 @@ fn hash_of(image: &str) -> String {
     compute_hash(&template(image), None)
 }
 
+/// What the API server answers to the creation in `out`, told to the controller as done.
+fn created(c: &DeploymentController, out: &Outcome) -> Value {
+    let a = out
+        .actions
+        .iter()
+        .find(|a| matches!(a, Action::Create { .. }))
+        .expect("a create");
+    let Action::Create { object, .. } = a else {
+        unreachable!()
+    };
+    let mut rs = object.clone();
+    rs["metadata"]["uid"] = json!(format!("u-{}", obj::name(object)));
+    rs["metadata"]["creationTimestamp"] = json!(NOW);
+    rs["metadata"]["generation"] = json!(1);
+    rs["metadata"]["resourceVersion"] = json!("20");
+    c.applied("ns/web", a, Applied::Done(Some(&rs)));
+    rs
+}
+
 #[test]
 fn new_deployment_creates_its_replica_set() {
-    let out = run(&[(
-        DEPLOYMENTS,
-        deployment(3, "nginx:1", rolling(json!("25%"), json!("25%"))),
-    )]);
-    let c = creates(&out);
-    assert_eq!(c.len(), 1);
+    let c = DeploymentController::new(1);
+    let d = deployment(3, "nginx:1", rolling(json!("25%"), json!("25%")));
+    let out = run_with(&c, &[(DEPLOYMENTS, d.clone())]);
+    // The pass ends with the creation.
+    assert_eq!(out.actions.len(), 1, "{:?}", out.actions);
+    let cr = creates(&out);
     let h = hash_of("nginx:1");
-    let rs = c[0];
+    let rs = cr[0];
     assert_eq!(rs["metadata"]["name"], format!("web-{h}"));
     assert_eq!(rs["metadata"]["labels"]["pod-template-hash"], h.as_str());
     assert_eq!(
@@ -177,30 +196,38 @@ fn new_deployment_creates_its_replica_set() {
         (Some("Deployment"), Some("d-1"))
     );
     assert_eq!(owner["controller"], true);
+
+    // It was created: the next pass records what upstream records right after creating.
+    let made = created(&c, &out);
+    let out = run_with(&c, &[(DEPLOYMENTS, d.clone()), (REPLICASETS, made.clone())]);
     assert_eq!(
         events(&out),
         [format!(
             "ScalingReplicaSet Scaled up replica set web-{h} to 3"
         )]
     );
-    let d = status_update(&out).expect("status update");
-    assert_eq!(d["metadata"]["annotations"][REVISION], "1");
-    assert_eq!(d["status"]["observedGeneration"], 1);
-    let p = condition(d, "Progressing").expect("progressing");
+    let st = status_update(&out).expect("status update");
+    assert_eq!(st["metadata"]["annotations"][REVISION], "1");
+    assert_eq!(st["status"]["observedGeneration"], 1);
+    let p = condition(st, "Progressing").expect("progressing");
     assert_eq!(p["reason"], "NewReplicaSetCreated");
     assert_eq!(p["message"], format!("Created new replica set \"web-{h}\""));
     assert_eq!(p["lastUpdateTime"], NOW);
-    let a = condition(d, "Available").expect("available");
+    let a = condition(st, "Available").expect("available");
     assert_eq!(
         (a["status"].as_str(), a["reason"].as_str()),
         (Some("False"), Some("MinimumReplicasUnavailable"))
     );
-    assert_eq!(d["status"]["unavailableReplicas"], 3);
-    // The status update comes after the create.
+    assert_eq!(st["status"]["unavailableReplicas"], 3);
     assert!(matches!(
         out.actions.last(),
         Some(Action::UpdateSubresource { .. })
     ));
+    // Once only.
+    let out = run_with(&c, &[(DEPLOYMENTS, d), (REPLICASETS, made)]);
+    assert!(events(&out).is_empty());
+    let p = condition(status_update(&out).expect("status"), "Progressing").cloned();
+    assert_eq!(p.expect("p")["reason"], "FoundNewReplicaSet");
 }
 
 #[test]
@@ -281,8 +308,6 @@ fn rolling_update_surge_one_unavailable_zero() {
     assert_eq!(c[0]["spec"]["replicas"], 1);
     assert_eq!(c[0]["metadata"]["annotations"][REVISION], "2");
     assert!(scales(&out).is_empty(), "{:?}", out.actions);
-    let st = status_update(&out).expect("status");
-    assert_eq!(st["metadata"]["annotations"][REVISION], "2");
 
     // Step 2: the new pod is not available yet: nothing to do.
     let new_name = format!("web-{}", hash_of("nginx:2"));
@@ -302,6 +327,8 @@ fn rolling_update_surge_one_unavailable_zero() {
         (REPLICASETS, new(1, 0)),
     ]);
     assert!(scales(&out).is_empty(), "{:?}", out.actions);
+    let st = status_update(&out).expect("status");
+    assert_eq!(st["metadata"]["annotations"][REVISION], "2");
 
     // Step 3: it became available: the old one goes to 2.
     let out = run(&[
@@ -482,10 +509,15 @@ fn resumed_deployment_records_it() {
         "lastUpdateTime": "2024-01-01T00:00:00Z", "lastTransitionTime": "2024-01-01T00:00:00Z"}]});
     let out = run(&[(DEPLOYMENTS, d)]);
     let st = status_update(&out).expect("status");
-    // Resumed, then the new ReplicaSet's creation replaces the reason.
     let p = condition(st, "Progressing").expect("progressing");
-    assert_eq!(p["reason"], "NewReplicaSetCreated");
-    assert_eq!(p["lastTransitionTime"], NOW);
+    assert_eq!(
+        (p["reason"].as_str(), p["message"].as_str()),
+        (Some("DeploymentResumed"), Some("Deployment is resumed"))
+    );
+    // Unknown -> Unknown: the transition time stays.
+    assert_eq!(p["lastTransitionTime"], "2024-01-01T00:00:00Z");
+    assert_eq!(p["lastUpdateTime"], NOW);
+    assert_eq!(creates(&out).len(), 1);
 }
 
 #[test]
@@ -861,6 +893,7 @@ fn failed_creation_is_reported_on_the_next_pass() {
         "replicasets.apps \"web-x\" is forbidden: exceeded quota",
     );
     assert_eq!(c.on_error(&create, &err), OnError::Retry);
+    c.applied("ns/web", &create, Applied::Failed(&err));
     let out = run_with(&c, &[(DEPLOYMENTS, d.clone())]);
     assert!(creates(&out).is_empty());
     let name = create_name(&create);
@@ -882,11 +915,14 @@ fn failed_creation_is_reported_on_the_next_pass() {
     );
     assert!(out.requeue_after.is_some());
     // Reported once; the next pass tries again.
-    let out = run_with(&c, &[(DEPLOYMENTS, d)]);
+    let out = run_with(&c, &[(DEPLOYMENTS, d.clone())]);
     assert_eq!(creates(&out).len(), 1);
     // AlreadyExists is retried without a report.
     let exists = Error::api(409, "AlreadyExists", "exists");
     assert_eq!(c.on_error(&create, &exists), OnError::Retry);
+    c.applied("ns/web", &create, Applied::Failed(&exists));
+    let out = run_with(&c, &[(DEPLOYMENTS, d)]);
+    assert_eq!(creates(&out).len(), 1);
 }
 
 fn create_name(a: &Action) -> String {
