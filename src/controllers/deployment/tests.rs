@@ -445,10 +445,9 @@ fn proportional_scaling_during_a_rollout() {
     assert!(creates(&out).is_empty());
 }
 
-#[test]
-fn proportional_leftover_goes_to_the_largest() {
-    // 3 ReplicaSets of 1 each sized for 3 (max 4), deployment scaled to 4 with surge 0%/25%.
-    let d = deployment(4, "nginx:3", rolling(json!(0), json!(1)));
+/// Three ReplicaSets of 1 sized for 3 (surge 0), the Deployment scaled to `replicas`.
+fn three_of_one(replicas: i64) -> Outcome {
+    let d = deployment(replicas, "nginx:3", rolling(json!(0), json!(1)));
     let mut all = vec![(DEPLOYMENTS, d)];
     for (i, img) in ["nginx:1", "nginx:2", "nginx:3"].iter().enumerate() {
         let name = if i == 2 {
@@ -459,21 +458,42 @@ fn proportional_leftover_goes_to_the_largest() {
         let mut r = rs(RsSpec {
             name: &name,
             image: img,
-            replicas: 1 + i64::from(i == 0),
+            replicas: 1,
             available: 1,
             revision: &(i + 1).to_string(),
             created: &format!("2024-01-0{}T00:00:00Z", i + 1),
         });
         r["metadata"]["annotations"][DESIRED_REPLICAS] = json!("3");
-        r["metadata"]["annotations"][MAX_REPLICAS] = json!("4");
+        r["metadata"]["annotations"][MAX_REPLICAS] = json!("3");
         all.push((REPLICASETS, r));
     }
-    // Sizes 2,1,1 = 4 = allowed (4 + 0): nothing to add, only annotations change.
-    let out = run(&all);
-    assert!(scales(&out)
-        .iter()
-        .all(|(n, r)| if n == "web-r0" { *r == 2 } else { *r == 1 }));
-    assert!(events(&out).is_empty());
+    run(&all)
+}
+
+#[test]
+fn proportional_leftover_goes_to_the_largest() {
+    // Up to 4: every share rounds to 0 (1 * 4/3); the leftover goes to the first of the
+    // equally large ones, the newest when scaling up.
+    let out = three_of_one(4);
+    let newest = format!("web-{}", hash_of("nginx:3"));
+    let up: Vec<(String, i64)> = scales(&out).into_iter().filter(|(_, r)| *r != 1).collect();
+    assert_eq!(up, [(newest.clone(), 2)]);
+    assert_eq!(
+        events(&out),
+        [format!(
+            "ScalingReplicaSet Scaled up replica set {newest} to 2 from 1"
+        )]
+    );
+    // The others get the new annotations only.
+    assert_eq!(scales(&out).len(), 3);
+    // Down to 2: the oldest gives up its replica.
+    let out = three_of_one(2);
+    let down: Vec<(String, i64)> = scales(&out).into_iter().filter(|(_, r)| *r != 1).collect();
+    assert_eq!(down, [("web-r0".to_string(), 0)]);
+    assert_eq!(
+        events(&out),
+        ["ScalingReplicaSet Scaled down replica set web-r0 to 0 from 1"]
+    );
 }
 
 #[test]
