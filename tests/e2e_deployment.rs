@@ -694,6 +694,61 @@ fn real_deployment_adopt_existing() {
     }
 }
 
+/// A new ReplicaSet that cannot be created: Progressing False ReplicaSetCreateError and a
+/// Warning Event. On the sandbox the creation is refused a few times, then the rollout goes
+/// on; on a real cluster the Deployment's name is so long that its ReplicaSet's name is
+/// invalid (a lasting error, as upstream meets it).
+fn scenario_create_error(t: &Target) {
+    let ns = Ns::new(t, "e2e-deploy-rserr");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let name = match t.sandbox() {
+        Some(sb) => {
+            // Refused several times (the reports back off in between, about a second).
+            sb.faults()
+                .fail_next(8, 403, Some(&format!("/namespaces/{n}/replicasets")));
+            "web".to_string()
+        }
+        None => "w".repeat(250),
+    };
+    let _kcm = start(t, "deploy-rserr");
+    let _kubelet = Kubelet::start(admin, n);
+    admin
+        .create(
+            &DEPLOYMENTS,
+            Some(n),
+            &deployment(&name, 1, "registry.k8s.io/pause:3.9", json!({})),
+        )
+        .expect("create");
+    // (No pass gets as far as observing the generation while the creation fails.)
+    let d = eventually(LIMIT, "ReplicaSetCreateError", || {
+        let d = get(admin, &DEPLOYMENTS, n, &name);
+        condition(&d, "Progressing")
+            .is_some_and(|c| c["reason"] == "ReplicaSetCreateError")
+            .then_some(d)
+    });
+    let p = condition(&d, "Progressing").expect("p");
+    assert_eq!(p["status"], "False");
+    let msg = p["message"].as_str().unwrap_or("").to_string();
+    assert!(
+        msg.starts_with(&format!("Failed to create new replica set \"{name}-")),
+        "{msg}"
+    );
+    let warn = eventually(LIMIT, "a ReplicaSetCreateError event", || {
+        list(admin, &EVENTS, n)
+            .into_iter()
+            .find(|e| e["reason"] == "ReplicaSetCreateError")
+    });
+    assert_eq!(warn["type"], "Warning");
+    assert_eq!(warn["message"], msg.as_str());
+    assert_eq!(warn["source"]["component"], "deployment-controller");
+    assert_eq!(warn["involvedObject"]["name"], name.as_str());
+    if t.is_real() {
+        assert!(msg.contains("must be no more than 253 characters"), "{msg}");
+        return;
+    }
+    wait_deployment(admin, n, &name, "complete after all", |d| complete(d, 1));
+}
+
 /// The benchmark's shape: many Deployments at once (`DEPLOY_BENCH_N`, default 300) of 5
 /// replicas in one namespace. Prints how long until every pod exists and every Deployment
 /// reports its 5 replicas; never fails on the numbers. `cargo test --release --test
@@ -746,6 +801,18 @@ fn scenario_many(t: &Target) {
         count("deployment-controller: patched"),
     );
     kcm.kill();
+}
+
+#[test]
+fn sandbox_deployment_create_error() {
+    scenario_create_error(&sandbox());
+}
+
+#[test]
+fn real_deployment_create_error() {
+    if let Some(t) = real("deployment ReplicaSet creation error") {
+        scenario_create_error(&t);
+    }
 }
 
 #[test]

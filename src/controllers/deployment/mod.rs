@@ -25,7 +25,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use sync::{FailureNote, Plan};
-use util::{Deployment, ReplicaSet, Strategy};
+use util::{Deployment, ReplicaSet};
 
 pub const NAME: &str = "deployment-controller";
 
@@ -331,31 +331,11 @@ impl Controller for DeploymentController {
         let mut actions = Vec::new();
         let rss = self.claim_replica_sets(cx, &d, &mut actions)?;
         let failure = self.failures().get(key).cloned();
-        let strategy = d.strategy.clone();
-        let (deleting, paused) = (d.deleting, d.paused);
         let mut plan = Plan::new(cx.cache, cx.now, d, rss);
         plan.create_failure = failure.and_then(|f| Some((f.message?, f.count)));
         plan.created = self.created().get(key).cloned();
-        let _ = (|| {
-            if deleting {
-                return plan.sync_status_only();
-            }
-            plan.check_paused_conditions();
-            if paused {
-                return plan.sync();
-            }
-            if plan.is_scaling_event()? {
-                return plan.sync();
-            }
-            match strategy {
-                Strategy::Recreate => plan.rollout_recreate(),
-                Strategy::RollingUpdate { .. } => plan.rollout_rolling(),
-                Strategy::Other(t) => {
-                    log::warn!("{NAME}: {key}: unexpected deployment strategy type: {t}");
-                    Ok(())
-                }
-            }
-        })();
+        // A halted pass still ends with the status update of what it changed.
+        let _ = plan.sync_deployment();
         let (planned, requeue_after, note) = plan.finish();
         match note {
             FailureNote::None => {}

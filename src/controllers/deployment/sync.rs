@@ -615,6 +615,32 @@ impl<'a> Plan<'a> {
     // -----------------------------------------------------------------------------------------
     // the paths of syncDeployment
 
+    /// Upstream's syncDeployment after the ReplicaSets are claimed: status only while being
+    /// deleted, `sync` when paused or scaled, else the strategy's rollout.
+    pub fn sync_deployment(&mut self) -> Step<()> {
+        if self.d.deleting {
+            return self.sync_status_only();
+        }
+        self.check_paused_conditions();
+        if self.d.paused {
+            return self.sync();
+        }
+        if self.is_scaling_event()? {
+            return self.sync();
+        }
+        match self.d.strategy.clone() {
+            Strategy::Recreate => self.rollout_recreate(),
+            Strategy::RollingUpdate { .. } => self.rollout_rolling(),
+            Strategy::Other(t) => {
+                log::warn!(
+                    "deployment-controller: {}: unexpected deployment strategy type: {t}",
+                    self.d.key()
+                );
+                Ok(())
+            }
+        }
+    }
+
     /// Upstream's syncStatusOnly (a Deployment being deleted).
     pub fn sync_status_only(&mut self) -> Step<()> {
         let (new, old) = self.sync_revision(false)?;
