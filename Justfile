@@ -35,8 +35,73 @@ sandbox port="0":
 
 # e2e scenarios against a real kube-apiserver: KCM_E2E_KUBECONFIG=/path/admin.kubeconfig just e2e
 e2e:
-    cargo test --test e2e -- --nocapture --test-threads=1
+    cargo test --test 'e2e*' -- --nocapture --test-threads=1
 
-# Benchmark workload (prints numbers; never fails on them)
-bench:
-    cargo run --release --example bench
+# Benchmark: 300 Deployments x 5 replicas, then the namespace deleted; prints wall, CPU, RSS.
+# Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
+bench *args:
+    cargo build --release --bin edgekcm --example bench
+    target/release/examples/bench {{args}}
+
+# (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
+# Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
+dist:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    targets="x86_64-unknown-linux-musl aarch64-unknown-linux-musl"
+    max_bytes=6000000
+    version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+    epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+
+    # Tools: a command missing -> its Debian package.
+    missing=""
+    for pair in musl-gcc:musl-tools aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu qemu-aarch64:qemu-user file:file; do
+        command -v "${pair%%:*}" >/dev/null || missing="$missing ${pair#*:}"
+    done
+    if [ -n "$missing" ]; then
+        if ! command -v apt-get >/dev/null; then
+            echo "dist: needs the packages$missing (or their equivalents); install them and rerun" >&2
+            exit 1
+        fi
+        sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+        echo "dist: installing$missing"
+        $sudo apt-get update -qq
+        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    fi
+    installed=$(rustup target list --installed)
+    for t in $targets; do
+        echo "$installed" | grep -qx "$t" || rustup target add "$t"
+    done
+
+    # aarch64: Debian's glibc cross gcc compiles ring's C and links; rustc brings musl's crt.
+    export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
+    export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
+    export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64
+
+    rm -rf dist && mkdir -p dist
+    for t in $targets; do
+        cargo build --release --locked --target "$t"
+        bin="target/$t/release/edgekcm"
+        info=$(file -b "$bin")
+        size=$(stat -c %s "$bin")
+        echo "dist: $t: $size bytes: $info"
+        case "$info" in *"statically linked"*|*"static-pie linked"*) ;; *) echo "dist: $bin is not statically linked" >&2; exit 1;; esac
+        case "$info" in *"not stripped"*) echo "dist: $bin is not stripped" >&2; exit 1;; esac
+        [ "$size" -le "$max_bytes" ] || { echo "dist: $bin is larger than $max_bytes bytes" >&2; exit 1; }
+        case "$t" in
+            x86_64-*) run="" ;;
+            aarch64-*) run="qemu-aarch64" ;;
+        esac
+        out=$($run "$bin" --version)
+        echo "dist: $t --version: $out"
+        case "$out" in "edgekcm $version "*) ;; *) echo "dist: unexpected --version output" >&2; exit 1;; esac
+        name="edgekcm-$version-$t"
+        mkdir "dist/$name"
+        install -m 0755 "$bin" "dist/$name/edgekcm"
+        install -m 0644 systemd/edgekcm.service systemd/edgekcm.env \
+            systemd/kube-controller-manager.example.yaml README.md LICENSE "dist/$name/"
+        tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
+            -C dist -cf - "$name" | gzip -n -9 > "dist/$name.tar.gz"
+        rm -rf "dist/$name"
+    done
+    (cd dist && sha256sum -- *.tar.gz > SHA256SUMS && cat SHA256SUMS)

@@ -23,6 +23,8 @@ pub enum Command {
     Help(String),
     /// Print this text to stdout and exit 0.
     Version(String),
+    /// `edgekcm certs`: write the local PKI.
+    Certs(Box<crate::certs::CertsOptions>),
 }
 
 /// Flags edgekcm acts on, after normalisation (each given at most once, as text).
@@ -159,6 +161,21 @@ pub struct RunFlags {
     /// client CA bundle
     #[argh(option)]
     pub client_ca_file: Option<String>,
+    /// front-proxy CA bundle
+    #[argh(option)]
+    pub requestheader_client_ca_file: Option<String>,
+    /// front-proxy client certificate common names
+    #[argh(option)]
+    pub requestheader_allowed_names: Option<String>,
+    /// front-proxy user name headers
+    #[argh(option)]
+    pub requestheader_username_headers: Option<String>,
+    /// front-proxy group headers
+    #[argh(option)]
+    pub requestheader_group_headers: Option<String>,
+    /// front-proxy extra header prefixes
+    #[argh(option)]
+    pub requestheader_extra_headers_prefix: Option<String>,
     /// paths allowed without authorization
     #[argh(option)]
     pub authorization_always_allow_paths: Option<String>,
@@ -299,6 +316,11 @@ static ACTED: &[Acted] = &[
     b(AUTHN, "authentication-tolerate-lookup-failure", "false", "Start even if that lookup fails."),
     a(AUTHN, "authentication-token-webhook-cache-ttl", "10s", "Cache time of TokenReview answers."),
     a(AUTHN, "client-ca-file", "", "CA bundle for client certificates."),
+    a(AUTHN, "requestheader-client-ca-file", "", "CA bundle for front-proxy client certificates; empty reads it from the cluster."),
+    l(AUTHN, "requestheader-allowed-names", "", "Front-proxy certificate common names accepted; empty accepts any."),
+    l(AUTHN, "requestheader-username-headers", "x-remote-user", "Headers carrying the user name."),
+    l(AUTHN, "requestheader-group-headers", "x-remote-group", "Headers carrying the groups."),
+    l(AUTHN, "requestheader-extra-headers-prefix", "x-remote-extra-", "Header prefixes carrying extra user information."),
     a(AUTHZ, "authorization-kubeconfig", "", "Kubeconfig used for SubjectAccessReviews."),
     l(AUTHZ, "authorization-always-allow-paths", "/healthz,/readyz,/livez", "Paths served without authorization."),
     a(AUTHZ, "authorization-webhook-cache-authorized-ttl", "10s", "Cache time of 'allowed' answers."),
@@ -385,11 +407,6 @@ static ACCEPTED: &[(&str, bool)] = &[
     ("pv-recycler-pod-template-filepath-nfs", false),
     ("pv-recycler-timeout-increment-hostpath", false),
     ("pvclaimbinder-sync-period", false),
-    ("requestheader-allowed-names", false),
-    ("requestheader-client-ca-file", false),
-    ("requestheader-extra-headers-prefix", false),
-    ("requestheader-group-headers", false),
-    ("requestheader-username-headers", false),
     ("resource-quota-sync-period", false),
     ("route-reconciliation-period", false),
     ("secondary-node-eviction-rate", false),
@@ -548,6 +565,7 @@ pub fn parse(args: &[String]) -> Result<Command> {
         if !first.starts_with('-') {
             match first.as_str() {
                 "run" => rest = &rest[1..],
+                "certs" => return crate::certs::parse_args(&rest[1..]),
                 other => {
                     return Err(Error::Config(format!(
                         "unknown command {other:?} for \"edgekcm\""
@@ -786,7 +804,8 @@ pub fn help_text() -> String {
     let mut out = String::new();
     out.push_str(
         "edgekcm runs the Kubernetes controllers (a kube-controller-manager v1.28 compatible\n\
-         controller manager in one small binary).\n\nUsage:\n  edgekcm [run] [flags]\n",
+         controller manager in one small binary).\n\nUsage:\n  edgekcm [run] [flags]\n  \
+         edgekcm certs [flags]    (write a cluster's certificates; see edgekcm certs --help)\n",
     );
     let mut groups: Vec<&str> = Vec::new();
     for f in ACTED {

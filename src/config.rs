@@ -192,6 +192,13 @@ pub struct Config {
     pub authentication_tolerate_lookup_failure: bool,
     pub authentication_token_webhook_cache_ttl: Duration,
     pub client_ca_file: Option<PathBuf>,
+    /// `--requestheader-client-ca-file`; None reads the front-proxy settings from the
+    /// `extension-apiserver-authentication` ConfigMap.
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    pub requestheader_allowed_names: Vec<String>,
+    pub requestheader_username_headers: Vec<String>,
+    pub requestheader_group_headers: Vec<String>,
+    pub requestheader_extra_headers_prefix: Vec<String>,
     pub authorization_kubeconfig: Option<PathBuf>,
     pub authorization_always_allow_paths: Vec<String>,
     pub authorization_webhook_cache_authorized_ttl: Duration,
@@ -259,6 +266,11 @@ impl Default for Config {
             authentication_tolerate_lookup_failure: false,
             authentication_token_webhook_cache_ttl: Duration::from_secs(10),
             client_ca_file: None,
+            requestheader_client_ca_file: None,
+            requestheader_allowed_names: Vec::new(),
+            requestheader_username_headers: vec!["x-remote-user".to_string()],
+            requestheader_group_headers: vec!["x-remote-group".to_string()],
+            requestheader_extra_headers_prefix: vec!["x-remote-extra-".to_string()],
             authorization_kubeconfig: None,
             authorization_always_allow_paths: vec![
                 "/healthz".to_string(),
@@ -470,6 +482,29 @@ impl Config {
             f.authentication_token_webhook_cache_ttl,
         )?;
         c.client_ca_file = path(f.client_ca_file);
+        c.requestheader_client_ca_file = path(f.requestheader_client_ca_file);
+        for (field, value) in [
+            (
+                &mut c.requestheader_allowed_names,
+                f.requestheader_allowed_names,
+            ),
+            (
+                &mut c.requestheader_username_headers,
+                f.requestheader_username_headers,
+            ),
+            (
+                &mut c.requestheader_group_headers,
+                f.requestheader_group_headers,
+            ),
+            (
+                &mut c.requestheader_extra_headers_prefix,
+                f.requestheader_extra_headers_prefix,
+            ),
+        ] {
+            if let Some(v) = value {
+                *field = split_list(&v);
+            }
+        }
         c.authorization_kubeconfig = path(f.authorization_kubeconfig);
         if let Some(v) = f.authorization_always_allow_paths {
             c.authorization_always_allow_paths = split_list(&v);

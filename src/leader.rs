@@ -272,6 +272,8 @@ fn jitter(d: Duration, factor: f64) -> Duration {
 impl LeaderElector {
     /// The configuration is not checked here; call `LeaderElectionConfig::validate` first.
     pub fn new(cfg: LeaderElectionConfig, api: Arc<dyn LeaseApi>) -> Arc<Self> {
+        // As client-go: the gauge exists (at 0) from the moment an elector is made.
+        crate::metrics::set_leader(&cfg.lock_name, false);
         Arc::new(LeaderElector {
             cfg,
             api,
@@ -454,11 +456,13 @@ impl LeaderElector {
             }
         }
         self.leading.store(true, Ordering::SeqCst);
+        crate::metrics::set_leader(&self.cfg.lock_name, true);
         log::info!("successfully acquired lease {desc}");
         on_started_leading();
 
         let lost = self.renew_loop(stop);
         self.leading.store(false, Ordering::SeqCst);
+        crate::metrics::set_leader(&self.cfg.lock_name, false);
         if lost {
             log::info!("failed to renew lease {desc}: timed out waiting for the condition");
         }

@@ -1,7 +1,9 @@
 //! edgekcm: the Kubernetes kube-controller-manager as one small static binary.
 
 pub mod api;
+pub mod auth;
 pub mod cache;
+pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod controllers;
@@ -10,6 +12,8 @@ pub mod error;
 pub mod events;
 pub mod leader;
 pub mod manager;
+pub mod metrics;
+pub mod notify;
 pub mod obj;
 pub mod queue;
 pub mod run;

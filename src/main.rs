@@ -31,9 +31,20 @@ fn main() {
     let cfg = match cli::parse(&args) {
         Ok(Command::Run(cfg)) => cfg,
         Ok(Command::Help(text)) | Ok(Command::Version(text)) => {
-            println!("{text}");
+            // A closed pipe (`edgekcm --help | head`) is not an error worth a panic.
+            let _ = writeln!(std::io::stdout(), "{text}");
             return;
         }
+        Ok(Command::Certs(opts)) => match edgekcm::certs::generate(&opts) {
+            Ok(report) => {
+                let _ = write!(std::io::stdout(), "{report}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("Error: {e}");
+                std::process::exit(1);
+            }
+        },
         Err(e) => {
             eprintln!("Error: {e}");
             eprintln!("Run 'edgekcm --help' for the flags.");

@@ -29,6 +29,19 @@ pub struct Manager {
 /// Requests one reconcile runs at the same time (slow-start batches and parallel deletes).
 pub const MAX_PARALLEL: usize = 16;
 
+/// Upstream's slow-start batch sizes for `count` actions: 1, 2, 4, ... and what remains.
+pub fn slow_start_sizes(count: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let (mut left, mut batch) = (count, 1usize);
+    while left > 0 {
+        let n = batch.min(left);
+        sizes.push(n);
+        left -= n;
+        batch = batch.saturating_mul(2);
+    }
+    sizes
+}
+
 /// The text of an error as upstream prints it (a `Status` error is its message).
 pub fn error_message(e: &crate::Error) -> String {
     match e {
@@ -298,14 +311,13 @@ impl Run<'_> {
 
     /// Batches of 1, 2, 4, ...; stop after the first batch with a failure. True if all went well.
     fn slow_start(&self, list: &[Action]) -> bool {
-        let (mut done, mut batch) = (0, 1usize);
-        while done < list.len() {
-            let n = batch.min(list.len() - done);
+        let mut done = 0;
+        for n in slow_start_sizes(list.len()) {
             let failed = self.parallel(&list[done..done + n]);
             done += n;
             if failed > 0 {
                 if done < list.len() {
-                    log::info!(
+                    log::debug!(
                         "{}: {}: slow-start failure, skipping {} of {}",
                         self.ctrl.name(),
                         self.key,
@@ -316,7 +328,6 @@ impl Run<'_> {
                 self.skip(&list[done..]);
                 return false;
             }
-            batch = batch.saturating_mul(2);
         }
         true
     }
@@ -492,5 +503,194 @@ impl Manager {
         }
         self.cache.stop();
         self.recorder.shutdown(Duration::from_secs(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::kubeconfig::RestConfig;
+    use crate::api::resources::{EVENTS, PODS};
+    use crate::cache::Delta;
+    use crate::controllers::{ObjectRef, Outcome, Watch};
+    use crate::sandbox::{Sandbox, SandboxOptions};
+    use serde_json::json;
+
+    #[test]
+    fn slow_start_batch_sizes() {
+        assert_eq!(slow_start_sizes(0), Vec::<usize>::new());
+        assert_eq!(slow_start_sizes(1), vec![1]);
+        assert_eq!(slow_start_sizes(5), vec![1, 2, 2]);
+        assert_eq!(slow_start_sizes(10), vec![1, 2, 4, 3]);
+        assert_eq!(
+            slow_start_sizes(500),
+            vec![1, 2, 4, 8, 16, 32, 64, 128, 245]
+        );
+    }
+
+    /// Records what the manager tells it.
+    #[derive(Default)]
+    struct Probe {
+        seen: Mutex<Vec<(String, &'static str)>>,
+    }
+
+    impl Controller for Probe {
+        fn name(&self) -> &'static str {
+            "probe"
+        }
+        fn watches(&self) -> Vec<Watch> {
+            vec![]
+        }
+        fn keys_for(&self, _: &Watch, _: &Delta, _: &Cache) -> Vec<String> {
+            vec![]
+        }
+        fn reconcile(&self, _: &Cx, _: &str) -> crate::Result<Outcome> {
+            Ok(Outcome::none())
+        }
+        fn applied(&self, _key: &str, _a: &Action, r: Applied<'_>) {
+            let entry = match r {
+                Applied::Done(v) => (
+                    v.map(|v| crate::obj::name(v).to_string())
+                        .unwrap_or_default(),
+                    "done",
+                ),
+                Applied::Failed(_) => (String::new(), "failed"),
+                Applied::Skipped => (String::new(), "skipped"),
+            };
+            self.seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(entry);
+        }
+    }
+
+    fn create_in(ns: &str) -> Action {
+        Action::Reported {
+            action: Box::new(Action::Create {
+                kind: PODS,
+                namespace: ns.to_string(),
+                object: json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"generateName": "web-"}, "spec": {}}),
+            }),
+            report: Report {
+                about: ObjectRef {
+                    kind: "ReplicaSet".into(),
+                    api_version: "apps/v1".into(),
+                    namespace: "default".into(),
+                    name: "web".into(),
+                    uid: "u1".into(),
+                    resource_version: "1".into(),
+                },
+                success_reason: "SuccessfulCreate",
+                success_prefix: "Created pod: ",
+                failure_reason: "FailedCreate",
+                failure_prefix: "Error creating: ",
+            },
+        }
+    }
+
+    #[test]
+    fn slow_start_stops_after_a_failed_batch_and_reports() {
+        let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
+        let cfg = RestConfig {
+            server: sb.url(),
+            source: "test".into(),
+            ..Default::default()
+        };
+        let client = Client::new(&cfg, 0.0, 1, "test").expect("client");
+        let cache = Cache::new(client.clone());
+        let recorder = Recorder::start();
+        let pods = cache.store(PODS);
+        let probe = Probe::default();
+        // Batches 1, 2, 4, 2: the third batch goes to a namespace that does not exist.
+        let mut list: Vec<Action> = (0..3).map(|_| create_in("default")).collect();
+        list.extend((0..6).map(|_| create_in("missing")));
+        let run = Run {
+            cache: &cache,
+            client: &client,
+            recorder: &recorder,
+            ctrl: &probe,
+            key: "default/web",
+            failures: Mutex::new(Vec::new()),
+        };
+        assert!(!run.one(&Action::SlowStart(list)));
+        assert_eq!(run.failures.lock().map(|f| f.len()).unwrap_or(0), 4);
+        let seen = probe.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        let count = |what: &str| seen.iter().filter(|(_, w)| *w == what).count();
+        assert_eq!(
+            (count("done"), count("failed"), count("skipped")),
+            (3, 4, 2)
+        );
+        let created: Vec<String> = seen
+            .iter()
+            .filter(|(_, w)| *w == "done")
+            .map(|(n, _)| n.clone())
+            .collect();
+        assert!(created.iter().all(|n| n.starts_with("web-") && n.len() > 4));
+        // Written into the cache at once.
+        assert_eq!(pods.list_namespace("default").len(), 3);
+        recorder.shutdown(Duration::from_secs(5));
+        let events = sb.list(&EVENTS, Some("default"));
+        let mut msgs: Vec<String> = events
+            .iter()
+            .filter(|e| e["reason"] == "SuccessfulCreate")
+            .filter_map(|e| e["message"].as_str().map(str::to_string))
+            .collect();
+        msgs.sort();
+        let mut want: Vec<String> = created
+            .iter()
+            .map(|n| format!("Created pod: {n}"))
+            .collect();
+        want.sort();
+        assert_eq!(msgs, want);
+        let failed: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["reason"] == "FailedCreate")
+            .collect();
+        assert!(!failed.is_empty());
+        assert!(failed.iter().all(|e| e["type"] == "Warning"
+            && e["message"].as_str().is_some_and(
+                |m| m.starts_with("Error creating: ") && !m.contains("server answered")
+            )));
+    }
+
+    #[test]
+    fn reported_delete_of_a_missing_object_is_quiet() {
+        let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
+        let cfg = RestConfig {
+            server: sb.url(),
+            source: "test".into(),
+            ..Default::default()
+        };
+        let client = Client::new(&cfg, 0.0, 1, "test").expect("client");
+        let cache = Cache::new(client.clone());
+        let recorder = Recorder::start();
+        let probe = Probe::default();
+        let Action::Reported { report, .. } = create_in("default") else {
+            panic!()
+        };
+        let del = Action::Reported {
+            action: Box::new(Action::Delete {
+                kind: PODS,
+                namespace: "default".into(),
+                name: "ghost".into(),
+                options: Default::default(),
+            }),
+            report,
+        };
+        let run = Run {
+            cache: &cache,
+            client: &client,
+            recorder: &recorder,
+            ctrl: &probe,
+            key: "default/web",
+            failures: Mutex::new(Vec::new()),
+        };
+        assert!(run.one(&Action::Parallel(vec![del.clone(), del])));
+        recorder.shutdown(Duration::from_secs(5));
+        assert!(sb.list(&EVENTS, Some("default")).is_empty());
+        let seen = probe.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(seen.len(), 2);
+        assert!(seen.iter().all(|(_, w)| *w == "done"));
     }
 }

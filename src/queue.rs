@@ -185,8 +185,22 @@ pub fn default_controller_rate_limiter<K: Eq + Hash + Clone + Send + 'static>(
 // ---------------------------------------------------------------------------------------------
 // Metrics
 
-/// Upper bounds of client-go's workqueue duration histograms: 1e-8 s .. 10 s, factor 10.
-pub const DURATION_BUCKETS: [f64; 10] = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0];
+/// Upper bounds of client-go's workqueue duration histograms: 1e-8 s .. 10 s, factor 10,
+/// computed by repeated multiplication as Prometheus' `ExponentialBuckets` does (so the `le`
+/// labels read exactly as upstream's, e.g. `9.999999999999999e-06`).
+pub const DURATION_BUCKETS: [f64; 10] = exponential_buckets(10e-9, 10.0);
+
+const fn exponential_buckets<const N: usize>(start: f64, factor: f64) -> [f64; N] {
+    let mut b = [0.0; N];
+    let mut v = start;
+    let mut i = 0;
+    while i < N {
+        b[i] = v;
+        v *= factor;
+        i += 1;
+    }
+    b
+}
 
 /// A histogram with cumulative bucket counts (Prometheus `le` semantics).
 #[derive(Debug, Clone, PartialEq)]
@@ -316,7 +330,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     fn with_clock(name: &str, rl: Box<dyn RateLimiter<K>>, clock: Clock) -> Arc<Self> {
-        Arc::new(WorkQueue {
+        let q = Arc::new(WorkQueue {
             name: name.to_string(),
             state: Mutex::new(State {
                 queue: VecDeque::new(),
@@ -340,7 +354,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             drained: Condvar::new(),
             limiter: Mutex::new(rl),
             clock,
-        })
+        });
+        if !name.is_empty() {
+            let weak: std::sync::Weak<Self> = Arc::downgrade(&q);
+            crate::metrics::register_queue(weak);
+        }
+        q
     }
 
     pub fn name(&self) -> &str {
@@ -554,6 +573,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             unfinished_work_seconds: total,
             longest_running_processor_seconds: longest,
         }
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> crate::metrics::QueueMetrics for WorkQueue<K> {
+    fn queue_stats(&self) -> QueueStats {
+        self.stats()
     }
 }
 

@@ -189,8 +189,13 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     }
 
     let health = Health::new();
+    // systemd: ping the watchdog while /healthz passes (WatchdogSec= in the unit).
+    let _watchdog = crate::notify::start_watchdog({
+        let h = health.clone();
+        move || h.healthz(&Default::default()).status == 200
+    });
     let server = if cfg.secure_port != 0 {
-        let s = Server::new(
+        let mut s = Server::new(
             ServeConfig {
                 bind_address: cfg.bind_address,
                 port: cfg.secure_port,
@@ -199,8 +204,11 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                 tls_private_key_file: cfg.tls_private_key_file.clone(),
             },
             health.clone(),
-        )
-        .start()?;
+        );
+        let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(&cfg)?)?;
+        s.set_filter(auth.filter());
+        s.route("/metrics", crate::metrics::handler());
+        let s = s.start()?;
         log::info!("serving securely on {}", s.addr());
         Some(s)
     } else {
@@ -210,8 +218,11 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     wait_for_apiserver(&root, &stop)?;
 
     let controllers = build_controllers(&cfg, &rest)?;
+    // Only what upstream would start here: not the ones waiting on a feature gate, a cloud
+    // provider or a flag.
     let skipped: Vec<&str> = registry::known()
         .iter()
+        .filter(|i| i.needs.is_empty())
         .map(|i| i.name)
         .filter(|n| cfg.controllers.is_enabled(n) && !IMPLEMENTED.contains(n))
         .collect();
@@ -224,6 +235,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
 
     let recorder = Arc::new(Recorder::start());
     let cache = Cache::new(root.clone());
+    crate::metrics::register_cache(&cache);
     let mut manager = Manager::new(cache.clone(), recorder.clone());
     for c in &controllers {
         let client = controller_client(&cfg, &rest, &root, c.name())?;
@@ -294,6 +306,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                     health.add_check(name, Arc::new(|| Ok(())));
                 }
                 started.store(true, Ordering::SeqCst);
+                let n = m.controller_names().len();
+                crate::notify::ready(&format!("caches synced; {n} controllers running"));
             }
         }
     };
@@ -307,6 +321,15 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
             }
         }
         Some(e) => {
+            // systemd: a standby is up once it has seen another holder of the lease.
+            let (e2, started2) = (e.clone(), started.clone());
+            crate::notify::ready_when(stop.clone(), move || {
+                let holder = e2.leader();
+                let standby = !started2.load(Ordering::SeqCst)
+                    && !holder.is_empty()
+                    && holder != e2.identity();
+                standby.then(|| format!("standby; the lease is held by {holder}"))
+            });
             let lost = Arc::new(AtomicBool::new(false));
             let lease_client = root.clone();
             let (rec1, e1, lc1) = (recorder.clone(), e.clone(), lease_client.clone());
@@ -343,6 +366,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     }
 
     log::info!("shutting down");
+    crate::notify::stopping();
     if exit == EXIT_LOST_LEADERSHIP {
         // Upstream exits at once; nothing is released so the successor waits out the lease.
         recorder.shutdown(Duration::from_millis(500));

@@ -1,5 +1,8 @@
 //! The secure port (`--secure-port`, 10257): HTTPS with /healthz, /readyz, /livez and whatever
-//! routes the rest of the program registers (/metrics, /configz).
+//! routes the rest of the program registers (/metrics, /configz). A filter set with
+//! [`Server::set_filter`] sees every request before routing (the delegated authentication and
+//! authorization of `crate::auth`), so unknown paths are authorized before they are 404.
+//! Every answer carries `Cache-Control: no-cache, private`, as the apiserver library's.
 //!
 //! One thread runs a small smol executor: it accepts connections and serves each on its own
 //! task (TLS handshake, one HTTP/1.1 request, `Connection: close`). Handlers are plain
@@ -101,17 +104,56 @@ pub struct Response {
     pub status: u16,
     pub content_type: String,
     pub body: Vec<u8>,
+    /// Further headers (`Content-Type`, `Content-Length`, `Cache-Control` and `Connection`
+    /// are always written).
+    pub headers: Vec<(String, String)>,
 }
 
 pub const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 
+fn nosniff() -> Vec<(String, String)> {
+    vec![("X-Content-Type-Options".to_string(), "nosniff".to_string())]
+}
+
 impl Response {
+    /// A text answer (with `X-Content-Type-Options: nosniff`, as Go's handlers write it).
     pub fn text(status: u16, body: impl Into<String>) -> Self {
         Response {
             status,
             content_type: TEXT_PLAIN.to_string(),
             body: body.into().into_bytes(),
+            headers: nosniff(),
         }
+    }
+
+    /// A JSON answer without further headers.
+    pub fn json(status: u16, body: impl Into<String>) -> Self {
+        Response {
+            status,
+            content_type: "application/json".to_string(),
+            body: body.into().into_bytes(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// Add `X-Content-Type-Options: nosniff`.
+    pub fn with_nosniff(mut self) -> Self {
+        if !self
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("x-content-type-options"))
+        {
+            self.headers.extend(nosniff());
+        }
+        self
+    }
+
+    /// The value of a further header.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// Go's `http.Error`: the message plus a newline.
@@ -838,15 +880,26 @@ fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
+/// Header values must not break the head: CR and LF are dropped.
+fn header_safe(v: &str) -> String {
+    v.chars().filter(|c| *c != '\r' && *c != '\n').collect()
+}
+
 fn encode_response(resp: &Response, head_only: bool) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+    // Every answer is marked private and not cacheable, as the apiserver library's
+    // WithCacheControl filter does.
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nCache-Control: no-cache, private\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
         resp.status,
         reason_phrase(resp.status),
-        resp.content_type,
+        header_safe(&resp.content_type),
         resp.body.len()
-    )
-    .into_bytes();
+    );
+    for (k, v) in &resp.headers {
+        let _ = write!(head, "{}: {}\r\n", header_safe(k), header_safe(v));
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    let mut out = head.into_bytes();
     if !head_only {
         out.extend_from_slice(&resp.body);
     }

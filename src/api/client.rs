@@ -371,11 +371,26 @@ impl Client {
             }
             (m, _) => return Err(Error::Transport(format!("unsupported method {m}"))),
         };
+        let status = res.as_ref().ok().map(|r| r.status().as_u16());
+        crate::metrics::rest_request_result(&self.inner.base, method, status);
         res.map_err(|e| Error::Transport(format!("{method} {url}: {e}")))
     }
 
     /// One API call with the limiter, retries and error decoding. Returns the decoded body.
     pub fn request(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        body: Option<(&str, &str)>,
+        accept: &str,
+    ) -> Result<Value> {
+        let started = Instant::now();
+        let res = self.request_with_retries(method, path_and_query, body, accept);
+        crate::metrics::rest_request_latency(&self.inner.base, method, started.elapsed());
+        res
+    }
+
+    fn request_with_retries(
         &self,
         method: &str,
         path_and_query: &str,

@@ -283,7 +283,7 @@ impl ReplicaSetController {
                     return (vec![], Some(e));
                 }
             };
-            log::info!(
+            log::debug!(
                 "{}: too few replicas for {}: need {replicas}, creating {n}",
                 self.name(),
                 obj::key(owner)
@@ -302,7 +302,7 @@ impl ReplicaSetController {
             (vec![Action::SlowStart(creates)], None)
         } else if pods.len() > replicas {
             let n = (pods.len() - replicas).min(BURST_REPLICAS);
-            log::info!(
+            log::debug!(
                 "{}: too many replicas for {}: need {replicas}, deleting {n}",
                 self.name(),
                 obj::key(owner)
@@ -518,7 +518,7 @@ impl Controller for ReplicaSetController {
                 Claim::Owned => claimed.push(p),
                 Claim::Adopt => adopt.push(p),
                 Claim::Release => {
-                    log::info!(
+                    log::debug!(
                         "{}: {key}: releasing pod {} (no longer selected)",
                         self.name(),
                         obj::name(&p)
@@ -545,7 +545,7 @@ impl Controller for ReplicaSetController {
                 )));
             }
             for p in adopt {
-                log::info!("{}: {key}: adopting pod {}", self.name(), obj::name(&p));
+                log::debug!("{}: {key}: adopting pod {}", self.name(), obj::name(&p));
                 actions.push(Action::Patch {
                     kind: PODS,
                     namespace: ns.clone(),
@@ -792,10 +792,12 @@ pub fn pod_prefix(name: &str) -> String {
 
 /// The pod to create for `owner` (upstream's `GetPodFromTemplate` plus its checks).
 pub fn pod_from_template(kind: &Kind, owner: &Value) -> std::result::Result<Value, String> {
+    // A missing template is an empty one: no labels.
+    let empty = json!({});
     let template = owner
         .pointer("/spec/template")
         .filter(|t| t.is_object())
-        .ok_or_else(|| "no pod template".to_string())?;
+        .unwrap_or(&empty);
     let tmeta = template.get("metadata");
     let field = |f: &str| tmeta.and_then(|m| m.get(f)).filter(|v| !v.is_null());
     let labels = field("labels")
@@ -1650,8 +1652,6 @@ mod tests {
         assert_eq!(patch["metadata"]["uid"], "p-moved");
         assert_eq!(patch["metadata"]["ownerReferences"][0]["$patch"], "delete");
         assert_eq!(creates(&out), 1, "the released pod does not count");
-        // An orphan that matches makes the controller read the owner live before adopting:
-        // with no server to ask, the reconcile fails (and is retried) rather than adopt.
         feed(
             &c,
             &cache,
@@ -1660,7 +1660,74 @@ mod tests {
             pod("orphan", None, json!({"app": "web"})),
         );
         assert!(c.track().orphans["ns"].contains("orphan"));
-        assert!(c.reconcile(&cx(&cache, &client), "ns/web").is_err());
+        feed(
+            &c,
+            &cache,
+            PODS,
+            DeltaKind::Deleted,
+            pod("orphan", None, json!({"app": "web"})),
+        );
+        assert!(!c.track().orphans.contains_key("ns"));
+    }
+
+    #[test]
+    fn adoption_rereads_the_owner() {
+        use crate::sandbox::{Sandbox, SandboxOptions};
+        let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
+        let client = crate::api::client::Client::new(
+            &crate::api::kubeconfig::RestConfig {
+                server: sb.url(),
+                source: "test".into(),
+                ..Default::default()
+            },
+            0.0,
+            1,
+            "test",
+        )
+        .expect("client");
+        let mut o = rs("web", 1);
+        o["metadata"]["namespace"] = json!("default");
+        o["metadata"].as_object_mut().map(|m| m.remove("uid"));
+        let live = sb.create(&REPLICASETS, o).expect("create rs");
+        let cache = Cache::new(client.clone());
+        cache
+            .store(REPLICASETS)
+            .apply(DeltaKind::Added, live.clone());
+        let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+        let mut orphan = pod("orphan", None, json!({"app": "web"}));
+        orphan["metadata"]["namespace"] = json!("default");
+        feed(&c, &cache, PODS, DeltaKind::Added, orphan);
+        let out = c
+            .reconcile(&cx(&cache, &client), "default/web")
+            .expect("reconcile");
+        let patch = out
+            .actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Patch { name, patch, .. } if name == "orphan" => Some(patch.clone()),
+                _ => None,
+            })
+            .expect("adopt patch");
+        assert_eq!(patch["metadata"]["uid"], "p-orphan");
+        assert_eq!(
+            patch["metadata"]["ownerReferences"][0]["uid"],
+            live["metadata"]["uid"]
+        );
+        assert_eq!(creates(&out), 0, "the adopted pod counts");
+        // The owner was replaced meanwhile (same name, another UID): no adoption.
+        sb.delete(&REPLICASETS, Some("default"), "web")
+            .expect("delete");
+        let mut again = rs("web", 1);
+        again["metadata"]["namespace"] = json!("default");
+        again["metadata"].as_object_mut().map(|m| m.remove("uid"));
+        sb.create(&REPLICASETS, again).expect("recreate");
+        let err = c
+            .reconcile(&cx(&cache, &client), "default/web")
+            .expect_err("stale owner");
+        assert!(
+            err.to_string().contains("can't adopt Pod default/orphan"),
+            "{err}"
+        );
     }
 
     #[test]

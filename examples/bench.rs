@@ -1,0 +1,578 @@
+//! The standard workload, timed: N Deployments x R replicas in a fresh namespace, then the
+//! namespace deleted. Prints wall seconds, the controller manager's CPU seconds and its peak
+//! RSS. A benchmark, not a test: it never fails on a number.
+//!
+//!     just bench                                   # sandbox API server, 300 x 5
+//!     just bench --deployments=50 --replicas=3
+//!     KCM_E2E_KUBECONFIG=/path/admin.kubeconfig just bench        # a real kube-apiserver
+//!
+//! Environment:
+//! - `KCM_E2E_KUBECONFIG`: run against this cluster (admin credentials for the bench's own
+//!   writes) instead of an in-process sandbox API server.
+//! - `KCM_BENCH_EDGEKCM_ARGS` (else `KCM_E2E_KCM_ARGS`): edgekcm's flags against a real cluster
+//!   (default `--kubeconfig=$KCM_E2E_KUBECONFIG`). `--leader-elect=false`, `--secure-port=0`,
+//!   `--kube-api-qps=5000` and `--kube-api-burst=10000` are added unless given.
+//! - `KCM_BENCH_UPSTREAM`: a whole command line of another controller manager (for example
+//!   upstream kube-controller-manager with its flags) to run the same workload with, after
+//!   edgekcm, for a side-by-side table.
+//!
+//! Flags: `--deployments=N` (300), `--replicas=R` (5), `--timeout=SECONDS` (300) per phase,
+//! `--direct` (also time the same writes sent straight to the API server, with no
+//! controller manager), `--skip-edgekcm`.
+
+use edgekcm::api::client::{Client, DeleteOptions, ListOptions, WatchOptions};
+use edgekcm::api::kubeconfig;
+use edgekcm::api::resources::{DEPLOYMENTS, NAMESPACES, PODS, REPLICASETS, SERVICEACCOUNTS};
+use edgekcm::api::watch::EventType;
+use edgekcm::api::Kind;
+use edgekcm::sandbox::{Sandbox, SandboxOptions};
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+struct Opts {
+    deployments: usize,
+    replicas: i64,
+    timeout: Duration,
+    direct: bool,
+    skip_edgekcm: bool,
+}
+
+fn parse_opts() -> Res<Opts> {
+    let mut o = Opts {
+        deployments: 300,
+        replicas: 5,
+        timeout: Duration::from_secs(300),
+        direct: false,
+        skip_edgekcm: false,
+    };
+    for a in std::env::args().skip(1) {
+        let (k, v) = a.split_once('=').unwrap_or((a.as_str(), ""));
+        let num = |v: &str| -> Res<u64> {
+            v.parse::<u64>()
+                .map_err(|_| format!("{k}: {v:?} is not a number").into())
+        };
+        match k {
+            "--deployments" => o.deployments = num(v)? as usize,
+            "--replicas" => o.replicas = num(v)? as i64,
+            "--timeout" => o.timeout = Duration::from_secs(num(v)?),
+            "--direct" => o.direct = true,
+            "--skip-edgekcm" => o.skip_edgekcm = true,
+            _ => return Err(format!("unknown argument {a:?} (see the file's header)").into()),
+        }
+    }
+    if o.deployments == 0 || o.replicas <= 0 {
+        return Err("--deployments and --replicas must be positive".into());
+    }
+    Ok(o)
+}
+
+fn main() {
+    if let Err(e) = bench() {
+        eprintln!("bench failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// One controller manager's results.
+#[derive(Default)]
+struct Row {
+    name: String,
+    create_s: f64,
+    converge_s: Option<f64>,
+    converge_cpu_s: Option<f64>,
+    delete_s: Option<f64>,
+    delete_cpu_s: Option<f64>,
+    peak_rss_kb: Option<u64>,
+    /// No controller manager ran (the direct-writes row): nothing to time after the writes.
+    no_process: bool,
+}
+
+fn bench() -> Res<()> {
+    let opts = parse_opts()?;
+    let work = std::env::temp_dir().join(format!("edgekcm-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+
+    // The target: a real cluster, or a sandbox API server in this process.
+    let real = std::env::var("KCM_E2E_KUBECONFIG")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let mut _sandbox = None;
+    let (kc, target) = match &real {
+        Some(p) => (PathBuf::from(p), format!("kube-apiserver ({p})")),
+        None => {
+            let sb = Sandbox::start(SandboxOptions::default())?;
+            let kc = work.join("kubeconfig");
+            sb.write_kubeconfig(&kc)?;
+            let t = format!("sandbox API server ({})", sb.url());
+            _sandbox = Some(sb);
+            (kc, t)
+        }
+    };
+    let cfg = kubeconfig::load(Some(&kc), None)?;
+    let admin = Client::new(&cfg, 0.0, 1, "edgekcm-bench")?;
+    println!(
+        "workload: {} Deployments x {} replicas against {target}",
+        opts.deployments, opts.replicas
+    );
+
+    let mut rows = Vec::new();
+    if opts.direct {
+        rows.push(direct_writes(&admin, &opts)?);
+    }
+    if !opts.skip_edgekcm {
+        let mut args: Vec<String> = match (&real, edgekcm_args_env()) {
+            (Some(_), Some(a)) => a.split_whitespace().map(str::to_string).collect(),
+            _ => vec![format!("--kubeconfig={}", kc.display())],
+        };
+        for (flag, default) in [
+            ("--leader-elect", "--leader-elect=false"),
+            ("--secure-port", "--secure-port=0"),
+            ("--kube-api-qps", "--kube-api-qps=5000"),
+            ("--kube-api-burst", "--kube-api-burst=10000"),
+        ] {
+            if !args.iter().any(|a| a.starts_with(flag)) {
+                args.push(default.to_string());
+            }
+        }
+        let mut cmd = vec![edgekcm_binary()?.display().to_string()];
+        cmd.extend(args);
+        rows.push(run_workload(&admin, &opts, "edgekcm", &cmd, &work)?);
+    }
+    if let Ok(up) = std::env::var("KCM_BENCH_UPSTREAM") {
+        let cmd: Vec<String> = up.split_whitespace().map(str::to_string).collect();
+        if !cmd.is_empty() {
+            let name = Path::new(&cmd[0])
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "upstream".into());
+            rows.push(run_workload(&admin, &opts, &name, &cmd, &work)?);
+        }
+    }
+    print_table(&rows);
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
+}
+
+fn edgekcm_args_env() -> Option<String> {
+    ["KCM_BENCH_EDGEKCM_ARGS", "KCM_E2E_KCM_ARGS"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|s| !s.trim().is_empty()))
+}
+
+/// `target/<profile>/edgekcm`, next to this example's own directory.
+fn edgekcm_binary() -> Res<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("cannot locate the target directory")?;
+    let bin = profile_dir.join("edgekcm");
+    if !bin.exists() {
+        return Err(format!(
+            "{} does not exist: build it first (cargo build --release --bin edgekcm)",
+            bin.display()
+        )
+        .into());
+    }
+    Ok(bin)
+}
+
+fn print_table(rows: &[Row]) {
+    let cell = |r: &Row, v: Option<f64>| match v {
+        Some(v) => format!("{v:.2}"),
+        None if r.no_process => "-".to_string(),
+        None => "timeout".to_string(),
+    };
+    println!();
+    println!(
+        "{:<26} {:>9} {:>11} {:>13} {:>11} {:>13} {:>12}",
+        "controller manager",
+        "create s",
+        "converge s",
+        "converge CPU s",
+        "ns delete s",
+        "delete CPU s",
+        "peak RSS MB"
+    );
+    for r in rows {
+        println!(
+            "{:<26} {:>9.2} {:>11} {:>13} {:>11} {:>13} {:>12}",
+            r.name,
+            r.create_s,
+            cell(r, r.converge_s),
+            cell(r, r.converge_cpu_s),
+            cell(r, r.delete_s),
+            cell(r, r.delete_cpu_s),
+            r.peak_rss_kb
+                .map_or("-".into(), |kb| format!("{:.1}", kb as f64 / 1024.0)),
+        );
+    }
+}
+
+// ---- the controller manager under test, as a child process ----
+
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn start(cmd: &[String], log: PathBuf) -> Res<Proc> {
+        let f = std::fs::File::create(&log)?;
+        let child = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .stdin(Stdio::null())
+            .stdout(f.try_clone()?)
+            .stderr(f)
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", cmd[0]))?;
+        Ok(Proc { child, log })
+    }
+    /// User + system CPU seconds so far.
+    fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        Some(ticks as f64 / clock_ticks())
+    }
+    fn peak_rss_kb(&self) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    }
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        for _ in 0..100 {
+            if !self.alive() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.alive() {
+            self.stop();
+        }
+    }
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+// ---- what the bench watches ----
+
+/// Pods and Deployment status in one namespace, kept current by two watches.
+#[derive(Default)]
+struct Seen {
+    pods: HashSet<String>,
+    deploy_replicas: HashMap<String, i64>,
+}
+
+fn track(client: Client, kind: Kind, ns: String, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) {
+    let apply = |seen: &Mutex<Seen>, t: &EventType, o: &Value| {
+        let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let gone = matches!(t, EventType::Deleted);
+        if kind == PODS {
+            if gone {
+                s.pods.remove(&name);
+            } else {
+                s.pods.insert(name);
+            }
+        } else if gone {
+            s.deploy_replicas.remove(&name);
+        } else {
+            let r = o["status"]["replicas"].as_i64().unwrap_or(0);
+            s.deploy_replicas.insert(name, r);
+        }
+    };
+    while !stop.load(Ordering::SeqCst) {
+        let list = match client.list_all(&kind, Some(&ns), &ListOptions::default()) {
+            Ok(l) => l,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+        };
+        for o in &list.items {
+            apply(&seen, &EventType::Added, o);
+        }
+        let wo = WatchOptions {
+            resource_version: list.resource_version.clone(),
+            timeout_seconds: 60,
+            ..Default::default()
+        };
+        let Ok(stream) = client.watch(&kind, Some(&ns), &wo) else {
+            continue;
+        };
+        for ev in stream.events {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            match ev {
+                Ok(ev) => apply(&seen, &ev.kind, &ev.object),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn deployment(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}
+            }
+        }
+    })
+}
+
+/// Run `f(i)` for i in 0..n on `threads` threads; the first error wins.
+fn parallel(n: usize, threads: usize, f: impl Fn(usize) -> Res<()> + Sync) -> Res<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let err: Mutex<Option<String>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= n {
+                    return;
+                }
+                if let Err(e) = f(i) {
+                    err.lock().unwrap().get_or_insert(e.to_string());
+                    return;
+                }
+            });
+        }
+    });
+    match err.into_inner().unwrap() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+fn create_namespace(admin: &Client, prefix: &str) -> Res<String> {
+    let ns = format!("{prefix}-{:06x}", fastrand::u32(..0xffffff));
+    admin.create(
+        &NAMESPACES,
+        None,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+    )?;
+    Ok(ns)
+}
+
+fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> Option<Duration> {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if done() {
+            return Some(t0.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Delete `ns` and time until it is gone.
+fn delete_namespace(admin: &Client, ns: &str, timeout: Duration) -> Option<f64> {
+    let t0 = Instant::now();
+    if admin
+        .delete(&NAMESPACES, None, ns, &DeleteOptions::default())
+        .is_err()
+    {
+        return None;
+    }
+    wait_until(
+        timeout,
+        || matches!(admin.get(&NAMESPACES, None, ns), Err(e) if e.is_not_found()),
+    )
+    .map(|_| t0.elapsed().as_secs_f64())
+}
+
+fn run_workload(admin: &Client, opts: &Opts, name: &str, cmd: &[String], work: &Path) -> Res<Row> {
+    println!("\n== {name}: {}", cmd.join(" "));
+    let mut p = Proc::start(cmd, work.join(format!("{name}.log")))?;
+
+    // Ready when the serviceaccount controller has served a probe namespace.
+    let probe = create_namespace(admin, "bench-probe")?;
+    let ready = wait_until(Duration::from_secs(120), || {
+        admin.get(&SERVICEACCOUNTS, Some(&probe), "default").is_ok()
+    });
+    if ready.is_none() || !p.alive() {
+        let log = std::fs::read_to_string(&p.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        return Err(format!(
+            "{name} did not become ready (no ServiceAccount in a new namespace within 120 s); log tail:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )
+        .into());
+    }
+    println!(
+        "ready; idle RSS so far peak {} kB",
+        p.peak_rss_kb().unwrap_or(0)
+    );
+
+    let ns = create_namespace(admin, "bench")?;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let trackers: Vec<_> = [PODS, DEPLOYMENTS]
+        .into_iter()
+        .map(|k| {
+            let (c, ns, seen, stop) = (admin.clone(), ns.clone(), seen.clone(), stop.clone());
+            std::thread::spawn(move || track(c, k, ns, seen, stop))
+        })
+        .collect();
+
+    let cpu0 = p.cpu_seconds().unwrap_or(0.0);
+    let t0 = Instant::now();
+    parallel(opts.deployments, 8, |i| {
+        admin.create(
+            &DEPLOYMENTS,
+            Some(&ns),
+            &deployment(&format!("web-{i}"), opts.replicas),
+        )?;
+        Ok(())
+    })?;
+    let create_s = t0.elapsed().as_secs_f64();
+    println!(
+        "created {} Deployments in {create_s:.2} s",
+        opts.deployments
+    );
+
+    let want_pods = opts.deployments * opts.replicas as usize;
+    let mut last_print = Instant::now();
+    let converged = wait_until(opts.timeout, || {
+        let s = seen.lock().unwrap();
+        let ready = s
+            .deploy_replicas
+            .values()
+            .filter(|r| **r == opts.replicas)
+            .count();
+        if last_print.elapsed() > Duration::from_secs(5) {
+            println!(
+                "  {:>5.1} s: {} pods, {ready}/{} Deployments at {} replicas",
+                t0.elapsed().as_secs_f64(),
+                s.pods.len(),
+                opts.deployments,
+                opts.replicas
+            );
+            last_print = Instant::now();
+        }
+        s.pods.len() >= want_pods && ready == opts.deployments
+    })
+    .map(|_| t0.elapsed().as_secs_f64());
+    let cpu1 = p.cpu_seconds().unwrap_or(cpu0);
+    stop.store(true, Ordering::SeqCst);
+    match converged {
+        Some(s) => println!("converged in {s:.2} s"),
+        None => {
+            let s = seen.lock().unwrap();
+            println!(
+                "did not converge within {:?}: {} pods",
+                opts.timeout,
+                s.pods.len()
+            );
+        }
+    }
+
+    let deleted = delete_namespace(admin, &ns, opts.timeout);
+    let cpu2 = p.cpu_seconds().unwrap_or(cpu1);
+    match deleted {
+        Some(s) => println!("namespace deleted in {s:.2} s"),
+        None => println!("namespace not deleted within {:?}", opts.timeout),
+    }
+    let peak = p.peak_rss_kb();
+    let _ = delete_namespace(admin, &probe, Duration::from_secs(30));
+    p.stop();
+    drop(trackers);
+
+    Ok(Row {
+        name: name.to_string(),
+        create_s,
+        converge_s: converged,
+        converge_cpu_s: converged.map(|_| cpu1 - cpu0),
+        delete_s: deleted,
+        delete_cpu_s: deleted.map(|_| cpu2 - cpu1),
+        peak_rss_kb: peak,
+        no_process: false,
+    })
+}
+
+/// The same objects a controller manager would write, sent by the bench itself: the floor
+/// set by the API server.
+fn direct_writes(admin: &Client, opts: &Opts) -> Res<Row> {
+    println!("\n== direct writes (no controller manager)");
+    let ns = create_namespace(admin, "bench-direct")?;
+    // A real apiserver admits pods only once the namespace has its default ServiceAccount.
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    if let Err(e) = admin.create(&SERVICEACCOUNTS, Some(&ns), &sa) {
+        if !e.is_already_exists() {
+            return Err(e.into());
+        }
+    }
+    let t0 = Instant::now();
+    parallel(opts.deployments, 16, |i| {
+        let name = format!("web-{i}");
+        admin.create(&DEPLOYMENTS, Some(&ns), &deployment(&name, opts.replicas))?;
+        let rs = json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": format!("{name}-rs")},
+            "spec": deployment(&name, opts.replicas)["spec"].clone(),
+        });
+        admin.create(&REPLICASETS, Some(&ns), &rs)?;
+        for r in 0..opts.replicas {
+            let pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{name}-rs-{r}"), "labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}
+            });
+            admin.create(&PODS, Some(&ns), &pod)?;
+        }
+        Ok(())
+    })?;
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "wrote {} objects in {secs:.2} s",
+        opts.deployments * (2 + opts.replicas as usize)
+    );
+    // No namespace controller may be running: leave the namespace to the next one, or clean
+    // up what can be deleted directly.
+    let _ = admin.delete(&NAMESPACES, None, &ns, &DeleteOptions::default());
+    Ok(Row {
+        name: "direct writes".into(),
+        create_s: secs,
+        converge_s: Some(secs),
+        no_process: true,
+        ..Row::default()
+    })
+}
