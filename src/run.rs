@@ -5,6 +5,7 @@ use crate::api::kubeconfig::{self, RestConfig};
 use crate::api::resources::LEASES;
 use crate::cache::Cache;
 use crate::config::Config;
+use crate::controllers::deployment::DeploymentController;
 use crate::controllers::garbagecollector::GarbageCollector;
 use crate::controllers::namespace::NamespaceController;
 use crate::controllers::registry;
@@ -31,6 +32,7 @@ pub const EXIT_LOST_LEADERSHIP: i32 = 1;
 /// Controllers edgekcm implements, by canonical name.
 pub const IMPLEMENTED: &[&str] = &[
     "serviceaccount-controller",
+    "deployment-controller",
     "root-ca-certificate-publisher-controller",
     "replicaset-controller",
     "replicationcontroller-controller",
@@ -155,6 +157,10 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Cont
                 "garbage-collector-controller is disabled (--enable-garbage-collector=false)"
             );
         }
+    }
+    if cfg.controllers.is_enabled("deployment-controller") {
+        let workers = cfg.concurrency("concurrent-deployment-syncs");
+        out.push(Arc::new(DeploymentController::new(workers)));
     }
     Ok(out)
 }

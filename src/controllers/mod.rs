@@ -1,5 +1,6 @@
 //! Controllers: each reads the cache, decides, and returns actions; the manager applies them.
 
+pub mod deployment;
 pub mod garbagecollector;
 pub mod namespace;
 pub mod refmanager;

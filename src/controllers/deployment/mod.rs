@@ -1,0 +1,428 @@
+//! deployment-controller: a ReplicaSet per pod template, rolled out with RollingUpdate or
+//! Recreate, scaled proportionally, with revisions, history cleanup and the Progressing /
+//! Available / ReplicaFailure conditions (upstream's pkg/controller/deployment).
+//!
+//! The pass itself lives in `sync.rs` (with `rolling.rs`, `recreate.rs`, `progress.rs`); the
+//! arithmetic and typed views in `util.rs`. This file holds the watches, the ReplicaSet
+//! claim (adoption and release) and the controller's error handling.
+
+pub mod progress;
+pub mod recreate;
+pub mod rolling;
+pub mod sync;
+pub mod util;
+
+use super::{
+    refmanager, Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome,
+    Watch,
+};
+use crate::api::client::PatchType;
+use crate::api::resources::{DEPLOYMENTS, PODS, REPLICASETS};
+use crate::cache::{Cache, Delta, DeltaKind};
+use crate::error::{Error, Result};
+use crate::obj::{self, Obj};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use sync::{FailureNote, Plan};
+use util::{Deployment, ReplicaSet};
+
+pub const NAME: &str = "deployment-controller";
+
+/// A ReplicaSet creation that failed, remembered until the next pass reports it.
+#[derive(Debug, Default, Clone)]
+struct CreateFailure {
+    message: Option<String>,
+    count: u32,
+}
+
+pub struct DeploymentController {
+    workers: usize,
+    /// Deployment key -> the last failed creation of its new ReplicaSet.
+    failures: Mutex<HashMap<String, CreateFailure>>,
+    /// Deployment key -> the ReplicaSet a pass created (name, replicas), until the next pass
+    /// finds it.
+    created: Mutex<HashMap<String, (String, i64)>>,
+}
+
+impl DeploymentController {
+    pub fn new(workers: usize) -> Self {
+        DeploymentController {
+            workers,
+            failures: Mutex::new(HashMap::new()),
+            created: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, CreateFailure>> {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn created(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, i64)>> {
+        self.created.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The UID of an object's controller, without allocating.
+fn controller_uid(o: &Value) -> Option<&str> {
+    o.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?
+        .get("uid")?
+        .as_str()
+}
+
+/// The Deployment a controller reference names, if it is in the cache with that UID.
+fn resolve(cache: &Cache, ns: &str, r: &obj::OwnerRef) -> Option<String> {
+    if r.kind != "Deployment" {
+        return None;
+    }
+    let d = cache.store(DEPLOYMENTS).get_in(ns, &r.name)?;
+    (obj::uid(&d) == r.uid).then(|| obj::key(&d))
+}
+
+/// Upstream's GetDeploymentsForReplicaSet: Deployments in the namespace whose (non-empty)
+/// selector matches the ReplicaSet's labels.
+fn deployments_selecting(cache: &Cache, rs: &Value) -> Vec<String> {
+    if obj::labels(rs).is_none_or(|l| l.is_empty()) {
+        return vec![];
+    }
+    cache
+        .store(DEPLOYMENTS)
+        .list_namespace(obj::namespace(rs))
+        .iter()
+        .filter(|d| {
+            d.pointer("/spec/selector").is_some_and(|s| {
+                util::selector_is_valid(s)
+                    && !util::selector_is_empty(s)
+                    && obj::selector_matches(s, rs)
+            })
+        })
+        .map(|d| obj::key(d))
+        .collect()
+}
+
+impl DeploymentController {
+    fn replica_set_keys(&self, d: &Delta, cache: &Cache) -> Vec<String> {
+        let cur = d.object();
+        let ns = obj::namespace(cur);
+        let by_ref = |o: &Value| obj::controller_ref(o).and_then(|r| resolve(cache, ns, &r));
+        match d.kind {
+            DeltaKind::Deleted => by_ref(cur).into_iter().collect(),
+            DeltaKind::Added if obj::is_deleting(cur) => by_ref(cur).into_iter().collect(),
+            DeltaKind::Added => match obj::controller_ref(cur) {
+                Some(r) => resolve(cache, ns, &r).into_iter().collect(),
+                None => deployments_selecting(cache, cur),
+            },
+            DeltaKind::Updated => {
+                let old = d.old.as_deref().unwrap_or(&Value::Null);
+                let (old_ref, cur_ref) = (obj::controller_ref(old), obj::controller_ref(cur));
+                let ref_changed = old_ref != cur_ref;
+                let mut keys = Vec::new();
+                if ref_changed {
+                    if let Some(k) = old_ref.and_then(|r| resolve(cache, ns, &r)) {
+                        keys.push(k);
+                    }
+                }
+                match cur_ref {
+                    Some(r) => keys.extend(resolve(cache, ns, &r)),
+                    None => {
+                        if ref_changed || obj::labels(old) != obj::labels(cur) {
+                            keys.extend(deployments_selecting(cache, cur));
+                        }
+                    }
+                }
+                keys
+            }
+        }
+    }
+
+    /// A deleted pod wakes its Recreate Deployment once none of its pods remain.
+    fn pod_keys(&self, pod: &Value, cache: &Cache) -> Vec<String> {
+        let Some(r) = obj::controller_ref(pod).filter(|r| r.kind == "ReplicaSet") else {
+            return vec![];
+        };
+        let ns = obj::namespace(pod);
+        let rss = cache.store(REPLICASETS);
+        let Some(rs) = rss.get_in(ns, &r.name).filter(|rs| obj::uid(rs) == r.uid) else {
+            return vec![];
+        };
+        let Some(key) = obj::controller_ref(&rs).and_then(|r| resolve(cache, ns, &r)) else {
+            return vec![];
+        };
+        let Some(d) = cache.store(DEPLOYMENTS).get(&key) else {
+            return vec![];
+        };
+        if d.pointer("/spec/strategy/type").and_then(Value::as_str) != Some("Recreate") {
+            return vec![];
+        }
+        let selector = d.pointer("/spec/selector");
+        let pods = cache.store(PODS);
+        let duid = obj::uid(&d);
+        let any_pod = rss
+            .by_owner(duid)
+            .iter()
+            .filter(|rs| controller_uid(rs) == Some(duid))
+            .any(|rs| {
+                let uid = obj::uid(rs);
+                pods.by_owner(uid).iter().any(|p| {
+                    controller_uid(p) == Some(uid)
+                        && selector.is_some_and(|s| obj::selector_matches(s, p))
+                })
+            });
+        if any_pod {
+            vec![]
+        } else {
+            vec![key]
+        }
+    }
+
+    /// Upstream's getReplicaSetsForDeployment: the ReplicaSets of the namespace this
+    /// Deployment owns, adopting matching orphans (after a live check that the Deployment
+    /// is not being deleted) and releasing owned ones that stopped matching.
+    fn claim_replica_sets(
+        &self,
+        cx: &Cx,
+        d: &Deployment,
+        actions: &mut Vec<Action>,
+    ) -> Result<Vec<ReplicaSet>> {
+        let mut owned = Vec::new();
+        let mut adoption_checked = false;
+        let selector = d.selector.as_ref();
+        for rs in cx.cache.store(REPLICASETS).list_namespace(&d.namespace) {
+            if controller_uid(&rs).is_some_and(|u| u != d.uid) {
+                continue;
+            }
+            match refmanager::claim(&d.obj, selector, &rs) {
+                refmanager::Claim::Owned => owned.push(ReplicaSet::parse(&rs)),
+                refmanager::Claim::Adopt => {
+                    if !adoption_checked {
+                        recheck_deletion(cx, d)?;
+                        adoption_checked = true;
+                    }
+                    actions.push(Action::Patch {
+                        kind: REPLICASETS,
+                        namespace: d.namespace.clone(),
+                        name: obj::name(&rs).to_string(),
+                        patch_type: PatchType::Strategic,
+                        patch: refmanager::adopt_patch(&DEPLOYMENTS, &d.obj, obj::uid(&rs)),
+                        subresource: None,
+                    });
+                    owned.push(ReplicaSet::parse(&rs));
+                }
+                refmanager::Claim::Release => actions.push(Action::Patch {
+                    kind: REPLICASETS,
+                    namespace: d.namespace.clone(),
+                    name: obj::name(&rs).to_string(),
+                    patch_type: PatchType::Strategic,
+                    patch: refmanager::release_patch(&d.uid, obj::uid(&rs)),
+                    subresource: None,
+                }),
+                refmanager::Claim::Ignore => {}
+            }
+        }
+        Ok(owned)
+    }
+
+    fn selecting_all(&self, d: &Deployment) -> Outcome {
+        let mut actions = vec![Action::Event(EventSpec {
+            involved: ObjectRef::of(&DEPLOYMENTS, &d.obj),
+            event_type: EventType::Warning,
+            reason: "SelectingAll".into(),
+            message: "This deployment is selecting all pods. A non-empty selector is required."
+                .into(),
+        })];
+        if d.status.observed_generation < d.generation {
+            let mut o = (*d.obj).clone();
+            let mut s = d.status.clone();
+            s.observed_generation = d.generation;
+            o["status"] = s.to_json();
+            actions.push(Action::UpdateSubresource {
+                kind: DEPLOYMENTS,
+                object: o,
+                subresource: "status",
+            });
+        }
+        Outcome::with(actions)
+    }
+}
+
+/// Upstream's RecheckDeletionTimestamp: before adopting, read the Deployment live; adopt
+/// only if it is the same object and not being deleted.
+fn recheck_deletion(cx: &Cx, d: &Deployment) -> Result<()> {
+    let fresh = cx
+        .client
+        .get(&DEPLOYMENTS, Some(&d.namespace), &d.name)
+        .map_err(|e| Error::Transport(format!("can't recheck DeletionTimestamp: {e}")))?;
+    if obj::uid(&fresh) != d.uid {
+        return Err(Error::Transport(format!(
+            "original Deployment {} is gone: got uid {}, wanted {}",
+            d.key(),
+            obj::uid(&fresh),
+            d.uid
+        )));
+    }
+    if obj::is_deleting(&fresh) {
+        return Err(Error::Transport(format!(
+            "{} has just been deleted",
+            d.key()
+        )));
+    }
+    Ok(())
+}
+
+fn is_owner_patch(patch: &Value) -> bool {
+    patch.pointer("/metadata/ownerReferences").is_some()
+}
+
+impl Controller for DeploymentController {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn watches(&self) -> Vec<Watch> {
+        vec![
+            Watch::full(DEPLOYMENTS),
+            Watch::full(REPLICASETS),
+            Watch::full(PODS),
+        ]
+    }
+
+    fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
+        if w.kind == DEPLOYMENTS {
+            vec![obj::key(d.object())]
+        } else if w.kind == REPLICASETS {
+            self.replica_set_keys(d, cache)
+        } else if w.kind == PODS && d.kind == DeltaKind::Deleted {
+            self.pod_keys(d.object(), cache)
+        } else {
+            vec![]
+        }
+    }
+
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        let (ns, name) = obj::split_key(key);
+        let Some(o): Option<Obj> = cx.cache.store(DEPLOYMENTS).get_in(ns, name) else {
+            log::debug!("{NAME}: deployment {key} has been deleted");
+            self.failures().remove(key);
+            self.created().remove(key);
+            return Ok(Outcome::none());
+        };
+        let d = match Deployment::parse(o) {
+            Ok(d) => d,
+            Err(e) => {
+                log::warn!("{NAME}: skipping deployment {key}: {e}");
+                return Ok(Outcome::none());
+            }
+        };
+        let Some(selector) = d.selector.as_ref() else {
+            log::warn!("{NAME}: skipping deployment {key}: no spec.selector");
+            return Ok(Outcome::none());
+        };
+        if util::selector_is_empty(selector) {
+            return Ok(self.selecting_all(&d));
+        }
+        if !util::selector_is_valid(selector) {
+            log::warn!("{NAME}: skipping deployment {key}: invalid label selector");
+            return Ok(Outcome::none());
+        }
+
+        let mut actions = Vec::new();
+        let rss = self.claim_replica_sets(cx, &d, &mut actions)?;
+        let failure = self.failures().get(key).cloned();
+        let mut plan = Plan::new(cx.cache, cx.now, d, rss);
+        plan.create_failure = failure.and_then(|f| Some((f.message?, f.count)));
+        plan.created = self.created().get(key).cloned();
+        // A halted pass still ends with the status update of what it changed.
+        let _ = plan.sync_deployment();
+        let (planned, requeue_after, note) = plan.finish();
+        match note {
+            FailureNote::None => {}
+            FailureNote::Reported => {
+                if let Some(f) = self.failures().get_mut(key) {
+                    f.message = None;
+                }
+            }
+            FailureNote::Resolved => {
+                self.failures().remove(key);
+                self.created().remove(key);
+            }
+        }
+        actions.extend(planned);
+        Ok(Outcome {
+            actions,
+            requeue_after,
+        })
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// How a creation of a new ReplicaSet went: remembered for the next pass of `key`.
+    fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
+        let Action::Create { kind, object, .. } = action else {
+            return;
+        };
+        if *kind != REPLICASETS {
+            return;
+        }
+        match result {
+            Applied::Done(answer) => {
+                let rs = answer.unwrap_or(object);
+                let replicas = rs
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                self.created()
+                    .insert(key.to_string(), (obj::name(rs).to_string(), replicas));
+            }
+            Applied::Failed(e)
+                if !e.is_already_exists()
+                    && !super::serviceaccount::is_namespace_terminating(e) =>
+            {
+                self.remember_create_failure(key, object, e);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_error(&self, action: &Action, err: &Error) -> OnError {
+        if super::serviceaccount::is_namespace_terminating(err) {
+            return OnError::Ignore;
+        }
+        match action {
+            Action::Patch { kind, patch, .. } if *kind == REPLICASETS && is_owner_patch(patch) => {
+                // The ReplicaSet went away or was replaced: nothing to adopt or release.
+                let gone = err.is_not_found() || matches!(err.code(), Some(409 | 422));
+                if gone {
+                    OnError::Ignore
+                } else {
+                    OnError::Retry
+                }
+            }
+            _ => OnError::Retry,
+        }
+    }
+}
+
+impl DeploymentController {
+    fn remember_create_failure(&self, key: &str, rs: &Value, err: &Error) {
+        let why = match err {
+            Error::Api { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        let message = format!(
+            "Failed to create new replica set {}: {why}",
+            sync::quoted(obj::name(rs))
+        );
+        let mut f = self.failures();
+        let e = f.entry(key.to_string()).or_default();
+        e.message = Some(message);
+        e.count = e.count.saturating_add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests;
