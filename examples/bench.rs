@@ -10,8 +10,11 @@
 //! - `KCM_E2E_KUBECONFIG`: run against this cluster (admin credentials for the bench's own
 //!   writes) instead of an in-process sandbox API server.
 //! - `KCM_BENCH_EDGEKCM_ARGS` (else `KCM_E2E_KCM_ARGS`): edgekcm's flags against a real cluster
-//!   (default `--kubeconfig=$KCM_E2E_KUBECONFIG`). `--leader-elect=false`, `--secure-port=0`,
+//!   (default `--kubeconfig=$KCM_E2E_KUBECONFIG`); against the sandbox, extra flags added to
+//!   the sandbox's kubeconfig. `--leader-elect=false`, `--secure-port=0`,
 //!   `--kube-api-qps=5000` and `--kube-api-burst=10000` are added unless given.
+//! - `KCM_BENCH_EDGEKCM_BIN`: the edgekcm binary to run (e.g. a static musl release build);
+//!   default `target/release/edgekcm`.
 //! - `KCM_BENCH_UPSTREAM`: a whole command line of another controller manager (for example
 //!   upstream kube-controller-manager with its flags) to run the same workload with, after
 //!   edgekcm, for a side-by-side table.
@@ -131,6 +134,10 @@ fn bench() -> Res<()> {
             (Some(_), Some(a)) => a.split_whitespace().map(str::to_string).collect(),
             _ => vec![format!("--kubeconfig={}", kc.display())],
         };
+        // Against the sandbox, extra flags (e.g. `--controllers=...`) ride along.
+        if let (None, Ok(extra)) = (&real, std::env::var("KCM_BENCH_EDGEKCM_ARGS")) {
+            args.extend(extra.split_whitespace().map(str::to_string));
+        }
         for (flag, default) in [
             ("--leader-elect", "--leader-elect=false"),
             ("--secure-port", "--secure-port=0"),
@@ -166,8 +173,11 @@ fn edgekcm_args_env() -> Option<String> {
         .find_map(|k| std::env::var(k).ok().filter(|s| !s.trim().is_empty()))
 }
 
-/// `target/<profile>/edgekcm`, next to this example's own directory.
+/// `KCM_BENCH_EDGEKCM_BIN`, else `target/<profile>/edgekcm` next to this example's directory.
 fn edgekcm_binary() -> Res<PathBuf> {
+    if let Ok(p) = std::env::var("KCM_BENCH_EDGEKCM_BIN") {
+        return Ok(PathBuf::from(p));
+    }
     let exe = std::env::current_exe()?;
     let profile_dir = exe
         .parent()
