@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use edgekcm::api::client::{Client, ListOptions};
-use edgekcm::api::resources::{Kind, DEPLOYMENTS, EVENTS, PODS, REPLICASETS, SERVICEACCOUNTS};
+use edgekcm::api::resources::{Kind, DEPLOYMENTS, EVENTS, PODS, REPLICASETS};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -20,51 +20,12 @@ const CONTROLLERS: &str = "--controllers=deployment-controller,replicaset-contro
 const REVISION: &str = "deployment.kubernetes.io/revision";
 
 fn start(t: &Target, tag: &str) -> Kcm {
-    let has_controllers = t
-        .edgekcm_args()
-        .iter()
-        .any(|a| a.starts_with("--controllers"));
-    let extra: Vec<&str> = if has_controllers {
-        vec![]
-    } else {
-        vec![CONTROLLERS]
-    };
-    Kcm::start(t, tag, &extra)
+    start_with(t, tag, CONTROLLERS)
 }
 
 /// A fresh namespace, deleted (with what the test left in it) on drop.
-struct Ns {
-    admin: Client,
-    name: String,
-}
-
-impl Ns {
-    fn new(t: &Target, prefix: &str) -> Ns {
-        let admin = t.admin();
-        let name = unique(prefix);
-        create_namespace(&admin, &name);
-        // Pods need the `default` ServiceAccount on a real cluster (its admission plugin);
-        // the serviceaccount-controller is not among the controllers these tests run.
-        let sa =
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
-        let _ = admin.create(&SERVICEACCOUNTS, Some(&name), &sa);
-        Ns { admin, name }
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let ns = Some(self.name.as_str());
-        for kind in [DEPLOYMENTS, REPLICASETS, PODS] {
-            if let Ok(list) = self.admin.list(&kind, ns, &ListOptions::default()) {
-                for o in list.items {
-                    let name = o["metadata"]["name"].as_str().unwrap_or("");
-                    let _ = self.admin.delete(&kind, ns, name, &Default::default());
-                }
-            }
-        }
-        delete_namespace(&self.admin, &self.name);
-    }
+fn new_ns(t: &Target, prefix: &str) -> Ns {
+    Ns::with_cleanup(t, prefix, &[DEPLOYMENTS, REPLICASETS, PODS])
 }
 
 fn template(image: &str) -> Value {
@@ -270,7 +231,7 @@ fn wait_event(admin: &Client, ns: &str, name: &str, message: &str) {
 
 fn scenario_create_scale(t: &Target) {
     let _kcm = start(t, "deploy-scale");
-    let ns = Ns::new(t, "e2e-deploy");
+    let ns = new_ns(t, "e2e-deploy");
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let _kubelet = Kubelet::start(admin, n);
     let d = admin
@@ -359,7 +320,7 @@ fn scenario_create_scale(t: &Target) {
 
 fn scenario_rolling_update(t: &Target) {
     let _kcm = start(t, "deploy-rolling");
-    let ns = Ns::new(t, "e2e-deploy-roll");
+    let ns = new_ns(t, "e2e-deploy-roll");
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let kubelet = Kubelet::start(admin, n);
     let mut d = deployment(
@@ -437,7 +398,7 @@ fn scenario_rolling_update(t: &Target) {
 
 fn scenario_recreate(t: &Target) {
     let _kcm = start(t, "deploy-recreate");
-    let ns = Ns::new(t, "e2e-deploy-recreate");
+    let ns = new_ns(t, "e2e-deploy-recreate");
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let _kubelet = Kubelet::start(admin, n);
     let d = deployment(
@@ -495,7 +456,7 @@ fn scenario_recreate(t: &Target) {
 
 fn scenario_paused(t: &Target) {
     let _kcm = start(t, "deploy-paused");
-    let ns = Ns::new(t, "e2e-deploy-paused");
+    let ns = new_ns(t, "e2e-deploy-paused");
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let _kubelet = Kubelet::start(admin, n);
     let d = deployment(
@@ -555,7 +516,7 @@ fn scenario_paused(t: &Target) {
 
 fn scenario_progress_deadline(t: &Target) {
     let _kcm = start(t, "deploy-deadline");
-    let ns = Ns::new(t, "e2e-deploy-deadline");
+    let ns = new_ns(t, "e2e-deploy-deadline");
     let (admin, n) = (&ns.admin, ns.name.as_str());
     // No kubelet: the pods never become ready.
     let mut d = deployment("web", 2, "registry.k8s.io/pause:3.9", json!({}));
@@ -582,7 +543,7 @@ fn scenario_progress_deadline(t: &Target) {
 /// A ReplicaSet made before (by another controller manager, with its own hash value) is
 /// adopted and kept as the new one: switching managers rolls nothing out.
 fn scenario_adopt_existing(t: &Target) {
-    let ns = Ns::new(t, "e2e-deploy-adopt");
+    let ns = new_ns(t, "e2e-deploy-adopt");
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let d = admin
         .create(
@@ -699,7 +660,7 @@ fn real_deployment_adopt_existing() {
 /// on; on a real cluster the Deployment's name is so long that its ReplicaSet's name is
 /// invalid (a lasting error, as upstream meets it).
 fn scenario_create_error(t: &Target) {
-    let ns = Ns::new(t, "e2e-deploy-rserr");
+    let ns = new_ns(t, "e2e-deploy-rserr");
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let name = match t.sandbox() {
         Some(sb) => {
@@ -759,7 +720,7 @@ fn scenario_many(t: &Target) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
     let mut kcm = start(t, "deploy-many");
-    let ns = Ns::new(t, "e2e-deploy-many");
+    let ns = new_ns(t, "e2e-deploy-many");
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let t0 = std::time::Instant::now();
     for i in 0..n_deploy {

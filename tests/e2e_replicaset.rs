@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use edgekcm::api::client::{Client, ListOptions};
 use edgekcm::api::resources::{
-    Kind, EVENTS, PODS, REPLICASETS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS, SERVICEACCOUNTS,
+    Kind, EVENTS, PODS, REPLICASETS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS,
 };
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -18,50 +18,16 @@ const LIMIT: Duration = Duration::from_secs(30);
 const CONTROLLERS: &str = "--controllers=replicaset-controller,replicationcontroller-controller";
 
 fn start(t: &Target, tag: &str) -> Kcm {
-    let has_controllers = t
-        .edgekcm_args()
-        .iter()
-        .any(|a| a.starts_with("--controllers"));
-    let extra: Vec<&str> = if has_controllers {
-        vec![]
-    } else {
-        vec![CONTROLLERS]
-    };
-    Kcm::start(t, tag, &extra)
+    start_with(t, tag, CONTROLLERS)
 }
 
 /// A fresh namespace, deleted (with what the test left in it) on drop.
-struct Ns {
-    admin: Client,
-    name: String,
-}
-
-impl Ns {
-    fn new(t: &Target, prefix: &str) -> Ns {
-        let admin = t.admin();
-        let name = unique(prefix);
-        create_namespace(&admin, &name);
-        // Pods need the namespace's default ServiceAccount (its controller is not under test).
-        let sa =
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
-        let _ = admin.create(&SERVICEACCOUNTS, Some(&name), &sa);
-        Ns { admin, name }
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let ns = Some(self.name.as_str());
-        for kind in [REPLICASETS, REPLICATIONCONTROLLERS, PODS, RESOURCEQUOTAS] {
-            if let Ok(list) = self.admin.list(&kind, ns, &ListOptions::default()) {
-                for o in list.items {
-                    let name = o["metadata"]["name"].as_str().unwrap_or("");
-                    let _ = self.admin.delete(&kind, ns, name, &Default::default());
-                }
-            }
-        }
-        delete_namespace(&self.admin, &self.name);
-    }
+fn new_ns(t: &Target, prefix: &str) -> Ns {
+    Ns::with_cleanup(
+        t,
+        prefix,
+        &[REPLICASETS, REPLICATIONCONTROLLERS, PODS, RESOURCEQUOTAS],
+    )
 }
 
 fn rs_object(kind: &Kind, name: &str, replicas: i64, app: &str) -> Value {
@@ -187,7 +153,7 @@ fn names(pods: &[Value]) -> Vec<String> {
 
 fn scenario_create_scale(t: &Target) {
     let _kcm = start(t, "rs-scale");
-    let ns = Ns::new(t, "e2e-rs");
+    let ns = new_ns(t, "e2e-rs");
     let admin = &ns.admin;
     let n = ns.name.as_str();
     let rs = create(
@@ -289,7 +255,7 @@ fn scenario_create_scale(t: &Target) {
 
 fn scenario_adopt_release(t: &Target) {
     let _kcm = start(t, "rs-adopt");
-    let ns = Ns::new(t, "e2e-rs-adopt");
+    let ns = new_ns(t, "e2e-rs-adopt");
     let admin = &ns.admin;
     let n = ns.name.as_str();
     let orphan = create(
@@ -341,7 +307,7 @@ fn scenario_adopt_release(t: &Target) {
 
 fn scenario_rc(t: &Target) {
     let _kcm = start(t, "rc");
-    let ns = Ns::new(t, "e2e-rc");
+    let ns = new_ns(t, "e2e-rc");
     let admin = &ns.admin;
     let n = ns.name.as_str();
     let rc = create(
@@ -402,7 +368,7 @@ fn scenario_rc(t: &Target) {
 /// Pod creation is refused for a while: FailedCreate Events and the ReplicaFailure
 /// condition, which goes once pods can be created again.
 fn scenario_replica_failure(t: &Target) {
-    let ns = Ns::new(t, "e2e-rs-fail");
+    let ns = new_ns(t, "e2e-rs-fail");
     let admin = &ns.admin;
     let n = ns.name.as_str();
     match t.sandbox() {
@@ -464,7 +430,7 @@ fn scenario_replica_failure(t: &Target) {
 /// However watches lag, drop or pause, the controller never creates more pods than asked.
 fn scenario_no_overcreation(t: &Target) {
     let _kcm = start(t, "rs-over");
-    let ns = Ns::new(t, "e2e-rs-over");
+    let ns = new_ns(t, "e2e-rs-over");
     let admin = &ns.admin;
     let n = ns.name.as_str();
     let rs = create(
@@ -585,7 +551,7 @@ fn bench_sandbox_300_replicasets() {
         "bench",
         &[CONTROLLERS, "--kube-api-qps=1000", "--kube-api-burst=2000"],
     );
-    let ns = Ns::new(&t, "bench");
+    let ns = new_ns(&t, "bench");
     let admin = &ns.admin;
     let n = ns.name.as_str();
     let t0 = Instant::now();

@@ -186,3 +186,55 @@ pub fn create_namespace(c: &Client, name: &str) -> Value {
 pub fn delete_namespace(c: &Client, name: &str) {
     let _ = c.delete(&NAMESPACES, None, name, &Default::default());
 }
+
+/// edgekcm with `controllers` (a `--controllers=...` flag) unless the target's flags already
+/// name the controllers.
+pub fn start_with(t: &Target, tag: &str, controllers: &str) -> Kcm {
+    let named = t
+        .edgekcm_args()
+        .iter()
+        .any(|a| a.starts_with("--controllers"));
+    let extra: Vec<&str> = if named { vec![] } else { vec![controllers] };
+    Kcm::start(t, tag, &extra)
+}
+
+/// A fresh namespace with its `default` ServiceAccount (a real apiserver admits pods only
+/// then, and the serviceaccount-controller may not be among the controllers under test).
+/// On drop, the objects of `cleanup` kinds left in it are deleted, then the namespace.
+pub struct Ns {
+    pub admin: Client,
+    pub name: String,
+    cleanup: Vec<edgekcm::api::Kind>,
+}
+
+impl Ns {
+    pub fn with_cleanup(t: &Target, prefix: &str, cleanup: &[edgekcm::api::Kind]) -> Ns {
+        let admin = t.admin();
+        let name = unique(prefix);
+        create_namespace(&admin, &name);
+        let sa = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default"}});
+        let _ = admin.create(&edgekcm::api::resources::SERVICEACCOUNTS, Some(&name), &sa);
+        Ns {
+            admin,
+            name,
+            cleanup: cleanup.to_vec(),
+        }
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let ns = Some(self.name.as_str());
+        for kind in &self.cleanup {
+            let opts = edgekcm::api::client::ListOptions::default();
+            if let Ok(list) = self.admin.list(kind, ns, &opts) {
+                for o in list.items {
+                    let name = o["metadata"]["name"].as_str().unwrap_or("");
+                    let _ = self.admin.delete(kind, ns, name, &Default::default());
+                }
+            }
+        }
+        delete_namespace(&self.admin, &self.name);
+    }
+}
