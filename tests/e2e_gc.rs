@@ -15,47 +15,6 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(60);
 const CONTROLLERS: &str = "--controllers=garbage-collector-controller,namespace-controller";
 
-/// Deletes what a scenario made even when it fails half-way (namespaces, CRDs; objects held
-/// by the test's own finalizer are released first).
-struct Cleanup {
-    admin: Client,
-    namespaces: Vec<String>,
-    crds: Vec<String>,
-    held: Vec<(Kind, String, String)>,
-}
-
-impl Cleanup {
-    fn new(admin: Client) -> Self {
-        Cleanup {
-            admin,
-            namespaces: Vec::new(),
-            crds: Vec::new(),
-            held: Vec::new(),
-        }
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for (k, ns, name) in &self.held {
-            let _ = self.admin.patch(
-                k,
-                Some(ns),
-                name,
-                edgekcm::api::client::PatchType::Merge,
-                &json!({"metadata": {"finalizers": null}}),
-                None,
-            );
-        }
-        for ns in &self.namespaces {
-            delete_namespace(&self.admin, ns);
-        }
-        for c in &self.crds {
-            let _ = self.admin.delete(&CRDS, None, c, &Default::default());
-        }
-    }
-}
-
 fn start(t: &Target, tag: &str) -> Kcm {
     Kcm::start(t, tag, &[CONTROLLERS])
 }

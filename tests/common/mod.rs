@@ -238,3 +238,46 @@ impl Drop for Ns {
         delete_namespace(&self.admin, &self.name);
     }
 }
+
+/// Deletes what a scenario made even when it fails half-way (namespaces, CRDs; objects held
+/// by the test's own finalizer are released first).
+pub struct Cleanup {
+    pub admin: Client,
+    pub namespaces: Vec<String>,
+    pub crds: Vec<String>,
+    pub held: Vec<(edgekcm::api::Kind, String, String)>,
+}
+
+impl Cleanup {
+    pub fn new(admin: Client) -> Self {
+        Cleanup {
+            admin,
+            namespaces: Vec::new(),
+            crds: Vec::new(),
+            held: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for (k, ns, name) in &self.held {
+            let _ = self.admin.patch(
+                k,
+                Some(ns),
+                name,
+                edgekcm::api::client::PatchType::Merge,
+                &serde_json::json!({"metadata": {"finalizers": null}}),
+                None,
+            );
+        }
+        for ns in &self.namespaces {
+            delete_namespace(&self.admin, ns);
+        }
+        for c in &self.crds {
+            let _ = self
+                .admin
+                .delete(&edgekcm::api::resources::CRDS, None, c, &Default::default());
+        }
+    }
+}
