@@ -611,8 +611,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn slow_start_stops_after_a_failed_batch_and_reports() {
+    /// A sandbox API server, a client for it, an empty cache and a recorder.
+    fn against_sandbox() -> (Sandbox, Client, Arc<Cache>, Recorder) {
         let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
         let cfg = RestConfig {
             server: sb.url(),
@@ -621,7 +621,12 @@ mod tests {
         };
         let client = Client::new(&cfg, 0.0, 1, "test").expect("client");
         let cache = Cache::new(client.clone());
-        let recorder = Recorder::start();
+        (sb, client, cache, Recorder::start())
+    }
+
+    #[test]
+    fn slow_start_stops_after_a_failed_batch_and_reports() {
+        let (sb, client, cache, recorder) = against_sandbox();
         let pods = cache.store(PODS);
         let probe = Probe::default();
         // Batches 1, 2, 4, 2: the third batch goes to a namespace that does not exist.
@@ -678,15 +683,7 @@ mod tests {
 
     #[test]
     fn reported_delete_of_a_missing_object_is_quiet() {
-        let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
-        let cfg = RestConfig {
-            server: sb.url(),
-            source: "test".into(),
-            ..Default::default()
-        };
-        let client = Client::new(&cfg, 0.0, 1, "test").expect("client");
-        let cache = Cache::new(client.clone());
-        let recorder = Recorder::start();
+        let (sb, client, cache, recorder) = against_sandbox();
         let probe = Probe::default();
         let Action::Reported { report, .. } = create_in("default") else {
             panic!()
