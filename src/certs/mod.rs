@@ -321,6 +321,17 @@ pub enum Status {
 }
 
 impl Status {
+    /// A file just written: `Replaced` if one was there before, else `Created`.
+    fn written(existed: bool) -> Status {
+        if existed {
+            Status::Replaced
+        } else {
+            Status::Created
+        }
+    }
+}
+
+impl Status {
     fn word(self) -> &'static str {
         match self {
             Status::Created => "created",
@@ -856,23 +867,16 @@ fn serving_pair(
     let leaf = sign_leaf(ca, cn, None, &usage, o.days, now)?;
     write_file(&key, leaf.key_pem.as_bytes(), 0o600)?;
     write_file(&crt, leaf.cert_pem.as_bytes(), 0o644)?;
-    let st = |existed| {
-        if existed {
-            Status::Replaced
-        } else {
-            Status::Created
-        }
-    };
     r.add(
         &crt,
-        st(has_crt),
+        Status::written(has_crt),
         format!(
             "{what}, until {}; names {}",
             describe_time(leaf.not_after),
             names.join(",")
         ),
     );
-    r.add(&key, st(has_key), "its private key");
+    r.add(&key, Status::written(has_key), "its private key");
     Ok(())
 }
 
@@ -930,19 +934,16 @@ fn service_account_keys(o: &CertsOptions, r: &mut Report) -> Result<()> {
         .map_err(|e| cfg_err(format!("cannot generate a key: {e}")))?;
     write_file(&key_path, key.serialize_pem().as_bytes(), 0o600)?;
     write_file(&pub_path, key.public_key_pem().as_bytes(), 0o644)?;
-    let st = |existed| {
-        if existed {
-            Status::Replaced
-        } else {
-            Status::Created
-        }
-    };
     r.add(
         &key_path,
-        st(has_key),
+        Status::written(has_key),
         "service-account token signing key (ES256)",
     );
-    r.add(&pub_path, st(has_pub), "service-account verification key");
+    r.add(
+        &pub_path,
+        Status::written(has_pub),
+        "service-account verification key",
+    );
     Ok(())
 }
 
@@ -1108,22 +1109,15 @@ fn the_ca(o: &CertsOptions, r: &mut Report, now: SystemTime) -> Result<Ca> {
     let (ca, key_pem) = new_ca(&crt, &key, now)?;
     write_file(&key, key_pem.as_bytes(), 0o600)?;
     write_file(&crt, ca.pem.as_bytes(), 0o644)?;
-    let st = |existed| {
-        if existed {
-            Status::Replaced
-        } else {
-            Status::Created
-        }
-    };
     r.add(
         &crt,
-        st(has_crt),
+        Status::written(has_crt),
         format!(
             "cluster CA (ECDSA P-256), until {}",
             describe_time(ca.not_after)
         ),
     );
-    r.add(&key, st(has_key), "its private key");
+    r.add(&key, Status::written(has_key), "its private key");
     Ok(ca)
 }
 
