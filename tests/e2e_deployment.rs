@@ -63,12 +63,7 @@ fn name_of(v: &Value) -> String {
 }
 
 fn controller_uid(o: &Value) -> Option<String> {
-    o["metadata"]["ownerReferences"]
-        .as_array()?
-        .iter()
-        .find(|r| r["controller"] == true)
-        .and_then(|r| r["uid"].as_str())
-        .map(str::to_string)
+    edgekcm::obj::controller_ref(o).map(|r| r.uid)
 }
 
 /// ReplicaSets controlled by the Deployment `uid`, oldest revision first.

@@ -57,12 +57,7 @@ fn list(admin: &Client, kind: &Kind, ns: &str) -> Vec<Value> {
 }
 
 fn controller_uid(p: &Value) -> Option<String> {
-    p["metadata"]["ownerReferences"]
-        .as_array()?
-        .iter()
-        .find(|r| r["controller"] == true)
-        .and_then(|r| r["uid"].as_str())
-        .map(str::to_string)
+    edgekcm::obj::controller_ref(p).map(|r| r.uid)
 }
 
 /// Active pods controlled by `uid`.
