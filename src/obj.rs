@@ -117,6 +117,40 @@ pub fn compact(v: &mut Value) {
     }
 }
 
+/// Keep of `v` only `apiVersion`, `kind`, `metadata` and the subtrees at the JSON pointers
+/// `keep` (e.g. `/spec/nodeName`, `/status`), dropping the rest.
+pub fn project(v: &mut Value, keep: &[&str]) {
+    let Value::Object(old) = v else {
+        return;
+    };
+    let mut old = Value::Object(std::mem::take(old));
+    let mut out = Map::new();
+    for top in ["apiVersion", "kind", "metadata"] {
+        if let Some(x) = old.get_mut(top).map(Value::take) {
+            out.insert(top.to_string(), x);
+        }
+    }
+    let mut out = Value::Object(out);
+    for path in keep {
+        let Some(x) = old.pointer_mut(path).map(Value::take) else {
+            continue;
+        };
+        let mut at = &mut out;
+        let mut segments = path.split('/').skip(1).peekable();
+        while let Some(seg) = segments.next() {
+            let Value::Object(m) = at else { break };
+            if segments.peek().is_none() {
+                m.insert(seg.to_string(), x);
+                break;
+            }
+            at = m
+                .entry(seg.to_string())
+                .or_insert_with(|| Value::Object(Map::new()));
+        }
+    }
+    *v = out;
+}
+
 /// Does a label map satisfy an equality-based selector map (`matchLabels`)?
 pub fn labels_match(selector: &Map<String, Value>, v: &Value) -> bool {
     let labels = labels(v);
@@ -186,6 +220,29 @@ mod tests {
         compact(&mut c);
         assert!(c["metadata"].get("managedFields").is_none());
         assert!(!is_deleting(&v));
+    }
+
+    #[test]
+    fn projection_keeps_identity_metadata_and_the_chosen_subtrees() {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "b"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}], "volumes": []},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready"}]}});
+        project(
+            &mut pod,
+            &["/spec/nodeName", "/status", "/spec/absent", "/no/such"],
+        );
+        assert_eq!(
+            pod,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "labels": {"a": "b"}},
+                "spec": {"nodeName": "n1"},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready"}]}})
+        );
+        // Nothing to keep: only identity and metadata remain.
+        let mut unscheduled = json!({"metadata": {"name": "q"}, "spec": {"containers": []}});
+        project(&mut unscheduled, &["/spec/nodeName", "/status"]);
+        assert_eq!(unscheduled, json!({"metadata": {"name": "q"}}));
     }
 
     #[test]

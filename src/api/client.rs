@@ -90,6 +90,8 @@ pub struct ListOptions {
     pub resource_version: Option<String>,
     /// Ask for `PartialObjectMetadataList` (metadata only).
     pub metadata_only: bool,
+    /// Decode items trimmed to what the cache keeps (`list_all`/`list` only).
+    pub shape: Option<super::trim::Shape>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -100,6 +102,8 @@ pub struct WatchOptions {
     pub timeout_seconds: u64,
     pub allow_bookmarks: bool,
     pub metadata_only: bool,
+    /// Decode objects trimmed to what the cache keeps.
+    pub shape: Option<super::trim::Shape>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -139,10 +143,27 @@ impl DeleteOptions {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct ObjectList {
-    pub items: Vec<Value>,
+pub struct ObjectList<T = Value> {
+    pub items: Vec<T>,
     pub resource_version: String,
     pub continue_token: Option<String>,
+}
+
+/// A list answer as it arrives; only what `ObjectList` keeps is decoded.
+#[derive(serde::Deserialize)]
+struct ListDoc<T> {
+    #[serde(default)]
+    metadata: ListMetaDoc,
+    #[serde(default = "Option::default")]
+    items: Option<Vec<T>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ListMetaDoc {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
 }
 
 const METADATA_LIST_ACCEPT: &str =
@@ -384,6 +405,23 @@ impl Client {
         body: Option<(&str, &str)>,
         accept: &str,
     ) -> Result<Value> {
+        Ok(parse_body(&self.request_bytes(
+            method,
+            path_and_query,
+            body,
+            accept,
+        )?))
+    }
+
+    /// As `request`, returning the successful answer's bytes undecoded, so a caller can
+    /// decode only the fields it needs.
+    pub fn request_bytes(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        body: Option<(&str, &str)>,
+        accept: &str,
+    ) -> Result<Vec<u8>> {
         let started = Instant::now();
         let res = self.request_with_retries(method, path_and_query, body, accept);
         crate::metrics::rest_request_latency(&self.inner.base, method, started.elapsed());
@@ -396,7 +434,7 @@ impl Client {
         path_and_query: &str,
         body: Option<(&str, &str)>,
         accept: &str,
-    ) -> Result<Value> {
+    ) -> Result<Vec<u8>> {
         let url = format!("{}{}", self.inner.base, path_and_query);
         let idempotent = method == "GET";
         let mut retry_after_tries = 0;
@@ -417,11 +455,11 @@ impl Client {
             };
             let status = resp.status().as_u16();
             let retry_after = retry_after(&resp);
-            let value = read_body(resp, method, &url)?;
+            let bytes = read_body(resp, method, &url)?;
             if (200..300).contains(&status) {
-                return Ok(value);
+                return Ok(bytes);
             }
-            let mut err = status_error(&value, status);
+            let mut err = status_error(&parse_body(&bytes), status);
             if let Error::Api {
                 code,
                 retry_after: ra,
@@ -470,6 +508,32 @@ impl Client {
 
     /// One page (or the whole list when no limit is given).
     pub fn list(&self, kind: &Kind, ns: Option<&str>, opts: &ListOptions) -> Result<ObjectList> {
+        let Some(shape) = &opts.shape else {
+            return self.list_as(kind, ns, opts);
+        };
+        let raw: ObjectList<Box<serde_json::value::RawValue>> = self.list_as(kind, ns, opts)?;
+        let mut items = Vec::with_capacity(raw.items.len());
+        for r in raw.items {
+            match super::trim::from_slice(r.get().as_bytes(), shape.trim().fields) {
+                Ok(v) => items.push(v),
+                Err(e) => log::warn!("list {kind}: skipping an item that does not decode: {e}"),
+            }
+        }
+        Ok(ObjectList {
+            items,
+            resource_version: raw.resource_version,
+            continue_token: raw.continue_token,
+        })
+    }
+
+    /// As `list`, decoding each item as `T`: a caller that needs a few fields of many
+    /// objects never holds them whole.
+    pub fn list_as<T: serde::de::DeserializeOwned>(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ObjectList<T>> {
         let mut q = Query::default();
         q.opt("labelSelector", opts.label_selector.as_deref());
         q.opt("fieldSelector", opts.field_selector.as_deref());
@@ -482,27 +546,14 @@ impl Client {
         } else {
             "application/json"
         };
-        let v = self.request("GET", &path, None, accept)?;
-        let meta = v.get("metadata");
-        let text = |f: &str| {
-            meta.and_then(|m| m.get(f))
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-        };
-        let resource_version = text("resourceVersion").unwrap_or_default();
-        let continue_token = text("continue");
-        let items = match v {
-            Value::Object(mut m) => match m.remove("items") {
-                Some(Value::Array(a)) => a,
-                _ => Vec::new(),
-            },
-            _ => Vec::new(),
-        };
+        let bytes = self.request_bytes("GET", &path, None, accept)?;
+        let doc: ListDoc<T> = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Transport(format!("GET {path}: the answer is not a list: {e}")))?;
+        let nonempty = |s: String| (!s.is_empty()).then_some(s);
         Ok(ObjectList {
-            items,
-            resource_version,
-            continue_token,
+            items: doc.items.unwrap_or_default(),
+            resource_version: doc.metadata.resource_version.unwrap_or_default(),
+            continue_token: doc.metadata.continue_token.and_then(nonempty),
         })
     }
 
@@ -591,14 +642,21 @@ impl Client {
                 let reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
                 let label = format!("{kind}");
                 return Ok(WatchStream {
-                    events: EventReader::new(BufReader::with_capacity(16 * 1024, reader), label),
+                    events: {
+                        let mut r =
+                            EventReader::new(BufReader::with_capacity(8 * 1024, reader), label);
+                        r.shape = opts.shape.clone();
+                        r
+                    },
                     canceller: WatchCanceller {
                         agent: Arc::new(Mutex::new(Some(agent))),
                     },
                 });
             }
             let retry_after = retry_after(&resp);
-            let v = read_body(resp, "GET", &url).unwrap_or(Value::Null);
+            let v = read_body(resp, "GET", &url)
+                .map(|b| parse_body(&b))
+                .unwrap_or(Value::Null);
             if status == 401 && !refreshed && matches!(self.inner.auth, Auth::Source(_)) {
                 refreshed = true;
                 self.invalidate_token();
@@ -684,7 +742,8 @@ impl Client {
     ) -> Result<()> {
         let body = opts.body();
         let b = body.as_deref().map(|b| ("application/json", b));
-        self.json("DELETE", &kind.object_path(ns, name), b)
+        // The answer (the object, or a Status) is not needed: not decoded either.
+        self.request_bytes("DELETE", &kind.object_path(ns, name), b, "application/json")
             .map(|_| ())
     }
 
@@ -737,8 +796,11 @@ fn agent_config(
         .proxy(ureq::Proxy::try_from_env())
         .timeout_connect(Some(Duration::from_secs(10)))
         .user_agent(user_agent)
-        .input_buffer_size(32 * 1024)
-        .output_buffer_size(16 * 1024);
+        // A watch holds its connection (and these buffers) for as long as it runs, about fifty
+        // of them with the garbage collector on: small buffers there; requests that read
+        // whole lists get a larger one.
+        .input_buffer_size(if watch_per_read.is_some() { 4 } else { 16 } * 1024)
+        .output_buffer_size(if watch_per_read.is_some() { 4 } else { 16 } * 1024);
     if let Some(t) = tls {
         b = b.tls_config(t.clone());
     }
@@ -764,18 +826,23 @@ fn retry_after(resp: &ureq::http::Response<ureq::Body>) -> Option<Duration> {
         .map(Duration::from_secs)
 }
 
-fn read_body(resp: ureq::http::Response<ureq::Body>, method: &str, url: &str) -> Result<Value> {
+fn read_body(resp: ureq::http::Response<ureq::Body>, method: &str, url: &str) -> Result<Vec<u8>> {
     let mut reader = resp.into_body().into_reader();
     let mut buf = Vec::new();
     reader
         .read_to_end(&mut buf)
         .map_err(|e| Error::Transport(format!("{method} {url}: reading the answer: {e}")))?;
+    Ok(buf)
+}
+
+/// An answer's body as JSON: Null when empty, the text itself when it is not JSON.
+fn parse_body(buf: &[u8]) -> Value {
     if buf.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Value::Null);
+        return Value::Null;
     }
-    match serde_json::from_slice(&buf) {
-        Ok(v) => Ok(v),
-        Err(_) => Ok(Value::String(String::from_utf8_lossy(&buf).into_owned())),
+    match serde_json::from_slice(buf) {
+        Ok(v) => v,
+        Err(_) => Value::String(String::from_utf8_lossy(buf).into_owned()),
     }
 }
 

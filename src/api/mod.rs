@@ -4,6 +4,7 @@ pub mod client;
 pub mod discovery;
 pub mod kubeconfig;
 pub mod resources;
+pub mod trim;
 pub mod watch;
 
 pub use resources::Kind;

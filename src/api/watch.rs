@@ -3,6 +3,7 @@
 //! A frame that is not valid JSON, or not a watch event, is logged and skipped: one bad object
 //! never ends a stream or the process.
 
+use super::trim::Trim;
 use crate::error::Error;
 use serde_json::Value;
 use std::io::BufRead;
@@ -55,26 +56,49 @@ pub enum Frame {
 }
 
 pub fn parse_frame(line: &[u8]) -> Frame {
+    parse_frame_as(line, None)
+}
+
+/// One event as it arrives; the object is decoded once its type is known.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    object: Option<&'a serde_json::value::RawValue>,
+}
+
+/// As `parse_frame`; with `shape`, the objects of ADDED/MODIFIED/DELETED/BOOKMARK events are
+/// decoded already trimmed (see `trim`). An ERROR event's Status is always decoded whole.
+pub fn parse_frame_as(line: &[u8], shape: Option<Trim<'_>>) -> Frame {
     let trimmed = line.trim_ascii();
     if trimmed.is_empty() {
         return Frame::Empty;
     }
-    let v: Value = match serde_json::from_slice(trimmed) {
+    let env: Envelope = match serde_json::from_slice(trimmed) {
         Ok(v) => v,
         Err(e) => return Frame::Malformed(format!("invalid JSON: {e}")),
     };
-    let Some(t) = v.get("type").and_then(Value::as_str) else {
+    let Some(t) = env.kind.as_deref() else {
         return Frame::Malformed("event without a type".into());
     };
-    let object = v.get("object").cloned().unwrap_or(Value::Null);
+    let raw = env.object.map(|r| r.get().as_bytes());
+    let decode = |shape: Option<Trim<'_>>| -> Value {
+        match (raw, shape) {
+            (None, _) => Value::Null,
+            (Some(b), Some(tr)) => super::trim::from_slice(b, tr.fields).unwrap_or(Value::Null),
+            (Some(b), None) => serde_json::from_slice(b).unwrap_or(Value::Null),
+        }
+    };
     let kind = match t {
         "ADDED" => EventType::Added,
         "MODIFIED" => EventType::Modified,
         "DELETED" => EventType::Deleted,
         "BOOKMARK" => EventType::Bookmark,
-        "ERROR" => return Frame::Error(status_error(&object, 500)),
+        "ERROR" => return Frame::Error(status_error(&decode(None), 500)),
         other => return Frame::Malformed(format!("unknown event type {other:?}")),
     };
+    let object = decode(shape);
     let has_meta = object
         .get("metadata")
         .is_some_and(|m| m.get("resourceVersion").is_some_and(Value::is_string));
@@ -89,6 +113,8 @@ pub fn parse_frame(line: &[u8]) -> Frame {
 /// error (the caller re-watches from its last resourceVersion either way).
 pub struct EventReader<R> {
     inner: R,
+    /// Decode objects trimmed to what the cache keeps (None: whole).
+    pub shape: Option<super::trim::Shape>,
     buf: Vec<u8>,
     label: String,
     pub skipped: u64,
@@ -99,6 +125,7 @@ impl<R: BufRead> EventReader<R> {
     pub fn new(inner: R, label: impl Into<String>) -> Self {
         EventReader {
             inner,
+            shape: None,
             buf: Vec::with_capacity(4096),
             label: label.into(),
             skipped: 0,
@@ -121,7 +148,7 @@ impl<R: BufRead> Iterator for EventReader<R> {
                     return None;
                 }
             }
-            match parse_frame(&self.buf) {
+            match parse_frame_as(&self.buf, self.shape.as_ref().map(|s| s.trim())) {
                 Frame::Event(ev) => return Some(Ok(ev)),
                 Frame::Error(e) => return Some(Err(e)),
                 Frame::Empty => continue,

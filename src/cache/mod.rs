@@ -9,6 +9,7 @@ pub use store::{Delta, DeltaKind, Store};
 use crate::api::client::Client;
 use crate::api::Kind;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +19,13 @@ pub struct Cache {
     informers: Mutex<BTreeMap<(Kind, &'static str), Arc<Informer>>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     stop: Arc<AtomicBool>,
+    /// Namespaces a create was refused in because they are terminating, and when.
+    terminating: Mutex<HashMap<String, Instant>>,
 }
+
+/// How long a namespace seen terminating is assumed to still be (a terminating namespace
+/// never comes back; it can only be deleted and made anew, so this only bounds that case).
+pub const TERMINATING_MEMORY: Duration = Duration::from_secs(5);
 
 impl Cache {
     /// `client` is the identity the informers use (always the root one, as upstream).
@@ -28,7 +35,24 @@ impl Cache {
             informers: Mutex::new(BTreeMap::new()),
             threads: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
+            terminating: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The apiserver refused a create in `ns` because it is terminating.
+    pub fn saw_namespace_terminating(&self, ns: &str) {
+        let mut t = self.terminating.lock().unwrap_or_else(|p| p.into_inner());
+        t.retain(|_, at| at.elapsed() < TERMINATING_MEMORY);
+        t.insert(ns.to_string(), Instant::now());
+    }
+
+    /// Was a create in `ns` refused as terminating within `TERMINATING_MEMORY`?
+    pub fn namespace_terminating(&self, ns: &str) -> bool {
+        self.terminating
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(ns)
+            .is_some_and(|at| at.elapsed() < TERMINATING_MEMORY)
     }
 
     fn informer_entry(&self, kind: Kind, field_selector: &'static str) -> Arc<Informer> {
@@ -43,8 +67,10 @@ impl Cache {
     /// The informer serving a controller's `Watch`.
     pub fn informer_for(&self, w: &crate::controllers::Watch) -> Arc<Informer> {
         let i = self.informer_entry(w.kind, w.field_selector);
-        if !w.metadata_only {
-            i.need_full_objects();
+        match (w.metadata_only, w.fields) {
+            (true, _) => {}
+            (false, Some(f)) => i.need_fields(f),
+            (false, None) => i.need_full_objects(),
         }
         i
     }

@@ -49,6 +49,13 @@ impl Backoff {
     }
 }
 
+/// What an informer's readers need of its objects beyond metadata.
+#[derive(Default)]
+struct Shape {
+    full: bool,
+    fields: std::collections::BTreeSet<&'static str>,
+}
+
 pub struct Informer {
     pub kind: Kind,
     /// Field selector scoping this informer ("" = every object of the kind).
@@ -56,6 +63,8 @@ pub struct Informer {
     pub store: Arc<Store>,
     handlers: RwLock<Vec<Handler>>,
     metadata_only: AtomicBool,
+    /// What readers need beyond metadata (see `need_fields`).
+    shape: Mutex<Shape>,
     synced: AtomicBool,
     started: AtomicBool,
     /// A thread was handed this informer (see `Cache::start_informer`).
@@ -80,6 +89,7 @@ impl Informer {
             store: Arc::new(Store::new()),
             handlers: RwLock::new(Vec::new()),
             metadata_only: AtomicBool::new(true),
+            shape: Mutex::new(Shape::default()),
             synced: AtomicBool::new(false),
             started: AtomicBool::new(false),
             spawned: AtomicBool::new(false),
@@ -96,6 +106,22 @@ impl Informer {
     /// Some reader needs whole objects: watch them in full (before start).
     pub fn need_full_objects(&self) {
         self.metadata_only.store(false, Ordering::SeqCst);
+        let mut s = self.shape.lock().unwrap_or_else(|p| p.into_inner());
+        s.full = true;
+        self.store.set_projection(None);
+    }
+
+    /// Some reader needs these parts (JSON pointers) beyond metadata (before start). Unless
+    /// another reader needs whole objects, the store keeps only metadata and the union of
+    /// the parts asked for.
+    pub fn need_fields(&self, fields: &[&'static str]) {
+        self.metadata_only.store(false, Ordering::SeqCst);
+        let mut s = self.shape.lock().unwrap_or_else(|p| p.into_inner());
+        s.fields.extend(fields.iter().copied());
+        if !s.full {
+            self.store
+                .set_projection(Some(s.fields.iter().copied().collect()));
+        }
     }
 
     pub fn add_handler(&self, h: Handler) {
@@ -165,6 +191,13 @@ impl Informer {
         }
     }
 
+    /// Objects are decoded already shaped as the store keeps them.
+    fn shape(&self) -> crate::api::trim::Shape {
+        crate::api::trim::Shape {
+            fields: self.store.projection(),
+        }
+    }
+
     fn list(&self, client: &Client, rv: Option<&str>, paginate: bool) -> Result<()> {
         self.lists.fetch_add(1, Ordering::Relaxed);
         let opts = ListOptions {
@@ -172,6 +205,7 @@ impl Informer {
             resource_version: rv.map(str::to_string),
             field_selector: self.selector(),
             metadata_only: self.metadata_only.load(Ordering::SeqCst),
+            shape: Some(self.shape()),
             ..Default::default()
         };
         let list = client.list_all(&self.kind, None, &opts)?;
@@ -192,6 +226,7 @@ impl Informer {
             allow_bookmarks: true,
             field_selector: self.selector(),
             metadata_only: self.metadata_only.load(Ordering::SeqCst),
+            shape: Some(self.shape()),
             ..Default::default()
         };
         let mut stream = client.watch(&self.kind, None, &opts)?;

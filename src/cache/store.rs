@@ -44,6 +44,8 @@ struct Inner {
     objects: BTreeMap<String, Obj>,
     /// owner UID -> keys of dependents naming it in ownerReferences.
     by_owner: HashMap<String, BTreeSet<String>>,
+    /// Keys of objects with no controller reference: the orphans a controller may adopt.
+    uncontrolled: BTreeSet<String>,
     resource_version: String,
     /// key -> UID of objects we deleted ourselves whose DELETED event has not come yet: a late
     /// event about them must not bring them back (unless it shows them terminating).
@@ -55,7 +57,11 @@ const MAX_TOMBSTONES: usize = 4096;
 
 impl Inner {
     fn index(&mut self, key: &str, o: &Value) {
-        for r in obj::owner_refs(o) {
+        let refs = obj::owner_refs(o);
+        if !refs.iter().any(|r| r.controller) {
+            self.uncontrolled.insert(key.to_string());
+        }
+        for r in refs {
             self.by_owner
                 .entry(r.uid)
                 .or_default()
@@ -63,6 +69,7 @@ impl Inner {
         }
     }
     fn unindex(&mut self, key: &str, o: &Value) {
+        self.uncontrolled.remove(key);
         for r in obj::owner_refs(o) {
             if let Some(set) = self.by_owner.get_mut(&r.uid) {
                 set.remove(key);
@@ -90,6 +97,8 @@ impl Inner {
 #[derive(Default)]
 pub struct Store {
     inner: RwLock<Inner>,
+    /// The parts kept beyond metadata (JSON pointers); None keeps whole objects.
+    projection: RwLock<Option<Arc<[&'static str]>>>,
 }
 
 /// Parse a resourceVersion for ordering; unparsable ones compare as "unknown" (None).
@@ -107,6 +116,27 @@ impl Store {
     }
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keep only metadata and these parts of objects from now on (None: whole objects).
+    pub fn set_projection(&self, fields: Option<Vec<&'static str>>) {
+        *self.projection.write().unwrap_or_else(|p| p.into_inner()) = fields.map(Arc::from);
+    }
+
+    /// The parts kept beyond metadata; None for whole objects.
+    pub fn projection(&self) -> Option<Arc<[&'static str]>> {
+        self.projection
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Shape an object for storage: what nothing reads is dropped.
+    fn shape(&self, o: &mut Value) {
+        obj::compact(o);
+        if let Some(keep) = self.projection() {
+            obj::project(o, &keep);
+        }
     }
 
     pub fn get(&self, key: &str) -> Option<Obj> {
@@ -156,6 +186,24 @@ impl Store {
             .unwrap_or_default()
     }
 
+    /// The objects of namespace `ns` a controller with UID `uid` may own: those whose
+    /// controller reference names it, and those with no controller reference at all. In
+    /// key order; the same set as filtering `list_namespace` by controller, without the scan.
+    pub fn claimable(&self, ns: &str, uid: &str) -> Vec<Obj> {
+        let g = self.read();
+        let lo = format!("{ns}/");
+        let hi = format!("{ns}0"); // '0' follows '/'
+        let mut keys: BTreeSet<&String> = g.uncontrolled.range(lo.clone()..hi.clone()).collect();
+        if let Some(owned) = g.by_owner.get(uid) {
+            keys.extend(owned.range(lo..hi));
+        }
+        keys.into_iter()
+            .filter_map(|k| g.objects.get(k))
+            .filter(|o| obj::controller_ref(o).is_none_or(|r| r.uid == uid))
+            .cloned()
+            .collect()
+    }
+
     pub fn resource_version(&self) -> String {
         self.read().resource_version.clone()
     }
@@ -166,7 +214,7 @@ impl Store {
 
     /// Apply a watch event. Returns the delta to hand to handlers, or None when nothing changed.
     pub fn apply(&self, kind: DeltaKind, mut o: Value) -> Option<Delta> {
-        obj::compact(&mut o);
+        self.shape(&mut o);
         let key = obj::key(&o);
         if obj::name(&o).is_empty() {
             log::warn!("cache: skipping an object without metadata.name");
@@ -220,15 +268,27 @@ impl Store {
     /// Record the result of our own write so the next reconcile sees it before the watch
     /// delivers it. An older copy never replaces a newer one.
     pub fn observe_write(&self, mut o: Value) {
-        obj::compact(&mut o);
+        self.shape(&mut o);
         if obj::name(&o).is_empty() {
             return;
         }
         let key = obj::key(&o);
         let mut g = self.write();
-        if let (Some(cur), Some(new_rv)) = (g.objects.get(&key), rv_number(&o)) {
-            if rv_number(cur).is_some_and(|c| c >= new_rv) {
-                return;
+        if let Some(new_rv) = rv_number(&o) {
+            match g.objects.get(&key) {
+                Some(cur) if rv_number(cur).is_some_and(|c| c >= new_rv) => return,
+                Some(_) => {}
+                // The watch has gone past this version and the object is not here: it was
+                // deleted since (a write answered after its DELETED event must not bring
+                // it back).
+                None if g
+                    .resource_version
+                    .parse::<u64>()
+                    .is_ok_and(|seen| seen >= new_rv) =>
+                {
+                    return
+                }
+                None => {}
             }
         }
         g.put(key, Arc::new(o));
@@ -254,7 +314,7 @@ impl Store {
             ..Inner::default()
         };
         for mut o in items {
-            obj::compact(&mut o);
+            self.shape(&mut o);
             if obj::name(&o).is_empty() {
                 log::warn!("cache: skipping a listed object without metadata.name");
                 continue;
@@ -338,6 +398,48 @@ mod tests {
         assert!(s
             .get("a/p1")
             .is_some_and(|p| p["metadata"].get("managedFields").is_none()));
+    }
+
+    #[test]
+    fn claimable_is_owned_plus_orphans_of_the_namespace() {
+        let s = Store::new();
+        s.apply(DeltaKind::Added, pod("a", "mine", "1", Some("o1")));
+        s.apply(DeltaKind::Added, pod("a", "theirs", "2", Some("o2")));
+        s.apply(DeltaKind::Added, pod("a", "orphan", "3", None));
+        s.apply(DeltaKind::Added, pod("a-b", "elsewhere", "4", None));
+        s.apply(DeltaKind::Added, pod("b", "mine-too", "5", Some("o1")));
+        // An owner reference that is not a controller reference leaves the object claimable.
+        let mut weak = pod("a", "weak", "6", Some("o3"));
+        weak["metadata"]["ownerReferences"][0]["controller"] = json!(false);
+        s.apply(DeltaKind::Added, weak);
+        let names = |v: Vec<Obj>| {
+            v.iter()
+                .map(|o| obj::name(o).to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(s.claimable("a", "o1")), ["mine", "orphan", "weak"]);
+        assert_eq!(names(s.claimable("a", "o9")), ["orphan", "weak"]);
+        // Adopted: no longer an orphan of anybody else.
+        s.apply(DeltaKind::Updated, pod("a", "orphan", "7", Some("o2")));
+        assert_eq!(names(s.claimable("a", "o1")), ["mine", "weak"]);
+        s.apply(DeltaKind::Deleted, pod("a", "weak", "8", None));
+        assert_eq!(names(s.claimable("a", "o9")), Vec::<String>::new());
+        // After a relist the index is rebuilt.
+        s.replace(vec![pod("a", "orphan", "9", None)], "9");
+        assert_eq!(names(s.claimable("a", "o1")), ["orphan"]);
+    }
+
+    #[test]
+    fn a_write_answered_after_the_deletion_does_not_bring_the_object_back() {
+        let s = Store::new();
+        s.apply(DeltaKind::Added, pod("a", "p", "5", None));
+        s.apply(DeltaKind::Deleted, pod("a", "p", "9", None));
+        // Our status update (rv 7) was answered before the deletion but seen after it.
+        s.observe_write(pod("a", "p", "7", None));
+        assert!(s.get("a/p").is_none());
+        // A newer object of the same name (created after the watch position) is kept.
+        s.observe_write(pod("a", "p", "12", None));
+        assert!(s.get("a/p").is_some());
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub struct Watch {
     /// A field selector scoping the informer (e.g. one well-known name); "" for all objects.
     pub field_selector: &'static str,
     pub metadata_only: bool,
+    /// Beyond metadata, the only parts (JSON pointers) this controller reads; None for the
+    /// whole object. A shared informer keeps the union of what its readers ask for, so an
+    /// object cached this way is a partial copy: never write it back whole.
+    pub fields: Option<&'static [&'static str]>,
 }
 
 impl Watch {
@@ -42,6 +46,7 @@ impl Watch {
             kind,
             field_selector: "",
             metadata_only: false,
+            fields: None,
         }
     }
     pub const fn named(kind: Kind, field_selector: &'static str) -> Self {
@@ -49,6 +54,16 @@ impl Watch {
             kind,
             field_selector,
             metadata_only: false,
+            fields: None,
+        }
+    }
+    /// Metadata and the parts at `fields` (JSON pointers, e.g. `/status`).
+    pub const fn fields(kind: Kind, fields: &'static [&'static str]) -> Self {
+        Watch {
+            kind,
+            field_selector: "",
+            metadata_only: false,
+            fields: Some(fields),
         }
     }
 }

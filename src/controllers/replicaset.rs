@@ -375,6 +375,11 @@ impl ReplicaSetController {
     }
 }
 
+/// What the replica controllers (and the deployment controller) read of a pod beyond its
+/// metadata: where it runs, and its status (phase, conditions, restart counts). The pod cache
+/// keeps nothing else unless another controller asks for more.
+pub const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/nodeName", "/status"]);
+
 impl Controller for ReplicaSetController {
     fn name(&self) -> &'static str {
         match self.flavor {
@@ -391,7 +396,7 @@ impl Controller for ReplicaSetController {
     }
 
     fn watches(&self) -> Vec<Watch> {
-        vec![Watch::full(self.flavor.kind()), Watch::full(PODS)]
+        vec![Watch::full(self.flavor.kind()), POD_WATCH]
     }
 
     fn workers(&self) -> usize {

@@ -190,10 +190,7 @@ impl DeploymentController {
         let mut owned = Vec::new();
         let mut adoption_checked = false;
         let selector = d.selector.as_ref();
-        for rs in cx.cache.store(REPLICASETS).list_namespace(&d.namespace) {
-            if controller_uid(&rs).is_some_and(|u| u != d.uid) {
-                continue;
-            }
+        for rs in cx.cache.store(REPLICASETS).claimable(&d.namespace, &d.uid) {
             match refmanager::claim(&d.obj, selector, &rs) {
                 refmanager::Claim::Owned => owned.push(ReplicaSet::parse(&rs)),
                 refmanager::Claim::Adopt => {
@@ -285,7 +282,7 @@ impl Controller for DeploymentController {
         vec![
             Watch::full(DEPLOYMENTS),
             Watch::full(REPLICASETS),
-            Watch::full(PODS),
+            super::replicaset::POD_WATCH,
         ]
     }
 
