@@ -234,7 +234,26 @@ impl Recorder {
 
 fn sender(rx: Receiver<Msg>) {
     let mut c = Correlator::default();
+    // Namespaces an event was refused in because they are terminating: the events queued
+    // for them meanwhile would be refused too, so they are dropped unsent.
+    let mut terminating: HashMap<String, Instant> = HashMap::new();
     while let Ok(m) = rx.recv() {
+        let event_ns = match m.spec.involved.namespace.as_str() {
+            "" => "default",
+            ns => ns,
+        };
+        if terminating
+            .get(event_ns)
+            .is_some_and(|at| at.elapsed() < crate::cache::TERMINATING_MEMORY)
+        {
+            log::debug!(
+                "events: dropping {} event about {}/{}: namespace {event_ns} is terminating",
+                m.spec.reason,
+                m.spec.involved.namespace,
+                m.spec.involved.name
+            );
+            continue;
+        }
         let res = match c.decide(m.component, &m.spec, m.at, Instant::now()) {
             Send::Drop => continue,
             Send::Create(ev) => {
@@ -265,6 +284,12 @@ fn sender(rx: Receiver<Msg>) {
                 }
             }
         };
+        if let Err(e) = &res {
+            if crate::controllers::serviceaccount::is_namespace_terminating(e) {
+                terminating.retain(|_, at| at.elapsed() < crate::cache::TERMINATING_MEMORY);
+                terminating.insert(event_ns.to_string(), Instant::now());
+            }
+        }
         if let Err(e) = res {
             log::warn!(
                 "events: could not write {} event about {}/{}: {e}",

@@ -110,7 +110,27 @@ fn apply_leaf(
             object,
         } => {
             let ns = opt(namespace);
-            let created = client.create(kind, ns.as_deref(), object)?;
+            // Creating in a namespace being deleted is refused: once the apiserver said so,
+            // the same answer is given here for a while without asking again (a replica
+            // controller would otherwise send every missing pod, every sync, until the
+            // namespace is gone).
+            if cache.namespace_terminating(namespace) {
+                return Err(crate::Error::api(
+                    403,
+                    "Forbidden",
+                    format!(
+                        "{kind} is forbidden: unable to create new content in namespace \
+                         {namespace} because it is being terminated (recently refused; not sent)"
+                    ),
+                ));
+            }
+            let created = match client.create(kind, ns.as_deref(), object) {
+                Err(e) if crate::controllers::serviceaccount::is_namespace_terminating(&e) => {
+                    cache.saw_namespace_terminating(namespace);
+                    return Err(e);
+                }
+                r => r?,
+            };
             log::debug!(
                 "{}: created {} {}",
                 ctrl.name(),
@@ -679,6 +699,55 @@ mod tests {
             && e["message"].as_str().is_some_and(
                 |m| m.starts_with("Error creating: ") && !m.contains("server answered")
             )));
+    }
+
+    #[test]
+    fn creates_in_a_namespace_seen_terminating_are_not_sent_again() {
+        let (sb, client, cache, recorder) = against_sandbox();
+        let probe = Probe::default();
+        sb.create(
+            &crate::api::resources::NAMESPACES,
+            json!({"metadata": {"name": "doomed"}, "spec": {"finalizers": ["kubernetes"]}}),
+        )
+        .expect("namespace");
+        sb.delete(&crate::api::resources::NAMESPACES, None, "doomed")
+            .expect("terminating");
+        let run = Run {
+            cache: &cache,
+            client: &client,
+            recorder: &recorder,
+            ctrl: &probe,
+            key: "doomed/web",
+            failures: Mutex::new(Vec::new()),
+        };
+        sb.clear_requests();
+        let posts = || {
+            sb.requests()
+                .iter()
+                .filter(|r| r.method == "POST" && r.path.contains("/namespaces/doomed/pods"))
+                .count()
+        };
+        let batch = || Action::SlowStart((0..5).map(|_| create_in("doomed")).collect());
+        // The first create is refused as terminating; the slow start stops there.
+        run.one(&batch());
+        assert_eq!(posts(), 1);
+        assert!(cache.namespace_terminating("doomed"));
+        assert!(!cache.namespace_terminating("default"));
+        // The next sync's creates get the same answer without a request.
+        run.one(&batch());
+        assert_eq!(posts(), 1);
+        let seen = probe.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(seen.iter().filter(|(_, w)| *w == "failed").count(), 2);
+        let failures = run.failures.lock().map(|f| f.len()).unwrap_or(0);
+        assert!(run
+            .failures
+            .lock()
+            .map(|f| f
+                .iter()
+                .all(crate::controllers::serviceaccount::is_namespace_terminating))
+            .unwrap_or(false));
+        assert_eq!(failures, 2);
+        recorder.shutdown(Duration::from_secs(5));
     }
 
     #[test]

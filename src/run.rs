@@ -149,9 +149,10 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Cont
     }
     if cfg.controllers.is_enabled("garbage-collector-controller") {
         if cfg.enable_garbage_collector {
-            out.push(Arc::new(GarbageCollector::new(
-                cfg.concurrency("concurrent-gc-syncs"),
-            )));
+            out.push(Arc::new(
+                GarbageCollector::new(cfg.concurrency("concurrent-gc-syncs"))
+                    .with_namespace_controller(cfg.controllers.is_enabled("namespace-controller")),
+            ));
         } else {
             log::warn!(
                 "garbage-collector-controller is disabled (--enable-garbage-collector=false)"

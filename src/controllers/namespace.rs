@@ -20,7 +20,7 @@
 //!   `deletecollection` request with a single worker.
 
 use super::{Controller, Cx, Outcome, RunEnv, SelfDriven, Watch};
-use crate::api::client::{Client, DeleteOptions, ListOptions};
+use crate::api::client::{Client, DeleteOptions, ListOptions, ObjectList};
 use crate::api::discovery::{Discovery, Verbs};
 use crate::api::resources::{NAMESPACES, PODS};
 use crate::api::Kind;
@@ -45,9 +45,12 @@ pub const FINALIZER_ESTIMATE_SECONDS: i64 = 15;
 /// Resources emptied at the same time within one pass.
 const PARALLEL_RESOURCES: usize = 4;
 /// Objects per listed page; a collection of several pages is deleted a page per request.
-const PAGE: u32 = 250;
+/// Small, because the apiserver deletes the objects of one request one after another: the
+/// pages in flight together are what makes a large collection go fast (1,500 pods: about
+/// 10 s in pages of 250 four at a time, about 4 s in pages of 25 thirty-two at a time).
+const PAGE: u32 = 25;
 /// Requests in flight for the pages (or objects) of one resource.
-const PARALLEL_PAGES: usize = 4;
+const PARALLEL_PAGES: usize = 32;
 /// The first quick look again while content remains.
 const FIRST_RECHECK: Duration = Duration::from_millis(100);
 const METADATA_LIST_ACCEPT: &str =
@@ -847,7 +850,8 @@ impl Inner {
         .to_string();
         let send = |query: String| -> Result<bool> {
             let path = format!("{}{query}", kind.collection_path(Some(ns)));
-            match client.request(
+            // The answer lists every object deleted: not decoded.
+            match client.request_bytes(
                 "DELETE",
                 &path,
                 Some(("application/json", &body)),
@@ -906,7 +910,7 @@ impl Inner {
         let mut items = Vec::new();
         let mut tokens: Vec<Option<String>> = vec![None];
         loop {
-            match client.list(kind, Some(ns), &opts) {
+            match list_remnants(client, kind, ns, &opts) {
                 Ok(mut page) => {
                     items.append(&mut page.items);
                     match page.continue_token {
@@ -927,13 +931,97 @@ impl Inner {
                         metadata_only,
                         ..Default::default()
                     };
-                    let l = client.list(kind, Some(ns), &whole)?;
+                    let l = list_remnants(client, kind, ns, &whole)?;
                     return Ok(Some((l.items, vec![None])));
                 }
                 Err(e) => return Err(e),
             }
         }
     }
+}
+
+/// What this controller reads of a listed object: its name and finalizers, and for a pod its
+/// phase and grace period. Lists are decoded straight into these, so emptying a namespace of
+/// thousands of pods never holds them whole.
+#[derive(serde::Deserialize)]
+struct Remnant {
+    #[serde(default)]
+    metadata: RemnantMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct PodRemnant {
+    #[serde(default)]
+    metadata: RemnantMeta,
+    #[serde(default)]
+    spec: Option<PodRemnantSpec>,
+    #[serde(default)]
+    status: Option<PodRemnantStatus>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct RemnantMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    finalizers: Option<Vec<String>>,
+}
+
+#[derive(serde::Deserialize)]
+struct PodRemnantSpec {
+    #[serde(default, rename = "terminationGracePeriodSeconds")]
+    grace: Option<i64>,
+}
+
+#[derive(serde::Deserialize)]
+struct PodRemnantStatus {
+    #[serde(default)]
+    phase: Option<String>,
+}
+
+impl PodRemnant {
+    fn into_value(self) -> Value {
+        let mut v = json!({"metadata": self.metadata.into_value()});
+        if let Some(g) = self.spec.and_then(|s| s.grace) {
+            v["spec"] = json!({"terminationGracePeriodSeconds": g});
+        }
+        if let Some(ph) = self.status.and_then(|s| s.phase) {
+            v["status"] = json!({"phase": ph});
+        }
+        v
+    }
+}
+
+impl RemnantMeta {
+    fn into_value(self) -> Value {
+        match self.finalizers {
+            Some(f) if !f.is_empty() => json!({"name": self.name, "finalizers": f}),
+            _ => json!({"name": self.name}),
+        }
+    }
+}
+
+/// One page of `kind` in `ns`, each item reduced to what `Remnant`/`PodRemnant` keeps (as a
+/// small JSON object of the same shape).
+fn list_remnants(client: &Client, kind: &Kind, ns: &str, opts: &ListOptions) -> Result<ObjectList> {
+    if *kind != PODS {
+        let l = client.list_as::<Remnant>(kind, Some(ns), opts)?;
+        return Ok(ObjectList {
+            items: l
+                .items
+                .into_iter()
+                .map(|r| json!({"metadata": r.metadata.into_value()}))
+                .collect(),
+            resource_version: l.resource_version,
+            continue_token: l.continue_token,
+        });
+    }
+    let l = client.list_as::<PodRemnant>(kind, Some(ns), opts)?;
+    Ok(ObjectList {
+        items: l.items.into_iter().map(PodRemnant::into_value).collect(),
+        resource_version: l.resource_version,
+        continue_token: l.continue_token,
+    })
 }
 
 /// Listed objects, and the continue token that starts each page (None for the first).
@@ -1170,6 +1258,28 @@ mod tests {
         );
         assert_eq!(remaining_key(&PODS), "pods.");
         assert_eq!(remaining_key(&DEPLOYMENTS), "deployments.apps");
+    }
+
+    #[test]
+    fn listed_pods_keep_only_what_the_estimate_and_judgement_read() {
+        let listed = r#"{"metadata":{"name":"p","namespace":"n","uid":"u","labels":{"a":"b"},
+            "finalizers":["x/y"]},"spec":{"containers":[{"name":"c","image":"i"}],
+            "terminationGracePeriodSeconds":30},"status":{"phase":"Running","podIP":"1.2.3.4"}}"#;
+        let p: PodRemnant = serde_json::from_str(listed).unwrap();
+        let v = p.into_value();
+        assert_eq!(
+            v,
+            json!({"metadata":{"name":"p","finalizers":["x/y"]},
+                   "spec":{"terminationGracePeriodSeconds":30},"status":{"phase":"Running"}})
+        );
+        assert_eq!(pod_estimate(std::slice::from_ref(&v), Duration::ZERO), 30);
+        let (left, _) = judge_remaining(0, &[v], "n", &PODS);
+        assert_eq!(left.finalizers.get("x/y"), Some(&1));
+        // Any other kind: name and finalizers; a null or missing finalizer list is none.
+        let r: Remnant =
+            serde_json::from_str(r#"{"metadata":{"name":"c","finalizers":null},"spec":"x"}"#)
+                .unwrap();
+        assert_eq!(r.metadata.into_value(), json!({"name":"c"}));
     }
 
     #[test]

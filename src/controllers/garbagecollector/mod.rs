@@ -24,6 +24,7 @@ pub mod graph;
 use super::{Controller, Cx, EventSpec, EventType, ObjectRef, Outcome, RunEnv, SelfDriven, Watch};
 use crate::api::client::{Client, DeleteOptions, PatchType};
 use crate::api::discovery::{Discovery, Verbs};
+use crate::api::resources::NAMESPACES;
 use crate::api::Kind;
 use crate::cache::{Cache, Delta, DeltaKind, Informer};
 use crate::error::{Error, Result};
@@ -160,6 +161,9 @@ struct Inner {
     wake_cv: Condvar,
     last_early: Mutex<Option<Instant>>,
     env: OnceLock<Env>,
+    /// The namespace controller runs in this process: garbage in a terminating namespace is
+    /// left to it (see `attempt_to_delete_item`).
+    namespace_controller_here: AtomicBool,
 }
 
 pub struct GarbageCollector {
@@ -167,6 +171,15 @@ pub struct GarbageCollector {
 }
 
 impl GarbageCollector {
+    /// The namespace controller runs beside this collector, so the content of a terminating
+    /// namespace is deleted anyway.
+    pub fn with_namespace_controller(self, here: bool) -> Self {
+        self.inner
+            .namespace_controller_here
+            .store(here, Ordering::SeqCst);
+        self
+    }
+
     /// `workers`: `--concurrent-gc-syncs`.
     pub fn new(workers: usize) -> Self {
         GarbageCollector {
@@ -183,6 +196,7 @@ impl GarbageCollector {
                 wake_cv: Condvar::new(),
                 last_early: Mutex::new(None),
                 env: OnceLock::new(),
+                namespace_controller_here: AtomicBool::new(false),
             }),
         }
     }
@@ -282,6 +296,19 @@ struct Snapshot {
 }
 
 impl Inner {
+    /// Is `ns` terminating, with the namespace controller running here to empty it?
+    fn namespace_terminating(&self, ns: &str) -> bool {
+        if ns.is_empty() || !self.namespace_controller_here.load(Ordering::SeqCst) {
+            return false;
+        }
+        let cache = &self.env().cache;
+        cache.has_informer(NAMESPACES)
+            && cache
+                .store(NAMESPACES)
+                .get(ns)
+                .is_some_and(|n| obj::is_deleting(&n))
+    }
+
     fn env(&self) -> &Env {
         // Set in `start`, before any thread of ours runs.
         self.env.get().expect("garbage collector started")
@@ -653,6 +680,16 @@ impl Inner {
             item.virtual_
         );
         if item.being_deleted && !item.deleting_dependents {
+            return Ok(());
+        }
+        // Garbage in a namespace being deleted: the namespace controller deletes all of it
+        // (with background propagation, as this would), so the live reads and deletes are
+        // saved. Foreground deletions still get their dependents processed here.
+        if !item.deleting_dependents && self.namespace_terminating(&item.identity.namespace) {
+            log::debug!(
+                "{NAME}: item {}: its namespace is terminating; left to the namespace controller",
+                item.identity
+            );
             return Ok(());
         }
         let latest = match self.get_object(&item.identity)? {
