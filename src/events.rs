@@ -28,9 +28,15 @@ struct Msg {
 }
 
 pub struct Recorder {
-    tx: Mutex<Option<SyncSender<Msg>>>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// One queue and sender thread per partition; an object's events always go through
+    /// the same one, so their order and aggregation are kept.
+    tx: Mutex<Vec<SyncSender<Msg>>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
+
+/// Sender threads. One sends an event at a time, as client-go's sink does; a burst of pod
+/// creations makes events faster than one sender writes them, and a full queue drops them.
+const SENDERS: usize = 2;
 
 /// What was sent before for one (source, object, type, reason, message).
 struct Seen {
@@ -184,47 +190,68 @@ impl Correlator {
 
 impl Recorder {
     pub fn start() -> Self {
-        let (tx, rx) = sync_channel::<Msg>(QUEUE_LEN);
-        let thread = std::thread::Builder::new()
-            .name("events".into())
-            .stack_size(256 * 1024)
-            .spawn(move || sender(rx))
-            .ok();
+        let mut txs = Vec::new();
+        let mut threads = Vec::new();
+        for i in 0..SENDERS {
+            let (tx, rx) = sync_channel::<Msg>(QUEUE_LEN);
+            if let Ok(t) = std::thread::Builder::new()
+                .name(format!("events-{i}"))
+                .stack_size(256 * 1024)
+                .spawn(move || sender(rx))
+            {
+                txs.push(tx);
+                threads.push(t);
+            }
+        }
         Recorder {
-            tx: Mutex::new(Some(tx)),
-            thread: Mutex::new(thread),
+            tx: Mutex::new(txs),
+            threads: Mutex::new(threads),
         }
     }
 
     /// Queue an event; never blocks (a full queue drops it, as client-go does).
     pub fn record(&self, client: &Client, component: &'static str, spec: EventSpec) {
         let guard = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = guard.as_ref() {
-            let msg = Msg {
-                client: client.clone(),
-                component,
-                spec,
-                at: SystemTime::now(),
-            };
-            if let Err(TrySendError::Full(m)) = tx.try_send(msg) {
-                log::warn!(
-                    "events: queue full, dropping {} event about {}/{}",
-                    m.spec.reason,
-                    m.spec.involved.namespace,
-                    m.spec.involved.name
-                );
-            }
+        if guard.is_empty() {
+            return;
+        }
+        let inv = &spec.involved;
+        let part = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&inv.namespace, &inv.name, &inv.kind).hash(&mut h);
+            (h.finish() % guard.len() as u64) as usize
+        };
+        let msg = Msg {
+            client: client.clone(),
+            component,
+            spec,
+            at: SystemTime::now(),
+        };
+        if let Err(TrySendError::Full(m)) = guard[part].try_send(msg) {
+            log::warn!(
+                "events: queue full, dropping {} event about {}/{}",
+                m.spec.reason,
+                m.spec.involved.namespace,
+                m.spec.involved.name
+            );
         }
     }
 
     /// Send what is queued, then stop (bounded by `timeout`).
     pub fn shutdown(&self, timeout: Duration) {
-        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let end = Instant::now() + timeout;
-            while !t.is_finished() && Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let threads: Vec<_> = self
+            .threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        let end = Instant::now() + timeout;
+        while threads.iter().any(|t| !t.is_finished()) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for t in threads {
             if t.is_finished() {
                 let _ = t.join();
             }

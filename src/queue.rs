@@ -505,7 +505,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             st.queue.push_back(k.clone());
             self.ready.notify_one();
         } else if st.processing.is_empty() {
-            self.ready.notify_all();
+            // Idle workers only need waking to exit (shutting down with nothing in flight);
+            // waking all of them whenever the last key finishes made every idle worker of a
+            // busy queue run for nothing.
+            if st.shutting_down {
+                self.ready.notify_all();
+            }
             if st.queue.is_empty() {
                 self.drained.notify_all();
             }
