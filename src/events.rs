@@ -1,8 +1,11 @@
 //! Events: core/v1 Events written like client-go's recorder. A repeat of the same event about
 //! the same object (same source, type, reason, message) within the correlation window patches
-//! the existing Event's `count` and `lastTimestamp` instead of creating a new one; a per-object
-//! spam filter (burst 25, one more every 5 minutes) drops floods. Sending happens on one
-//! background thread so a slow apiserver never stalls a reconcile.
+//! the existing Event's `count` and `lastTimestamp` instead of creating a new one; from the
+//! tenth distinct message of one (source, object, type, reason) within 10 minutes on, the
+//! messages are combined into one Event "(combined from similar events): <latest>", patched
+//! as more come (client-go's EventAggregator); a per-object spam filter (burst 25, one more
+//! every 5 minutes) drops floods. Sending happens on background threads so a slow apiserver
+//! never stalls a reconcile.
 
 use crate::api::client::{Client, PatchType};
 use crate::api::resources::EVENTS;
@@ -38,12 +41,20 @@ pub struct Recorder {
 /// creations makes events faster than one sender writes them, and a full queue drops them.
 const SENDERS: usize = 2;
 
-/// What was sent before for one (source, object, type, reason, message).
+/// What was sent before for one (source, object, type, reason, message), or for one
+/// combined event of similar ones.
 struct Seen {
     name: String,
     namespace: String,
     count: u64,
     first: String,
+    message: String,
+}
+
+/// Distinct messages seen lately for one (source, object, type, reason).
+struct Similar {
+    messages: std::collections::HashSet<String>,
+    last: Instant,
 }
 
 /// Correlation state (pure; the sender thread owns it).
@@ -52,7 +63,17 @@ pub struct Correlator {
     seen: HashMap<String, Seen>,
     order: VecDeque<String>,
     spam: HashMap<String, (f64, Instant)>,
+    similar: HashMap<String, Similar>,
+    similar_order: VecDeque<String>,
+    /// The key of the last Patch decided (for `recreate`).
+    last_patched: Option<String>,
 }
+
+/// From this many distinct messages of one (source, object, type, reason) within
+/// `SIMILAR_WINDOW`, further ones are combined into one Event (client-go's EventAggregator).
+const SIMILAR_MAX: usize = 10;
+const SIMILAR_WINDOW: Duration = Duration::from_secs(600);
+const SIMILAR_PREFIX: &str = "(combined from similar events): ";
 
 /// What to send for one event.
 #[derive(Debug, PartialEq)]
@@ -85,6 +106,41 @@ impl Correlator {
         }
     }
 
+    /// client-go's EventAggregator: true when this event is to be combined with the
+    /// similar ones before it (the 10th distinct message within 10 minutes and later).
+    fn combine(&mut self, similar_key: &str, message: &str, now: Instant) -> bool {
+        let rec = match self.similar.get_mut(similar_key) {
+            Some(r) => r,
+            None => {
+                self.similar_order.push_back(similar_key.to_string());
+                while self.similar_order.len() > MAX_REMEMBERED {
+                    if let Some(old) = self.similar_order.pop_front() {
+                        self.similar.remove(&old);
+                    }
+                }
+                self.similar
+                    .entry(similar_key.to_string())
+                    .or_insert(Similar {
+                        messages: Default::default(),
+                        last: now,
+                    })
+            }
+        };
+        if now.saturating_duration_since(rec.last) > SIMILAR_WINDOW {
+            rec.messages.clear();
+        }
+        rec.messages.insert(message.to_string());
+        rec.last = now;
+        if rec.messages.len() < SIMILAR_MAX {
+            return false;
+        }
+        // Keep the set at its bound, as client-go does.
+        if let Some(any) = rec.messages.iter().next().cloned() {
+            rec.messages.remove(&any);
+        }
+        true
+    }
+
     pub fn decide(
         &mut self,
         component: &str,
@@ -104,17 +160,27 @@ impl Correlator {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
         };
-        let key = format!(
-            "{obj_key}\x00{etype}\x00{}\x00{}",
-            spec.reason, spec.message
-        );
+        let similar_key = format!("{obj_key}\x00{etype}\x00{}", spec.reason);
+        let (key, message) = if self.combine(&similar_key, &spec.message, now) {
+            (
+                format!("{similar_key}\x00\x01combined"),
+                format!("{SIMILAR_PREFIX}{}", spec.message),
+            )
+        } else {
+            (
+                format!("{similar_key}\x00{}", spec.message),
+                spec.message.clone(),
+            )
+        };
         let ts = timestamp(at);
         if let Some(s) = self.seen.get_mut(&key) {
             s.count += 1;
+            s.message = message.clone();
+            self.last_patched = Some(key);
             return Send::Patch {
                 namespace: s.namespace.clone(),
                 name: s.name.clone(),
-                patch: json!({"count": s.count, "lastTimestamp": ts, "message": spec.message}),
+                patch: json!({"count": s.count, "lastTimestamp": ts, "message": message}),
             };
         }
         let namespace = if inv.namespace.is_empty() {
@@ -127,26 +193,9 @@ impl Correlator {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let name = format!("{}.{:x}", inv.name, nanos);
-        let event = json!({
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {
-                "kind": inv.kind, "namespace": inv.namespace, "name": inv.name,
-                "uid": inv.uid, "apiVersion": inv.api_version,
-                "resourceVersion": inv.resource_version,
-            },
-            "reason": spec.reason,
-            "message": spec.message,
-            "source": {"component": component},
-            "firstTimestamp": ts,
-            "lastTimestamp": ts,
-            "count": 1,
-            "type": etype,
-            "eventTime": null,
-            "reportingComponent": component,
-            "reportingInstance": "",
-        });
+        let event = event_json(
+            component, spec, etype, &name, &namespace, &message, &ts, &ts, 1,
+        );
         self.seen.insert(
             key.clone(),
             Seen {
@@ -154,6 +203,7 @@ impl Correlator {
                 namespace,
                 count: 1,
                 first: ts,
+                message,
             },
         );
         self.order.push_back(key);
@@ -165,27 +215,71 @@ impl Correlator {
         Send::Create(event)
     }
 
-    /// The Event to create again when a patch finds the old one gone.
+    /// The Event to create again when the patch just decided found the old one gone: the
+    /// same name, count and first timestamp.
     fn recreate(&mut self, component: &str, spec: &EventSpec, at: SystemTime) -> serde_json::Value {
-        let inv = &spec.involved;
-        let found = self.seen.iter().find(|(k, _)| {
-            k.starts_with(&format!(
-                "{component}\x00{}\x00{}\x00{}",
-                inv.kind, inv.namespace, inv.name
-            )) && k.ends_with(&format!("{}\x00{}", spec.reason, spec.message))
-        });
-        let (first, count) = found
-            .map(|(_, s)| (s.first.clone(), s.count))
-            .unwrap_or_else(|| (timestamp(at), 1));
-        let mut c = Correlator::default();
-        let mut ev = match c.decide(component, spec, at, Instant::now()) {
-            Send::Create(ev) => ev,
-            _ => json!({}),
+        let etype = match spec.event_type {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
         };
-        ev["firstTimestamp"] = json!(first);
-        ev["count"] = json!(count);
-        ev
+        let ts = timestamp(at);
+        match self.last_patched.as_ref().and_then(|k| self.seen.get(k)) {
+            Some(s) => event_json(
+                component,
+                spec,
+                etype,
+                &s.name,
+                &s.namespace,
+                &s.message,
+                &s.first,
+                &ts,
+                s.count,
+            ),
+            None => {
+                let mut c = Correlator::default();
+                match c.decide(component, spec, at, Instant::now()) {
+                    Send::Create(ev) => ev,
+                    _ => json!({}),
+                }
+            }
+        }
     }
+}
+
+/// A core/v1 Event as client-go's recorder writes it.
+#[allow(clippy::too_many_arguments)]
+fn event_json(
+    component: &str,
+    spec: &EventSpec,
+    etype: &str,
+    name: &str,
+    namespace: &str,
+    message: &str,
+    first: &str,
+    last: &str,
+    count: u64,
+) -> serde_json::Value {
+    let inv = &spec.involved;
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {
+            "kind": inv.kind, "namespace": inv.namespace, "name": inv.name,
+            "uid": inv.uid, "apiVersion": inv.api_version,
+            "resourceVersion": inv.resource_version,
+        },
+        "reason": spec.reason,
+        "message": message,
+        "source": {"component": component},
+        "firstTimestamp": first,
+        "lastTimestamp": last,
+        "count": count,
+        "type": etype,
+        "eventTime": null,
+        "reportingComponent": component,
+        "reportingInstance": "",
+    })
 }
 
 impl Recorder {
@@ -347,6 +441,64 @@ mod tests {
             reason: reason.into(),
             message: msg.into(),
         }
+    }
+
+    #[test]
+    fn similar_events_are_combined_from_the_tenth_message() {
+        let mut c = Correlator::default();
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let now = Instant::now();
+        let decide = |c: &mut Correlator, msg: &str, now: Instant| {
+            c.decide(
+                "replicaset-controller",
+                &spec("SuccessfulCreate", msg),
+                t,
+                now,
+            )
+        };
+        for i in 0..9 {
+            let Send::Create(ev) = decide(&mut c, &format!("Created pod: p{i}"), now) else {
+                panic!("expected a plain create for message {i}");
+            };
+            assert_eq!(ev["message"], format!("Created pod: p{i}"));
+        }
+        // The tenth distinct message: one combined Event, then patched for the next ones.
+        let Send::Create(combined) = decide(&mut c, "Created pod: p9", now) else {
+            panic!("expected the combined create");
+        };
+        assert_eq!(
+            combined["message"],
+            "(combined from similar events): Created pod: p9"
+        );
+        assert_eq!(combined["count"], 1);
+        let Send::Patch { name, patch, .. } = decide(&mut c, "Created pod: p10", now) else {
+            panic!("expected a patch of the combined event");
+        };
+        assert_eq!(name, combined["metadata"]["name"].as_str().unwrap_or(""));
+        assert_eq!(patch["count"], 2);
+        assert_eq!(
+            patch["message"],
+            "(combined from similar events): Created pod: p10"
+        );
+        // Gone meanwhile: created again under the same name, with its count.
+        let again = c.recreate(
+            "replicaset-controller",
+            &spec("SuccessfulCreate", "Created pod: p10"),
+            t,
+        );
+        assert_eq!(again["metadata"]["name"], combined["metadata"]["name"]);
+        assert_eq!(again["count"], 2);
+        assert_eq!(again["message"], patch["message"]);
+        // Another reason is counted apart; ten minutes later the count starts again.
+        assert!(matches!(
+            c.decide("replicaset-controller", &spec("FailedCreate", "x"), t, now),
+            Send::Create(_)
+        ));
+        let later = now + Duration::from_secs(601);
+        let Send::Create(fresh) = decide(&mut c, "Created pod: q", later) else {
+            panic!("expected a plain create after the window");
+        };
+        assert_eq!(fresh["message"], "Created pod: q");
     }
 
     #[test]
