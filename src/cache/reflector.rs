@@ -62,8 +62,7 @@ pub struct Informer {
     pub field_selector: &'static str,
     pub store: Arc<Store>,
     handlers: RwLock<Vec<Handler>>,
-    metadata_only: AtomicBool,
-    /// What readers need beyond metadata (see `need_fields`).
+    /// What readers need beyond metadata (see `need_fields`); nothing: metadata-only.
     shape: Mutex<Shape>,
     synced: AtomicBool,
     started: AtomicBool,
@@ -88,7 +87,6 @@ impl Informer {
             field_selector,
             store: Arc::new(Store::new()),
             handlers: RwLock::new(Vec::new()),
-            metadata_only: AtomicBool::new(true),
             shape: Mutex::new(Shape::default()),
             synced: AtomicBool::new(false),
             started: AtomicBool::new(false),
@@ -105,7 +103,6 @@ impl Informer {
 
     /// Some reader needs whole objects: watch them in full (before start).
     pub fn need_full_objects(&self) {
-        self.metadata_only.store(false, Ordering::SeqCst);
         let mut s = self.shape.lock().unwrap_or_else(|p| p.into_inner());
         s.full = true;
         self.store.set_projection(None);
@@ -115,7 +112,6 @@ impl Informer {
     /// another reader needs whole objects, the store keeps only metadata and the union of
     /// the parts asked for.
     pub fn need_fields(&self, fields: &[&'static str]) {
-        self.metadata_only.store(false, Ordering::SeqCst);
         let mut s = self.shape.lock().unwrap_or_else(|p| p.into_inner());
         s.fields.extend(fields.iter().copied());
         if !s.full {
@@ -191,6 +187,12 @@ impl Informer {
         }
     }
 
+    /// No reader needs more than metadata: watch `PartialObjectMetadata`.
+    fn metadata_only(&self) -> bool {
+        let s = self.shape.lock().unwrap_or_else(|p| p.into_inner());
+        !s.full && s.fields.is_empty()
+    }
+
     /// Objects are decoded already shaped as the store keeps them.
     fn shape(&self) -> crate::api::trim::Shape {
         crate::api::trim::Shape {
@@ -204,7 +206,7 @@ impl Informer {
             limit: paginate.then_some(500),
             resource_version: rv.map(str::to_string),
             field_selector: self.selector(),
-            metadata_only: self.metadata_only.load(Ordering::SeqCst),
+            metadata_only: self.metadata_only(),
             shape: Some(self.shape()),
             ..Default::default()
         };
@@ -225,7 +227,7 @@ impl Informer {
             timeout_seconds: fastrand::u64(lo..hi.max(lo + 1)),
             allow_bookmarks: true,
             field_selector: self.selector(),
-            metadata_only: self.metadata_only.load(Ordering::SeqCst),
+            metadata_only: self.metadata_only(),
             shape: Some(self.shape()),
             ..Default::default()
         };
