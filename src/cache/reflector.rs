@@ -211,7 +211,9 @@ impl Informer {
             ..Default::default()
         };
         let list = client.list_all(&self.kind, None, &opts)?;
-        let deltas = self.store.replace(list.items, &list.resource_version);
+        let deltas = self
+            .store
+            .replace_shaped(list.items, &list.resource_version);
         // Synced once the handlers have seen the first list (as client-go's registrations).
         self.dispatch(&deltas);
         self.synced.store(true, Ordering::SeqCst);
@@ -247,9 +249,9 @@ impl Informer {
                     }
                     None
                 }
-                EventType::Added => self.store.apply(DeltaKind::Added, ev.object),
-                EventType::Modified => self.store.apply(DeltaKind::Updated, ev.object),
-                EventType::Deleted => self.store.apply(DeltaKind::Deleted, ev.object),
+                EventType::Added => self.store.apply_shaped(DeltaKind::Added, ev.object),
+                EventType::Modified => self.store.apply_shaped(DeltaKind::Updated, ev.object),
+                EventType::Deleted => self.store.apply_shaped(DeltaKind::Deleted, ev.object),
             };
             if let Some(d) = delta {
                 self.dispatch(std::slice::from_ref(&d));

@@ -215,6 +215,12 @@ impl Store {
     /// Apply a watch event. Returns the delta to hand to handlers, or None when nothing changed.
     pub fn apply(&self, kind: DeltaKind, mut o: Value) -> Option<Delta> {
         self.shape(&mut o);
+        self.apply_shaped(kind, o)
+    }
+
+    /// As `apply`, for an object already decoded in this store's shape (`api::trim` with
+    /// `projection()`, as the reflector does): it is not shaped a second time.
+    pub fn apply_shaped(&self, kind: DeltaKind, o: Value) -> Option<Delta> {
         let key = obj::key(&o);
         if obj::name(&o).is_empty() {
             log::warn!("cache: skipping an object without metadata.name");
@@ -308,13 +314,20 @@ impl Store {
 
     /// Swap the whole content atomically (after a list). Returns the deltas against the old
     /// content: objects gone, new, or with another resourceVersion.
-    pub fn replace(&self, items: Vec<Value>, resource_version: &str) -> Vec<Delta> {
+    pub fn replace(&self, mut items: Vec<Value>, resource_version: &str) -> Vec<Delta> {
+        for o in &mut items {
+            self.shape(o);
+        }
+        self.replace_shaped(items, resource_version)
+    }
+
+    /// As `replace`, for objects already decoded in this store's shape.
+    pub fn replace_shaped(&self, items: Vec<Value>, resource_version: &str) -> Vec<Delta> {
         let mut fresh = Inner {
             resource_version: resource_version.to_string(),
             ..Inner::default()
         };
-        for mut o in items {
-            self.shape(&mut o);
+        for o in items {
             if obj::name(&o).is_empty() {
                 log::warn!("cache: skipping a listed object without metadata.name");
                 continue;
