@@ -357,16 +357,13 @@ fn sender(rx: Receiver<Msg>) {
     let mut c = Correlator::default();
     // Namespaces an event was refused in because they are terminating: the events queued
     // for them meanwhile would be refused too, so they are dropped unsent.
-    let mut terminating: HashMap<String, Instant> = HashMap::new();
+    let terminating = crate::cache::TerminatingNamespaces::default();
     while let Ok(m) = rx.recv() {
         let event_ns = match m.spec.involved.namespace.as_str() {
             "" => "default",
             ns => ns,
         };
-        if terminating
-            .get(event_ns)
-            .is_some_and(|at| at.elapsed() < crate::cache::TERMINATING_MEMORY)
-        {
+        if terminating.contains(event_ns) {
             log::debug!(
                 "events: dropping {} event about {}/{}: namespace {event_ns} is terminating",
                 m.spec.reason,
@@ -407,8 +404,7 @@ fn sender(rx: Receiver<Msg>) {
         };
         if let Err(e) = &res {
             if crate::controllers::serviceaccount::is_namespace_terminating(e) {
-                terminating.retain(|_, at| at.elapsed() < crate::cache::TERMINATING_MEMORY);
-                terminating.insert(event_ns.to_string(), Instant::now());
+                terminating.saw(event_ns);
             }
         }
         if let Err(e) = res {

@@ -19,13 +19,36 @@ pub struct Cache {
     informers: Mutex<BTreeMap<(Kind, &'static str), Arc<Informer>>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     stop: Arc<AtomicBool>,
-    /// Namespaces a create was refused in because they are terminating, and when.
-    terminating: Mutex<HashMap<String, Instant>>,
+    /// Namespaces a create was refused in because they are terminating.
+    terminating: TerminatingNamespaces,
 }
 
 /// How long a namespace seen terminating is assumed to still be (a terminating namespace
 /// never comes back; it can only be deleted and made anew, so this only bounds that case).
 pub const TERMINATING_MEMORY: Duration = Duration::from_secs(5);
+
+/// Namespaces the apiserver refused a create in because they are terminating, each
+/// remembered for `TERMINATING_MEMORY`.
+#[derive(Default)]
+pub struct TerminatingNamespaces(Mutex<HashMap<String, Instant>>);
+
+impl TerminatingNamespaces {
+    /// The apiserver refused a create in `ns` because it is terminating.
+    pub fn saw(&self, ns: &str) {
+        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        t.retain(|_, at| at.elapsed() < TERMINATING_MEMORY);
+        t.insert(ns.to_string(), Instant::now());
+    }
+
+    /// Was a create in `ns` refused as terminating within `TERMINATING_MEMORY`?
+    pub fn contains(&self, ns: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(ns)
+            .is_some_and(|at| at.elapsed() < TERMINATING_MEMORY)
+    }
+}
 
 impl Cache {
     /// `client` is the identity the informers use (always the root one, as upstream).
@@ -35,24 +58,18 @@ impl Cache {
             informers: Mutex::new(BTreeMap::new()),
             threads: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
-            terminating: Mutex::new(HashMap::new()),
+            terminating: TerminatingNamespaces::default(),
         })
     }
 
     /// The apiserver refused a create in `ns` because it is terminating.
     pub fn saw_namespace_terminating(&self, ns: &str) {
-        let mut t = self.terminating.lock().unwrap_or_else(|p| p.into_inner());
-        t.retain(|_, at| at.elapsed() < TERMINATING_MEMORY);
-        t.insert(ns.to_string(), Instant::now());
+        self.terminating.saw(ns);
     }
 
     /// Was a create in `ns` refused as terminating within `TERMINATING_MEMORY`?
     pub fn namespace_terminating(&self, ns: &str) -> bool {
-        self.terminating
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(ns)
-            .is_some_and(|at| at.elapsed() < TERMINATING_MEMORY)
+        self.terminating.contains(ns)
     }
 
     fn informer_entry(&self, kind: Kind, field_selector: &'static str) -> Arc<Informer> {
