@@ -39,55 +39,108 @@ fn unreachable_empty() -> &'static Obj {
     EMPTY.get_or_init(|| Arc::new(Value::Null))
 }
 
+/// One stored object: its compact JSON text, plus what the indexes and version checks read,
+/// so that neither needs to decode it. A decoded `serde_json::Value` costs about twelve times
+/// its text (every small map is a B-tree node of ~630 bytes); readers decode on demand.
+struct Entry {
+    json: Box<[u8]>,
+    uid: Box<str>,
+    resource_version: Box<str>,
+    /// UIDs named in ownerReferences; the controller's first when there is one.
+    owners: Box<[Box<str>]>,
+    controlled: bool,
+}
+
+impl Entry {
+    fn pack(o: &Value) -> Entry {
+        let refs = obj::owner_refs(o);
+        let controlled = refs.iter().any(|r| r.controller);
+        let mut owners: Vec<Box<str>> = Vec::with_capacity(refs.len());
+        for r in refs.iter().filter(|r| r.controller) {
+            owners.push(r.uid.as_str().into());
+        }
+        for r in refs.iter().filter(|r| !r.controller) {
+            owners.push(r.uid.as_str().into());
+        }
+        Entry {
+            json: serde_json::to_vec(o).unwrap_or_default().into_boxed_slice(),
+            uid: obj::uid(o).into(),
+            resource_version: obj::resource_version(o).into(),
+            owners: owners.into_boxed_slice(),
+            controlled,
+        }
+    }
+
+    fn unpack(&self) -> Option<Obj> {
+        match serde_json::from_slice(&self.json) {
+            Ok(v) => Some(Arc::new(v)),
+            Err(e) => {
+                log::error!("cache: a stored object does not decode: {e}");
+                None
+            }
+        }
+    }
+
+    fn controller_uid(&self) -> Option<&str> {
+        self.controlled
+            .then(|| self.owners.first().map(|u| &**u))
+            .flatten()
+    }
+
+    fn rv_number(&self) -> Option<u64> {
+        self.resource_version.parse().ok()
+    }
+}
+
 #[derive(Default)]
 struct Inner {
-    objects: BTreeMap<String, Obj>,
+    objects: BTreeMap<String, Entry>,
     /// owner UID -> keys of dependents naming it in ownerReferences.
-    by_owner: HashMap<String, BTreeSet<String>>,
+    by_owner: HashMap<Box<str>, BTreeSet<String>>,
     /// Keys of objects with no controller reference: the orphans a controller may adopt.
     uncontrolled: BTreeSet<String>,
     resource_version: String,
     /// key -> UID of objects we deleted ourselves whose DELETED event has not come yet: a late
     /// event about them must not bring them back (unless it shows them terminating).
-    tombstones: HashMap<String, String>,
+    tombstones: HashMap<String, Box<str>>,
 }
 
 /// Tombstones are dropped wholesale past this many (their DELETED events went missing).
 const MAX_TOMBSTONES: usize = 4096;
 
 impl Inner {
-    fn index(&mut self, key: &str, o: &Value) {
-        let refs = obj::owner_refs(o);
-        if !refs.iter().any(|r| r.controller) {
+    fn index(&mut self, key: &str, e: &Entry) {
+        if !e.controlled {
             self.uncontrolled.insert(key.to_string());
         }
-        for r in refs {
+        for uid in e.owners.iter() {
             self.by_owner
-                .entry(r.uid)
+                .entry(uid.clone())
                 .or_default()
                 .insert(key.to_string());
         }
     }
-    fn unindex(&mut self, key: &str, o: &Value) {
+    fn unindex(&mut self, key: &str, e: &Entry) {
         self.uncontrolled.remove(key);
-        for r in obj::owner_refs(o) {
-            if let Some(set) = self.by_owner.get_mut(&r.uid) {
+        for uid in e.owners.iter() {
+            if let Some(set) = self.by_owner.get_mut(uid) {
                 set.remove(key);
                 if set.is_empty() {
-                    self.by_owner.remove(&r.uid);
+                    self.by_owner.remove(uid);
                 }
             }
         }
     }
-    fn put(&mut self, key: String, o: Obj) -> Option<Obj> {
-        let old = self.objects.insert(key.clone(), o.clone());
+    fn put(&mut self, key: String, e: Entry) -> Option<Entry> {
+        let old = self.objects.remove(&key);
         if let Some(old) = &old {
             self.unindex(&key, old);
         }
-        self.index(&key, &o);
+        self.index(&key, &e);
+        self.objects.insert(key, e);
         old
     }
-    fn take(&mut self, key: &str) -> Option<Obj> {
+    fn take(&mut self, key: &str) -> Option<Entry> {
         let old = self.objects.remove(key)?;
         self.unindex(key, &old);
         Some(old)
@@ -140,11 +193,23 @@ impl Store {
     }
 
     pub fn get(&self, key: &str) -> Option<Obj> {
-        self.read().objects.get(key).cloned()
+        let g = self.read();
+        let e = g.objects.get(key)?;
+        e.unpack()
     }
 
     pub fn get_in(&self, ns: &str, name: &str) -> Option<Obj> {
         self.get(&obj::make_key(ns, name))
+    }
+
+    /// Whether an object with this key is stored, without decoding it.
+    pub fn contains(&self, key: &str) -> bool {
+        self.read().objects.contains_key(key)
+    }
+
+    /// The stored object's UID, without decoding it.
+    pub fn uid_of(&self, key: &str) -> Option<String> {
+        self.read().objects.get(key).map(|e| e.uid.to_string())
     }
 
     pub fn len(&self) -> usize {
@@ -155,7 +220,11 @@ impl Store {
     }
 
     pub fn list(&self) -> Vec<Obj> {
-        self.read().objects.values().cloned().collect()
+        self.read()
+            .objects
+            .values()
+            .filter_map(Entry::unpack)
+            .collect()
     }
 
     pub fn keys(&self) -> Vec<String> {
@@ -169,7 +238,7 @@ impl Store {
         self.read()
             .objects
             .range(lo..hi)
-            .map(|(_, v)| v.clone())
+            .filter_map(|(_, e)| e.unpack())
             .collect()
     }
 
@@ -180,7 +249,7 @@ impl Store {
             .get(uid)
             .map(|keys| {
                 keys.iter()
-                    .filter_map(|k| g.objects.get(k).cloned())
+                    .filter_map(|k| g.objects.get(k).and_then(Entry::unpack))
                     .collect()
             })
             .unwrap_or_default()
@@ -199,8 +268,8 @@ impl Store {
         }
         keys.into_iter()
             .filter_map(|k| g.objects.get(k))
-            .filter(|o| obj::controller_ref(o).is_none_or(|r| r.uid == uid))
-            .cloned()
+            .filter(|e| e.controller_uid().is_none_or(|c| c == uid))
+            .filter_map(Entry::unpack)
             .collect()
     }
 
@@ -234,7 +303,7 @@ impl Store {
         match kind {
             DeltaKind::Deleted => {
                 g.tombstones.remove(&key);
-                let old = g.take(&key);
+                let old = g.take(&key).and_then(|e| e.unpack());
                 Some(Delta {
                     kind: DeltaKind::Deleted,
                     old: Some(old.unwrap_or_else(|| Arc::new(o))),
@@ -244,19 +313,18 @@ impl Store {
             DeltaKind::Added | DeltaKind::Updated => {
                 if g.tombstones
                     .get(&key)
-                    .is_some_and(|uid| uid == obj::uid(&o))
+                    .is_some_and(|uid| **uid == *obj::uid(&o))
                     && !obj::is_deleting(&o)
                 {
                     return None;
                 }
                 // Our own newer write is already here: this event is older news.
                 if let (Some(cur), Some(new_rv)) = (g.objects.get(&key), rv_number(&o)) {
-                    if rv_number(cur).is_some_and(|c| c > new_rv) {
+                    if cur.rv_number().is_some_and(|c| c > new_rv) {
                         return None;
                     }
                 }
-                let new: Obj = Arc::new(o);
-                let old = g.put(key, new.clone());
+                let old = g.put(key, Entry::pack(&o)).and_then(|e| e.unpack());
                 let kind = if old.is_some() {
                     DeltaKind::Updated
                 } else {
@@ -265,7 +333,7 @@ impl Store {
                 Some(Delta {
                     kind,
                     old,
-                    new: Some(new),
+                    new: Some(Arc::new(o)),
                 })
             }
         }
@@ -282,7 +350,7 @@ impl Store {
         let mut g = self.write();
         if let Some(new_rv) = rv_number(&o) {
             match g.objects.get(&key) {
-                Some(cur) if rv_number(cur).is_some_and(|c| c >= new_rv) => return,
+                Some(cur) if cur.rv_number().is_some_and(|c| c >= new_rv) => return,
                 Some(_) => {}
                 // The watch has gone past this version and the object is not here: it was
                 // deleted since (a write answered after its DELETED event must not bring
@@ -297,7 +365,7 @@ impl Store {
                 None => {}
             }
         }
-        g.put(key, Arc::new(o));
+        g.put(key, Entry::pack(&o));
     }
 
     /// Forget an object we deleted ourselves.
@@ -307,8 +375,7 @@ impl Store {
             if g.tombstones.len() >= MAX_TOMBSTONES {
                 g.tombstones.clear();
             }
-            g.tombstones
-                .insert(key.to_string(), obj::uid(&old).to_string());
+            g.tombstones.insert(key.to_string(), old.uid);
         }
     }
 
@@ -327,40 +394,43 @@ impl Store {
             resource_version: resource_version.to_string(),
             ..Inner::default()
         };
+        let mut decoded: BTreeMap<String, Obj> = BTreeMap::new();
         for o in items {
             if obj::name(&o).is_empty() {
                 log::warn!("cache: skipping a listed object without metadata.name");
                 continue;
             }
             let key = obj::key(&o);
-            fresh.put(key, Arc::new(o));
+            fresh.put(key.clone(), Entry::pack(&o));
+            decoded.insert(key, Arc::new(o));
         }
         let mut g = self.write();
         let old = std::mem::replace(&mut *g, fresh);
+        drop(g);
         let mut deltas = Vec::new();
         for (k, o) in &old.objects {
-            match g.objects.get(k) {
-                None => deltas.push(Delta {
+            match decoded.get(k) {
+                None => deltas.extend(o.unpack().map(|o| Delta {
                     kind: DeltaKind::Deleted,
-                    old: Some(o.clone()),
+                    old: Some(o),
                     new: None,
-                }),
-                Some(n) if obj::resource_version(n) != obj::resource_version(o) => {
-                    deltas.push(Delta {
+                })),
+                Some(n) if obj::resource_version(n) != &*o.resource_version => {
+                    deltas.extend(o.unpack().map(|o| Delta {
                         kind: DeltaKind::Updated,
-                        old: Some(o.clone()),
+                        old: Some(o),
                         new: Some(n.clone()),
-                    })
+                    }))
                 }
                 Some(_) => {}
             }
         }
-        for (k, n) in &g.objects {
-            if !old.objects.contains_key(k) {
+        for (k, n) in decoded {
+            if !old.objects.contains_key(&k) {
                 deltas.push(Delta {
                     kind: DeltaKind::Added,
                     old: None,
-                    new: Some(n.clone()),
+                    new: Some(n),
                 });
             }
         }
@@ -369,11 +439,7 @@ impl Store {
 
     /// Rough bytes held (serialized size), for the cache gauges.
     pub fn approximate_bytes(&self) -> usize {
-        self.read()
-            .objects
-            .values()
-            .map(|o| serde_json::to_vec(&**o).map(|v| v.len()).unwrap_or(0))
-            .sum()
+        self.read().objects.values().map(|e| e.json.len()).sum()
     }
 }
 
