@@ -258,7 +258,7 @@ pub struct Leftover {
 /// `deleteAllContentForGroupVersionResource`): `items` are the remaining objects.
 pub fn judge_remaining(
     estimate: i64,
-    items: &[Value],
+    items: &[Remnant],
     ns: &str,
     kind: &Kind,
 ) -> (Leftover, Option<String>) {
@@ -266,16 +266,8 @@ pub fn judge_remaining(
         return (Leftover::default(), None);
     }
     let mut finalizers: BTreeMap<String, usize> = BTreeMap::new();
-    for it in items {
-        for f in it
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            *finalizers.entry(f.to_string()).or_default() += 1;
-        }
+    for f in items.iter().flat_map(|it| &it.finalizers) {
+        *finalizers.entry(f.clone()).or_default() += 1;
     }
     let left = |estimate| Leftover {
         estimate,
@@ -309,19 +301,11 @@ fn remaining_key(k: &Kind) -> String {
 
 /// Upstream's pod estimate: the longest grace period of pods not yet terminal, or 0 once the
 /// namespace has been deleting for longer than that.
-pub fn pod_estimate(pods: &[Value], deleting_for: Duration) -> i64 {
+pub fn pod_estimate(pods: &[Remnant], deleting_for: Duration) -> i64 {
     let est = pods
         .iter()
-        .filter(|p| {
-            !matches!(
-                p.pointer("/status/phase").and_then(Value::as_str),
-                Some("Succeeded" | "Failed")
-            )
-        })
-        .filter_map(|p| {
-            p.pointer("/spec/terminationGracePeriodSeconds")
-                .and_then(Value::as_i64)
-        })
+        .filter(|p| !matches!(p.phase.as_deref(), Some("Succeeded" | "Failed")))
+        .filter_map(|p| p.grace)
         .max()
         .unwrap_or(0)
         .max(0);
@@ -943,14 +927,22 @@ impl Inner {
 /// What this controller reads of a listed object: its name and finalizers, and for a pod its
 /// phase and grace period. Lists are decoded straight into these, so emptying a namespace of
 /// thousands of pods never holds them whole.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Remnant {
+    pub name: String,
+    pub finalizers: Vec<String>,
+    pub grace: Option<i64>,
+    pub phase: Option<String>,
+}
+
 #[derive(serde::Deserialize)]
-struct Remnant {
+struct ListedMeta {
     #[serde(default)]
     metadata: RemnantMeta,
 }
 
 #[derive(serde::Deserialize)]
-struct PodRemnant {
+struct ListedPod {
     #[serde(default)]
     metadata: RemnantMeta,
     #[serde(default)]
@@ -979,64 +971,62 @@ struct PodRemnantStatus {
     phase: Option<String>,
 }
 
-impl PodRemnant {
-    fn into_value(self) -> Value {
-        let mut v = json!({"metadata": self.metadata.into_value()});
-        if let Some(g) = self.spec.and_then(|s| s.grace) {
-            v["spec"] = json!({"terminationGracePeriodSeconds": g});
-        }
-        if let Some(ph) = self.status.and_then(|s| s.phase) {
-            v["status"] = json!({"phase": ph});
-        }
-        v
-    }
-}
-
-impl RemnantMeta {
-    fn into_value(self) -> Value {
-        match self.finalizers {
-            Some(f) if !f.is_empty() => json!({"name": self.name, "finalizers": f}),
-            _ => json!({"name": self.name}),
+impl From<RemnantMeta> for Remnant {
+    fn from(m: RemnantMeta) -> Remnant {
+        Remnant {
+            name: m.name,
+            finalizers: m.finalizers.unwrap_or_default(),
+            ..Remnant::default()
         }
     }
 }
 
-/// One page of `kind` in `ns`, each item reduced to what `Remnant`/`PodRemnant` keeps (as a
-/// small JSON object of the same shape).
-fn list_remnants(client: &Client, kind: &Kind, ns: &str, opts: &ListOptions) -> Result<ObjectList> {
+impl From<ListedPod> for Remnant {
+    fn from(p: ListedPod) -> Remnant {
+        Remnant {
+            grace: p.spec.and_then(|s| s.grace),
+            phase: p.status.and_then(|s| s.phase),
+            ..p.metadata.into()
+        }
+    }
+}
+
+/// One page of `kind` in `ns`, each item reduced to a `Remnant`.
+fn list_remnants(
+    client: &Client,
+    kind: &Kind,
+    ns: &str,
+    opts: &ListOptions,
+) -> Result<ObjectList<Remnant>> {
     if *kind != PODS {
-        let l = client.list_as::<Remnant>(kind, Some(ns), opts)?;
+        let l = client.list_as::<ListedMeta>(kind, Some(ns), opts)?;
         return Ok(ObjectList {
-            items: l
-                .items
-                .into_iter()
-                .map(|r| json!({"metadata": r.metadata.into_value()}))
-                .collect(),
+            items: l.items.into_iter().map(|r| r.metadata.into()).collect(),
             resource_version: l.resource_version,
             continue_token: l.continue_token,
         });
     }
-    let l = client.list_as::<PodRemnant>(kind, Some(ns), opts)?;
+    let l = client.list_as::<ListedPod>(kind, Some(ns), opts)?;
     Ok(ObjectList {
-        items: l.items.into_iter().map(PodRemnant::into_value).collect(),
+        items: l.items.into_iter().map(Remnant::from).collect(),
         resource_version: l.resource_version,
         continue_token: l.continue_token,
     })
 }
 
 /// Listed objects, and the continue token that starts each page (None for the first).
-type Listed = (Vec<Value>, Vec<Option<String>>);
+type Listed = (Vec<Remnant>, Vec<Option<String>>);
 
 /// Delete listed objects one by one (a few at a time), in the background; objects already
 /// gone, or that cannot be deleted this way, are skipped.
-fn delete_each(client: &Client, kind: &Kind, ns: &str, items: &[Value]) -> Result<()> {
+fn delete_each(client: &Client, kind: &Kind, ns: &str, items: &[Remnant]) -> Result<()> {
     let background = DeleteOptions {
         propagation_policy: Some("Background"),
         ..Default::default()
     };
     let failed: Mutex<Option<Error>> = Mutex::new(None);
     for_each_parallel(items.len(), PARALLEL_PAGES, |i| {
-        match client.delete(kind, Some(ns), obj::name(&items[i]), &background) {
+        match client.delete(kind, Some(ns), &items[i].name, &background) {
             Ok(()) => true,
             Err(e) if e.is_not_found() || e.code() == Some(405) => true,
             Err(e) => {
@@ -1232,8 +1222,15 @@ mod tests {
 
     #[test]
     fn remaining_content_judgement() {
-        let plain = json!({"metadata": {"name": "a"}});
-        let held = json!({"metadata": {"name": "b", "finalizers": ["x/y", "z"]}});
+        let plain = Remnant {
+            name: "a".into(),
+            ..Remnant::default()
+        };
+        let held = Remnant {
+            name: "b".into(),
+            finalizers: vec!["x/y".into(), "z".into()],
+            ..Remnant::default()
+        };
         assert_eq!(
             judge_remaining(0, &[], "ns", &CONFIGMAPS),
             (Leftover::default(), None)
@@ -1265,29 +1262,43 @@ mod tests {
         let listed = r#"{"metadata":{"name":"p","namespace":"n","uid":"u","labels":{"a":"b"},
             "finalizers":["x/y"]},"spec":{"containers":[{"name":"c","image":"i"}],
             "terminationGracePeriodSeconds":30},"status":{"phase":"Running","podIP":"1.2.3.4"}}"#;
-        let p: PodRemnant = serde_json::from_str(listed).unwrap();
-        let v = p.into_value();
+        let v: Remnant = serde_json::from_str::<ListedPod>(listed).unwrap().into();
         assert_eq!(
             v,
-            json!({"metadata":{"name":"p","finalizers":["x/y"]},
-                   "spec":{"terminationGracePeriodSeconds":30},"status":{"phase":"Running"}})
+            Remnant {
+                name: "p".into(),
+                finalizers: vec!["x/y".into()],
+                grace: Some(30),
+                phase: Some("Running".into()),
+            }
         );
         assert_eq!(pod_estimate(std::slice::from_ref(&v), Duration::ZERO), 30);
         let (left, _) = judge_remaining(0, &[v], "n", &PODS);
         assert_eq!(left.finalizers.get("x/y"), Some(&1));
         // Any other kind: name and finalizers; a null or missing finalizer list is none.
-        let r: Remnant =
+        let r: ListedMeta =
             serde_json::from_str(r#"{"metadata":{"name":"c","finalizers":null},"spec":"x"}"#)
                 .unwrap();
-        assert_eq!(r.metadata.into_value(), json!({"name":"c"}));
+        assert_eq!(
+            Remnant::from(r.metadata),
+            Remnant {
+                name: "c".into(),
+                ..Remnant::default()
+            }
+        );
     }
 
     #[test]
     fn pod_estimates() {
+        let pod = |grace, phase: &str| Remnant {
+            grace,
+            phase: Some(phase.into()),
+            ..Remnant::default()
+        };
         let pods = vec![
-            json!({"spec": {"terminationGracePeriodSeconds": 30}, "status": {"phase": "Running"}}),
-            json!({"spec": {"terminationGracePeriodSeconds": 90}, "status": {"phase": "Succeeded"}}),
-            json!({"spec": {}}),
+            pod(Some(30), "Running"),
+            pod(Some(90), "Succeeded"),
+            Remnant::default(),
         ];
         assert_eq!(pod_estimate(&pods, Duration::from_secs(3)), 30);
         assert_eq!(pod_estimate(&pods, Duration::from_secs(30)), 0);
