@@ -796,11 +796,13 @@ fn agent_config(
         .proxy(ureq::Proxy::try_from_env())
         .timeout_connect(Some(Duration::from_secs(10)))
         .user_agent(user_agent)
-        // A watch holds its connection (and these buffers) for as long as it runs, about fifty
-        // of them with the garbage collector on: small buffers there; requests that read
-        // whole lists get a larger one.
-        .input_buffer_size(if watch_per_read.is_some() { 4 } else { 16 } * 1024)
-        .output_buffer_size(if watch_per_read.is_some() { 4 } else { 16 } * 1024);
+        // Every connection keeps these buffers for as long as it lives: a watch for as long as
+        // it runs (about fifty with the garbage collector on), a pooled one while idle, and a
+        // namespace deletion has a hundred in flight. The input buffer caps the response
+        // header (the apiserver's are well under 2 KiB); ureq makes it at least 10 KiB
+        // whenever a request has a body. Bodies stream through either in chunks.
+        .input_buffer_size(if watch_per_read.is_some() { 4 } else { 10 } * 1024)
+        .output_buffer_size(4 * 1024);
     if let Some(t) = tls {
         b = b.tls_config(t.clone());
     }
