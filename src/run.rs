@@ -6,7 +6,7 @@ use crate::api::resources::LEASES;
 use crate::cache::Cache;
 use crate::config::Config;
 use crate::controllers::deployment::DeploymentController;
-use crate::controllers::garbagecollector::GarbageCollector;
+use crate::controllers::garbagecollector::{self, DebugHandle, GarbageCollector};
 use crate::controllers::namespace::NamespaceController;
 use crate::controllers::registry;
 use crate::controllers::replicaset::{Flavor, ReplicaSetController};
@@ -109,7 +109,11 @@ fn controller_client(
     }
 }
 
-fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Controller>>> {
+fn build_controllers(
+    cfg: &Config,
+    rest: &RestConfig,
+    gc_debug: &DebugHandle,
+) -> Result<Vec<Arc<dyn Controller>>> {
     let mut out: Vec<Arc<dyn Controller>> = Vec::new();
     if cfg.controllers.is_enabled("serviceaccount-controller") {
         out.push(Arc::new(ServiceAccountController));
@@ -151,7 +155,8 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Arc<dyn Cont
         if cfg.enable_garbage_collector {
             out.push(Arc::new(
                 GarbageCollector::new(cfg.concurrency("concurrent-gc-syncs"))
-                    .with_namespace_controller(cfg.controllers.is_enabled("namespace-controller")),
+                    .with_namespace_controller(cfg.controllers.is_enabled("namespace-controller"))
+                    .with_debug_handle(gc_debug),
             ));
         } else {
             log::warn!(
@@ -223,6 +228,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         let h = health.clone();
         move || h.healthz(&Default::default()).status == 200
     });
+    let gc_debug = DebugHandle::new();
     let server = if cfg.secure_port != 0 {
         let mut s = Server::new(
             ServeConfig {
@@ -237,6 +243,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(&cfg)?)?;
         s.set_filter(auth.filter());
         s.route("/metrics", crate::metrics::handler());
+        s.route(garbagecollector::dump::GRAPH_PATH, gc_debug.handler());
         let s = s.start()?;
         log::info!("serving securely on {}", s.addr());
         Some(s)
@@ -246,7 +253,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
 
     wait_for_apiserver(&root, &stop)?;
 
-    let controllers = build_controllers(&cfg, &rest)?;
+    let controllers = build_controllers(&cfg, &rest, &gc_debug)?;
     // Only what upstream would start here: not the ones waiting on a feature gate, a cloud
     // provider or a flag.
     let skipped: Vec<&str> = registry::known()

@@ -12,6 +12,10 @@
 //!   (`decide.rs`) and delete with a UID precondition, patch references away (strategic merge,
 //!   JSON merge patch on 415), or remove the `foregroundDeletion`/`orphan` finalizer.
 //!
+//! - The owner graph is served in DOT at `/debug/controllers/garbage-collector-controller/graph`
+//!   (`dump.rs`, read through a [`DebugHandle`]), behind the secure port's authentication and
+//!   authorization like every other path, as upstream serves it.
+//!
 //! Upstream runs `--concurrent-gc-syncs` workers for each of its two queues; here one queue
 //! holds both kinds of work and `--concurrent-gc-syncs` workers serve it. A UID that is no
 //! longer in the graph when its turn comes is dropped without a request (its deletion was
@@ -19,6 +23,7 @@
 //! forward (at most every 5 s) instead of waiting for the 30 s period.
 
 pub mod decide;
+pub mod dump;
 pub mod graph;
 
 use super::{Controller, Cx, EventSpec, EventType, ObjectRef, Outcome, RunEnv, SelfDriven, Watch};
@@ -51,6 +56,52 @@ const ABSENT_CACHE_SIZE: usize = 500;
 const EARLY_DISCOVERY: Duration = Duration::from_secs(5);
 /// Dependents orphaned at the same time.
 const PARALLEL_ORPHANING: usize = 8;
+
+/// Reads the owner graph of a garbage collector for the debug endpoint
+/// ([`dump::GRAPH_PATH`]). Made before the collector (the secure port starts first) and
+/// filled by [`GarbageCollector::with_debug_handle`]; answers 404 until the collector runs,
+/// as upstream mounts the handler only once the controller started.
+#[derive(Clone, Default)]
+pub struct DebugHandle {
+    gc: Arc<OnceLock<Weak<Inner>>>,
+}
+
+impl DebugHandle {
+    pub fn new() -> Self {
+        DebugHandle::default()
+    }
+
+    /// The DOT dump (all of the graph, or what is reachable from `uids`); None while no
+    /// collector runs. The graph is only read-locked while the vertices are copied out.
+    pub fn dot(&self, uids: Option<&[String]>) -> Option<String> {
+        let inner = self.gc.get()?.upgrade()?;
+        inner.env.get()?;
+        let (vertices, edges) = {
+            let g = inner.graph.read().unwrap_or_else(|p| p.into_inner());
+            dump::vertices_and_edges(&g, uids)
+        };
+        Some(dump::render(&vertices, &edges))
+    }
+
+    /// The route for [`dump::GRAPH_PATH`]: `?uid=` (repeatable) selects a subgraph.
+    pub fn handler(&self) -> crate::server::Handler {
+        let h = self.clone();
+        Arc::new(move |req: &crate::server::Request| {
+            let uids = req.query_values("uid");
+            let selection = (!uids.is_empty()).then_some(uids.as_slice());
+            match h.dot(selection) {
+                Some(body) => crate::server::Response {
+                    status: 200,
+                    content_type: dump::CONTENT_TYPE.to_string(),
+                    body: body.into_bytes(),
+                    headers: Vec::new(),
+                }
+                .with_nosniff(),
+                None => crate::server::Response::not_found(),
+            }
+        })
+    }
+}
 
 /// Resources never monitored (upstream's DefaultIgnoredResources).
 pub fn ignored(k: &Kind) -> bool {
@@ -177,6 +228,14 @@ impl GarbageCollector {
         self.inner
             .namespace_controller_here
             .store(here, Ordering::SeqCst);
+        self
+    }
+
+    /// Let `h` read this collector's graph (for the debug endpoint).
+    pub fn with_debug_handle(self, h: &DebugHandle) -> Self {
+        if h.gc.set(Arc::downgrade(&self.inner)).is_err() {
+            log::warn!("{NAME}: a debug handle serves one garbage collector; not attached");
+        }
         self
     }
 
@@ -1002,6 +1061,23 @@ mod tests {
             "events",
             true
         )));
+    }
+
+    #[test]
+    fn debug_handle_answers_404_until_a_collector_runs() {
+        let h = DebugHandle::new();
+        let req = crate::server::Request {
+            method: "GET".into(),
+            path: dump::GRAPH_PATH.into(),
+            ..Default::default()
+        };
+        assert_eq!(h.handler()(&req).status, 404);
+        assert!(h.dot(None).is_none());
+        // Built but not started (a standby, or before the election is won).
+        let gc = GarbageCollector::new(1).with_debug_handle(&h);
+        assert_eq!(h.handler()(&req).status, 404);
+        drop(gc);
+        assert!(h.dot(None).is_none());
     }
 
     #[test]
