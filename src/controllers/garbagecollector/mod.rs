@@ -15,6 +15,8 @@
 //! - The owner graph is served in DOT at `/debug/controllers/garbage-collector-controller/graph`
 //!   (`dump.rs`, read through a [`DebugHandle`]), behind the secure port's authentication and
 //!   authorization like every other path, as upstream serves it.
+//! - `garbagecollector_controller_resources_sync_error_total` counts discoveries that found
+//!   nothing to monitor and monitor syncs that timed out, as upstream counts them.
 //!
 //! Upstream runs `--concurrent-gc-syncs` workers for each of its two queues; here one queue
 //! holds both kinds of work and `--concurrent-gc-syncs` workers serve it. A UID that is no
@@ -40,7 +42,7 @@ use decide::{Decision, OwnerState};
 use graph::{Change, Effects, Graph, Identity, Seen, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -56,6 +58,27 @@ const ABSENT_CACHE_SIZE: usize = 500;
 const EARLY_DISCOVERY: Duration = Duration::from_secs(5);
 /// Dependents orphaned at the same time.
 const PARALLEL_ORPHANING: usize = 8;
+
+/// `garbagecollector_controller_resources_sync_error_total`: discoveries that found nothing to
+/// monitor and monitor syncs that timed out (one process-wide counter, as upstream's).
+static RESOURCES_SYNC_ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// Count one resources sync error.
+fn resources_sync_error() {
+    RESOURCES_SYNC_ERRORS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The garbage collector's own metric families, registered when it starts (upstream registers
+/// them when the controller is created, after the election is won).
+pub fn metric_families() -> Vec<crate::metrics::Family> {
+    let mut f = crate::metrics::Family::alpha(
+        "garbagecollector_controller_resources_sync_error_total",
+        "Number of garbage collector resources sync errors",
+        crate::metrics::MetricType::Counter,
+    );
+    f.push(&[], RESOURCES_SYNC_ERRORS.load(Ordering::Relaxed) as f64);
+    vec![f]
+}
 
 /// Reads the owner graph of a garbage collector for the debug endpoint
 /// ([`dump::GRAPH_PATH`]). Made before the collector (the secure port starts first) and
@@ -298,6 +321,7 @@ impl SelfDriven for GarbageCollector {
             recorder: env.recorder,
             stop: env.stop,
         });
+        crate::metrics::register_collector("garbagecollector", Arc::new(metric_families));
         let mut out = Vec::new();
         let inner = self.inner.clone();
         match std::thread::Builder::new()
@@ -398,12 +422,14 @@ impl Inner {
                 *self.discovery.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(d);
                 if set.is_empty() {
                     log::info!("{NAME}: no resources reported by discovery, skipping sync");
+                    resources_sync_error();
                     return None;
                 }
                 Some(set)
             }
             Err(e) => {
                 log::info!("{NAME}: failed to discover preferred resources: {e}");
+                resources_sync_error();
                 None
             }
         }
@@ -444,6 +470,7 @@ impl Inner {
             if self.stopped() {
                 return;
             }
+            resources_sync_error();
             log::warn!(
                 "{NAME}: timed out waiting for the monitors to sync (attempt {attempt}); retrying"
             );
@@ -1078,6 +1105,27 @@ mod tests {
         assert_eq!(h.handler()(&req).status, 404);
         drop(gc);
         assert!(h.dot(None).is_none());
+    }
+
+    #[test]
+    fn resources_sync_error_counter_family() {
+        let before = RESOURCES_SYNC_ERRORS.load(Ordering::Relaxed) as f64;
+        resources_sync_error();
+        let f = metric_families();
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            f[0].name,
+            "garbagecollector_controller_resources_sync_error_total"
+        );
+        assert_eq!(
+            f[0].help,
+            "[ALPHA] Number of garbage collector resources sync errors"
+        );
+        assert_eq!(f[0].kind, crate::metrics::MetricType::Counter);
+        assert!(f[0].samples[0].labels.is_empty());
+        // Other tests in this process may count too.
+        assert!(matches!(f[0].samples[0].value,
+            crate::metrics::SampleValue::Scalar(v) if v >= before + 1.0));
     }
 
     #[test]
