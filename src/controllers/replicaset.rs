@@ -118,8 +118,9 @@ impl ReplicaSetController {
         if r.kind != self.kind_name() {
             return None;
         }
-        let owner = cache.store(self.flavor.kind()).get_in(ns, &r.name)?;
-        (obj::uid(&owner) == r.uid).then(|| obj::key(&owner))
+        let key = obj::make_key(ns, &r.name);
+        let uid = cache.store(self.flavor.kind()).uid_of(&key)?;
+        (uid == r.uid).then_some(key)
     }
 
     /// Owners in the pod's namespace whose (non-empty) selector matches it.

@@ -78,8 +78,9 @@ fn resolve(cache: &Cache, ns: &str, r: &obj::OwnerRef) -> Option<String> {
     if r.kind != "Deployment" {
         return None;
     }
-    let d = cache.store(DEPLOYMENTS).get_in(ns, &r.name)?;
-    (obj::uid(&d) == r.uid).then(|| obj::key(&d))
+    let key = obj::make_key(ns, &r.name);
+    let uid = cache.store(DEPLOYMENTS).uid_of(&key)?;
+    (uid == r.uid).then_some(key)
 }
 
 /// Upstream's GetDeploymentsForReplicaSet: Deployments in the namespace whose (non-empty)
