@@ -8,9 +8,10 @@ use crate::error::{Error, Result};
 use crate::queue::TokenBucket;
 use rustls_pki_types::pem::PemObject;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 
@@ -288,7 +289,7 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner {
                 base: cfg.server.trim_end_matches('/').to_string(),
-                agent: ureq::Agent::new_with_config(config),
+                agent: new_agent(config),
                 tls,
                 auth,
                 limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
@@ -622,7 +623,7 @@ impl Client {
         // Reads may be idle up to timeoutSeconds (bookmarks come about once a minute on a real
         // server); a little more than that detects a half-open connection.
         let per_read = Duration::from_secs(opts.timeout_seconds.max(60) + 30);
-        let agent = ureq::Agent::new_with_config(agent_config(
+        let agent = new_agent(agent_config(
             self.inner.tls.as_ref(),
             &self.inner.user_agent,
             Some(per_read),
@@ -783,6 +784,73 @@ impl Client {
     }
 }
 
+/// An agent with our resolver.
+fn new_agent(config: ureq::config::Config) -> ureq::Agent {
+    ureq::Agent::with_parts(
+        config,
+        ureq::unversioned::transport::DefaultConnector::default(),
+        Resolver,
+    )
+}
+
+/// How long a resolved host name is reused.
+const RESOLVED_TTL: Duration = Duration::from_secs(30);
+
+/// Name resolution that does not cost a thread per request. ureq resolves the server's host
+/// before it looks in its connection pool, on every request, and under a timeout its default
+/// resolver does that on a new thread: a benchmark run started 5,000 threads for it. An IP
+/// address (the usual kubeconfig server) needs no resolving; a host name is resolved by
+/// ureq's resolver (on its thread, within the timeout) and reused for `RESOLVED_TTL`.
+#[derive(Debug)]
+struct Resolver;
+
+type Resolved = ureq::unversioned::resolver::ResolvedSocketAddrs;
+
+fn resolved_cache() -> &'static Mutex<HashMap<String, (Instant, Resolved)>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, (Instant, Resolved)>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+impl ureq::unversioned::resolver::Resolver for Resolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> std::result::Result<Resolved, ureq::Error> {
+        let default = || ureq::unversioned::resolver::DefaultResolver::default();
+        let (Some(host), Some(scheme)) = (uri.host(), uri.scheme()) else {
+            return default().resolve(uri, config, timeout);
+        };
+        let port = uri.port_u16().unwrap_or(match scheme.as_str() {
+            "http" => 80,
+            _ => 443,
+        });
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+            let mut out = self.empty();
+            out.push(std::net::SocketAddr::new(ip, port));
+            return Ok(out);
+        }
+        let key = format!("{scheme}://{host}:{port}");
+        let now = Instant::now();
+        if let Some((at, addrs)) = resolved_cache()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            if now.duration_since(*at) < RESOLVED_TTL {
+                return Ok(addrs.clone());
+            }
+        }
+        let addrs = default().resolve(uri, config, timeout)?;
+        let mut cache = resolved_cache().lock().unwrap_or_else(|p| p.into_inner());
+        cache.retain(|_, (at, _)| now.duration_since(*at) < RESOLVED_TTL);
+        cache.insert(key, (now, addrs.clone()));
+        Ok(addrs)
+    }
+}
+
 /// The agent configuration: ordinary requests get a global timeout; a watch agent (own pool,
 /// so that it can be shut down alone) gets only a per-read timeout.
 fn agent_config(
@@ -909,6 +977,36 @@ pub fn percent_encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_resolve_without_lookup_and_names_are_reused() {
+        use ureq::unversioned::resolver::Resolver as _;
+        let cfg = ureq::config::Config::default();
+        let resolve = |u: &str| {
+            let uri: ureq::http::Uri = u.parse().unwrap();
+            let t = ureq::unversioned::transport::NextTimeout {
+                after: ureq::unversioned::transport::time::Duration::from_secs(5),
+                reason: ureq::Timeout::Resolve,
+                ..Default::default()
+            };
+            Resolver.resolve(&uri, &cfg, t).map(|a| a.to_vec())
+        };
+        assert_eq!(
+            resolve("https://127.0.0.1:6443/api").unwrap(),
+            vec!["127.0.0.1:6443".parse().unwrap()]
+        );
+        assert_eq!(
+            resolve("https://[::1]/api").unwrap(),
+            vec!["[::1]:443".parse().unwrap()]
+        );
+        let first = resolve("http://localhost:8080/").unwrap();
+        assert!(!first.is_empty());
+        assert!(resolved_cache()
+            .lock()
+            .unwrap()
+            .contains_key("http://localhost:8080"));
+        assert_eq!(resolve("http://localhost:8080/").unwrap(), first);
+    }
 
     #[test]
     fn query_encoding() {
