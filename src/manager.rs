@@ -124,7 +124,9 @@ fn apply_leaf(
                     ),
                 ));
             }
-            let created = match client.create(kind, ns.as_deref(), object) {
+            let shape = cache.write_shape(*kind);
+            let created = match client.create_shaped(kind, ns.as_deref(), object, shape.as_deref())
+            {
                 Err(e) if crate::controllers::serviceaccount::is_namespace_terminating(&e) => {
                     cache.saw_namespace_terminating(namespace);
                     return Err(e);
@@ -141,7 +143,8 @@ fn apply_leaf(
             Ok(Some(created))
         }
         Action::Update { kind, object } => {
-            let v = client.update(kind, object)?;
+            let shape = cache.write_shape(*kind);
+            let v = client.update_shaped(kind, object, None, shape.as_deref())?;
             log::debug!("{}: updated {} {}", ctrl.name(), kind, crate::obj::key(&v));
             cache.observe_write(*kind, &v);
             Ok(Some(v))
@@ -151,7 +154,8 @@ fn apply_leaf(
             object,
             subresource,
         } => {
-            let v = client.update_subresource(kind, object, subresource)?;
+            let shape = cache.write_shape(*kind);
+            let v = client.update_shaped(kind, object, Some(subresource), shape.as_deref())?;
             log::debug!(
                 "{}: updated {} {} {}",
                 ctrl.name(),
@@ -171,7 +175,16 @@ fn apply_leaf(
             subresource,
         } => {
             let ns = opt(namespace);
-            let v = client.patch(kind, ns.as_deref(), name, *patch_type, patch, *subresource)?;
+            let shape = cache.write_shape(*kind);
+            let v = client.patch_shaped(
+                kind,
+                ns.as_deref(),
+                name,
+                *patch_type,
+                patch,
+                *subresource,
+                shape.as_deref(),
+            )?;
             log::debug!(
                 "{}: patched {} {}",
                 ctrl.name(),

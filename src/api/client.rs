@@ -496,7 +496,24 @@ impl Client {
     }
 
     fn json(&self, method: &str, path: &str, body: Option<(&str, &str)>) -> Result<Value> {
-        self.request(method, path, body, "application/json")
+        self.json_shaped(method, path, body, None)
+    }
+
+    /// A JSON answer decoded without `metadata.managedFields` (nothing here reads it, and an
+    /// update that leaves it out keeps the server's), and with `fields` only `apiVersion`,
+    /// `kind`, `metadata` and those parts (`api::trim`).
+    fn json_shaped(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &str)>,
+        fields: Option<&[&str]>,
+    ) -> Result<Value> {
+        let bytes = self.request_bytes(method, path, body, "application/json")?;
+        match crate::api::trim::from_slice(&bytes, fields) {
+            Ok(v) => Ok(v),
+            Err(_) => Ok(parse_body(&bytes)),
+        }
     }
 
     pub fn get(&self, kind: &Kind, ns: Option<&str>, name: &str) -> Result<Value> {
@@ -678,35 +695,52 @@ impl Client {
     }
 
     pub fn create(&self, kind: &Kind, ns: Option<&str>, obj: &Value) -> Result<Value> {
+        self.create_shaped(kind, ns, obj, None)
+    }
+
+    /// As `create`, the answer decoded to `fields` (see `json_shaped`).
+    pub fn create_shaped(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        obj: &Value,
+        fields: Option<&[&str]>,
+    ) -> Result<Value> {
         let body = obj.to_string();
-        self.json(
+        self.json_shaped(
             "POST",
             &kind.collection_path(ns),
             Some(("application/json", &body)),
+            fields,
         )
     }
 
     /// PUT the whole object (optimistic concurrency through its resourceVersion).
     pub fn update(&self, kind: &Kind, obj: &Value) -> Result<Value> {
+        self.update_shaped(kind, obj, None, None)
+    }
+
+    /// PUT the object, or its `subresource`; the answer decoded to `fields`.
+    pub fn update_shaped(
+        &self,
+        kind: &Kind,
+        obj: &Value,
+        subresource: Option<&str>,
+        fields: Option<&[&str]>,
+    ) -> Result<Value> {
         let ns = Some(crate::obj::namespace(obj)).filter(|s| !s.is_empty());
         let body = obj.to_string();
-        self.json(
-            "PUT",
-            &kind.object_path(ns, crate::obj::name(obj)),
-            Some(("application/json", &body)),
-        )
+        let mut path = kind.object_path(ns, crate::obj::name(obj));
+        if let Some(sub) = subresource {
+            path.push('/');
+            path.push_str(sub);
+        }
+        self.json_shaped("PUT", &path, Some(("application/json", &body)), fields)
     }
 
     /// PUT `<object>/<subresource>` (status, finalize, approval, scale).
     pub fn update_subresource(&self, kind: &Kind, obj: &Value, subresource: &str) -> Result<Value> {
-        let ns = Some(crate::obj::namespace(obj)).filter(|s| !s.is_empty());
-        let body = obj.to_string();
-        let path = format!(
-            "{}/{}",
-            kind.object_path(ns, crate::obj::name(obj)),
-            subresource
-        );
-        self.json("PUT", &path, Some(("application/json", &body)))
+        self.update_shaped(kind, obj, Some(subresource), None)
     }
 
     pub fn update_status(&self, kind: &Kind, obj: &Value) -> Result<Value> {
@@ -722,6 +756,21 @@ impl Client {
         patch: &Value,
         subresource: Option<&str>,
     ) -> Result<Value> {
+        self.patch_shaped(kind, ns, name, pt, patch, subresource, None)
+    }
+
+    /// As `patch`, the answer decoded to `fields`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_shaped(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        pt: PatchType,
+        patch: &Value,
+        subresource: Option<&str>,
+        fields: Option<&[&str]>,
+    ) -> Result<Value> {
         let mut path = kind.object_path(ns, name);
         if let Some(s) = subresource {
             path.push('/');
@@ -731,7 +780,7 @@ impl Client {
             path.push_str("?fieldManager=edgekcm&force=true");
         }
         let body = patch.to_string();
-        self.json("PATCH", &path, Some((pt.content_type(), &body)))
+        self.json_shaped("PATCH", &path, Some((pt.content_type(), &body)), fields)
     }
 
     pub fn delete(

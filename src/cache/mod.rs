@@ -234,6 +234,26 @@ impl Cache {
             .collect()
     }
 
+    /// The parts of a `kind` object the cache keeps beyond metadata, to decode the answer to
+    /// a write in: None (whole) when some store keeps whole objects or none holds the kind.
+    pub fn write_shape(&self, kind: Kind) -> Option<Arc<[&'static str]>> {
+        let informers = self.informers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut union: Option<Vec<&'static str>> = None;
+        for ((k, _), i) in informers.iter() {
+            if *k != kind {
+                continue;
+            }
+            let keep = i.store.projection()?;
+            let u = union.get_or_insert_with(Vec::new);
+            for f in keep.iter() {
+                if !u.contains(f) {
+                    u.push(f);
+                }
+            }
+        }
+        union.map(Arc::from)
+    }
+
     /// Record the answer to our own write, so the next reconcile sees it at once.
     pub fn observe_write(&self, kind: Kind, o: &serde_json::Value) {
         for s in self.stores_admitting(kind, crate::obj::name(o)) {
