@@ -49,7 +49,7 @@ fn unreachable_empty() -> &'static Obj {
 /// so that neither needs to decode it. A decoded `serde_json::Value` costs about twelve times
 /// its text (every small map is a B-tree node of ~630 bytes); readers decode on demand.
 struct Entry {
-    json: Box<[u8]>,
+    json: Arc<[u8]>,
     uid: Box<str>,
     resource_version: Box<str>,
     /// UIDs named in ownerReferences; the controller's first when there is one.
@@ -69,7 +69,7 @@ impl Entry {
             owners.push(r.uid.as_str().into());
         }
         Entry {
-            json: serde_json::to_vec(o).unwrap_or_default().into_boxed_slice(),
+            json: serde_json::to_vec(o).unwrap_or_default().into(),
             uid: obj::uid(o).into(),
             resource_version: obj::resource_version(o).into(),
             owners: owners.into_boxed_slice(),
@@ -77,25 +77,9 @@ impl Entry {
         }
     }
 
-    /// The previous version for a `Delta`: metadata only.
-    fn unpack_metadata(&self) -> Option<Obj> {
-        match crate::api::trim::from_slice(&self.json, Some(&[])) {
-            Ok(v) => Some(Arc::new(v)),
-            Err(e) => {
-                log::error!("cache: a stored object does not decode: {e}");
-                None
-            }
-        }
-    }
-
-    fn unpack(&self) -> Option<Obj> {
-        match serde_json::from_slice(&self.json) {
-            Ok(v) => Some(Arc::new(v)),
-            Err(e) => {
-                log::error!("cache: a stored object does not decode: {e}");
-                None
-            }
-        }
+    /// The stored text, to decode once the lock is released.
+    fn text(&self) -> Text {
+        Text(self.json.clone())
     }
 
     fn controller_uid(&self) -> Option<&str> {
@@ -107,6 +91,36 @@ impl Entry {
     fn rv_number(&self) -> Option<u64> {
         self.resource_version.parse().ok()
     }
+}
+
+/// A stored object's text, decoded outside the store's lock.
+struct Text(Arc<[u8]>);
+
+impl Text {
+    fn decode(&self) -> Option<Obj> {
+        match serde_json::from_slice(&self.0) {
+            Ok(v) => Some(Arc::new(v)),
+            Err(e) => {
+                log::error!("cache: a stored object does not decode: {e}");
+                None
+            }
+        }
+    }
+
+    /// The previous version for a `Delta`: metadata only.
+    fn decode_metadata(&self) -> Option<Obj> {
+        match crate::api::trim::from_slice(&self.0, Some(&[])) {
+            Ok(v) => Some(Arc::new(v)),
+            Err(e) => {
+                log::error!("cache: a stored object does not decode: {e}");
+                None
+            }
+        }
+    }
+}
+
+fn decode_all(texts: Vec<Text>) -> Vec<Obj> {
+    texts.iter().filter_map(Text::decode).collect()
 }
 
 #[derive(Default)]
@@ -210,9 +224,8 @@ impl Store {
     }
 
     pub fn get(&self, key: &str) -> Option<Obj> {
-        let g = self.read();
-        let e = g.objects.get(key)?;
-        e.unpack()
+        let text = self.read().objects.get(key)?.text();
+        text.decode()
     }
 
     pub fn get_in(&self, ns: &str, name: &str) -> Option<Obj> {
@@ -237,11 +250,8 @@ impl Store {
     }
 
     pub fn list(&self) -> Vec<Obj> {
-        self.read()
-            .objects
-            .values()
-            .filter_map(Entry::unpack)
-            .collect()
+        let texts = self.read().objects.values().map(Entry::text).collect();
+        decode_all(texts)
     }
 
     pub fn keys(&self) -> Vec<String> {
@@ -252,42 +262,51 @@ impl Store {
     pub fn list_namespace(&self, ns: &str) -> Vec<Obj> {
         let lo = format!("{ns}/");
         let hi = format!("{ns}0"); // '0' follows '/'
-        self.read()
+        let texts = self
+            .read()
             .objects
             .range(lo..hi)
-            .filter_map(|(_, e)| e.unpack())
-            .collect()
+            .map(|(_, e)| e.text())
+            .collect();
+        decode_all(texts)
     }
 
     /// Objects whose ownerReferences name `uid`.
     pub fn by_owner(&self, uid: &str) -> Vec<Obj> {
-        let g = self.read();
-        g.by_owner
-            .get(uid)
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| g.objects.get(k).and_then(Entry::unpack))
-                    .collect()
-            })
-            .unwrap_or_default()
+        let texts = {
+            let g = self.read();
+            g.by_owner
+                .get(uid)
+                .map(|keys| {
+                    keys.iter()
+                        .filter_map(|k| g.objects.get(k).map(Entry::text))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        decode_all(texts)
     }
 
     /// The objects of namespace `ns` a controller with UID `uid` may own: those whose
     /// controller reference names it, and those with no controller reference at all. In
     /// key order; the same set as filtering `list_namespace` by controller, without the scan.
     pub fn claimable(&self, ns: &str, uid: &str) -> Vec<Obj> {
-        let g = self.read();
         let lo = format!("{ns}/");
         let hi = format!("{ns}0"); // '0' follows '/'
-        let mut keys: BTreeSet<&String> = g.uncontrolled.range(lo.clone()..hi.clone()).collect();
-        if let Some(owned) = g.by_owner.get(uid) {
-            keys.extend(owned.range(lo..hi));
-        }
-        keys.into_iter()
-            .filter_map(|k| g.objects.get(k))
-            .filter(|e| e.controller_uid().is_none_or(|c| c == uid))
-            .filter_map(Entry::unpack)
-            .collect()
+        let texts = {
+            let g = self.read();
+            let mut keys: BTreeSet<&String> =
+                g.uncontrolled.range(lo.clone()..hi.clone()).collect();
+            if let Some(owned) = g.by_owner.get(uid) {
+                keys.extend(owned.range(lo..hi));
+            }
+            keys.into_iter()
+                .filter_map(|k| g.objects.get(k))
+                .filter(|e| e.controller_uid().is_none_or(|c| c == uid))
+                .map(Entry::text)
+                .collect()
+        };
+        decode_all(texts)
     }
 
     pub fn resource_version(&self) -> String {
@@ -312,13 +331,14 @@ impl Store {
             log::warn!("cache: skipping an object without metadata.name");
             return None;
         }
+        let packed = (kind != DeltaKind::Deleted).then(|| Entry::pack(&o));
         let mut g = self.write();
         let rv = obj::resource_version(&o).to_string();
         if !rv.is_empty() {
             g.resource_version = rv;
         }
-        match kind {
-            DeltaKind::Deleted => {
+        match (kind, packed) {
+            (DeltaKind::Deleted, _) | (_, None) => {
                 g.tombstones.remove(&key);
                 g.take(&key);
                 Some(Delta {
@@ -327,7 +347,7 @@ impl Store {
                     new: None,
                 })
             }
-            DeltaKind::Added | DeltaKind::Updated => {
+            (DeltaKind::Added | DeltaKind::Updated, Some(packed)) => {
                 if g.tombstones
                     .get(&key)
                     .is_some_and(|uid| **uid == *obj::uid(&o))
@@ -341,9 +361,9 @@ impl Store {
                         return None;
                     }
                 }
-                let old = g
-                    .put(key, Entry::pack(&o))
-                    .and_then(|e| e.unpack_metadata());
+                let old = g.put(key, packed).map(|e| e.text());
+                drop(g);
+                let old = old.and_then(|t| t.decode_metadata());
                 let kind = if old.is_some() {
                     DeltaKind::Updated
                 } else {
@@ -366,6 +386,7 @@ impl Store {
             return;
         }
         let key = obj::key(&o);
+        let packed = Entry::pack(&o);
         let mut g = self.write();
         if let Some(new_rv) = rv_number(&o) {
             match g.objects.get(&key) {
@@ -384,7 +405,7 @@ impl Store {
                 None => {}
             }
         }
-        g.put(key, Entry::pack(&o));
+        g.put(key, packed);
     }
 
     /// Forget an object we deleted ourselves.
@@ -429,14 +450,14 @@ impl Store {
         let mut deltas = Vec::new();
         for (k, o) in &old.objects {
             match decoded.get(k) {
-                None => deltas.extend(o.unpack().map(|o| Delta {
+                None => deltas.extend(o.text().decode().map(|o| Delta {
                     // No final state was seen: the last one known.
                     kind: DeltaKind::Deleted,
                     old: Some(o),
                     new: None,
                 })),
                 Some(n) if obj::resource_version(n) != &*o.resource_version => {
-                    deltas.extend(o.unpack_metadata().map(|o| Delta {
+                    deltas.extend(o.text().decode_metadata().map(|o| Delta {
                         kind: DeltaKind::Updated,
                         old: Some(o),
                         new: Some(n.clone()),
