@@ -21,6 +21,7 @@
 //! unless `--authentication-tolerate-lookup-failure`) and re-read when a request needs them and
 //! they are older than [`CONFIGMAP_REFRESH`]; `--client-ca-file` is re-read when it changes.
 
+use crate::gofmt::go_quote;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -1164,27 +1165,6 @@ fn status_json(code: u16, reason: &'static str, message: &str, details: bool) ->
 /// 401 as the apiserver library writes it.
 pub fn unauthorized() -> Response {
     Response::json(401, status_json(401, "Unauthorized", "Unauthorized", false))
-}
-
-/// Go's `%q` for the messages (quotes, backslashes and control characters escaped).
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Markup characters are replaced so that an error never looks like HTML.

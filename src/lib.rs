@@ -10,6 +10,7 @@ pub mod controllers;
 pub mod credentials;
 pub mod error;
 pub mod events;
+pub mod gofmt;
 pub mod leader;
 pub mod manager;
 pub mod metrics;

@@ -20,9 +20,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{create_namespace, delete_namespace, eventually, unique, Kcm, Target};
+use common::{
+    create_namespace, delete_namespace, eventually, service_account_token, unique, Kcm, Target,
+};
 use edgekcm::api::client::Client;
-use edgekcm::api::resources::{CLUSTERROLEBINDINGS, CONFIGMAPS, SERVICEACCOUNTS};
+use edgekcm::api::resources::{CLUSTERROLEBINDINGS, CONFIGMAPS};
 use edgekcm::auth::{AuthOptions, Delegating, Reviewer};
 use edgekcm::queue::WorkQueue;
 use edgekcm::server::{Health, Request, RunningServer, ServeConfig, Server};
@@ -82,27 +84,6 @@ fn leaf(ca: &Ca, cn: &str, orgs: &[&str], expired: bool) -> Leaf {
 
 // ---------------------------------------------------------------------------------------------
 // Cluster helpers
-
-fn service_account_token(admin: &Client, ns: &str, name: &str) -> String {
-    admin
-        .create(
-            &SERVICEACCOUNTS,
-            Some(ns),
-            &json!({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":name}}),
-        )
-        .expect("create ServiceAccount");
-    let tr = admin
-        .create_subresource(
-            &SERVICEACCOUNTS,
-            Some(ns),
-            name,
-            "token",
-            &json!({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest",
-                    "spec":{"expirationSeconds":3600}}),
-        )
-        .expect("TokenRequest");
-    tr["status"]["token"].as_str().unwrap().to_string()
-}
 
 fn publish_auth_configmap(admin: &Client, data: Value) {
     let name = edgekcm::auth::AUTH_CONFIGMAP_NAME;

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use edgekcm::api::client::{Client, DeleteOptions};
-use edgekcm::api::resources::{CLUSTERROLEBINDINGS, CLUSTERROLES, CONFIGMAPS, SERVICEACCOUNTS};
+use edgekcm::api::resources::{CLUSTERROLEBINDINGS, CLUSTERROLES, CONFIGMAPS};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,27 +32,6 @@ fn kubeconfig_arg(t: &Target) -> String {
         .iter()
         .find_map(|a| a.strip_prefix("--kubeconfig=").map(str::to_string))
         .unwrap_or_else(|| t.kubeconfig().display().to_string())
-}
-
-fn service_account_token(admin: &Client, ns: &str, name: &str) -> String {
-    admin
-        .create(
-            &SERVICEACCOUNTS,
-            Some(ns),
-            &json!({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":name}}),
-        )
-        .expect("create ServiceAccount");
-    let tr = admin
-        .create_subresource(
-            &SERVICEACCOUNTS,
-            Some(ns),
-            name,
-            "token",
-            &json!({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest",
-                    "spec":{"expirationSeconds":3600}}),
-        )
-        .expect("TokenRequest");
-    tr["status"]["token"].as_str().expect("token").to_string()
 }
 
 fn agent() -> ureq::Agent {

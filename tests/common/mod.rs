@@ -281,3 +281,25 @@ impl Drop for Cleanup {
         }
     }
 }
+
+/// A new ServiceAccount `name` in `ns`, and a token for it (TokenRequest, one hour).
+pub fn service_account_token(admin: &Client, ns: &str, name: &str) -> String {
+    admin
+        .create(
+            &edgekcm::api::resources::SERVICEACCOUNTS,
+            Some(ns),
+            &json!({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":name}}),
+        )
+        .expect("create ServiceAccount");
+    let tr = admin
+        .create_subresource(
+            &edgekcm::api::resources::SERVICEACCOUNTS,
+            Some(ns),
+            name,
+            "token",
+            &json!({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest",
+                    "spec":{"expirationSeconds":3600}}),
+        )
+        .expect("TokenRequest");
+    tr["status"]["token"].as_str().expect("token").to_string()
+}
