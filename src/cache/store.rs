@@ -98,18 +98,16 @@ struct Text(Arc<[u8]>);
 
 impl Text {
     fn decode(&self) -> Option<Obj> {
-        match serde_json::from_slice(&self.0) {
-            Ok(v) => Some(Arc::new(v)),
-            Err(e) => {
-                log::error!("cache: a stored object does not decode: {e}");
-                None
-            }
-        }
+        self.decode_as(None)
     }
 
     /// The previous version for a `Delta`: metadata only.
     fn decode_metadata(&self) -> Option<Obj> {
-        match crate::api::trim::from_slice(&self.0, Some(&[])) {
+        self.decode_as(Some(&[]))
+    }
+
+    fn decode_as(&self, fields: Option<&[&str]>) -> Option<Obj> {
+        match crate::api::trim::from_slice(&self.0, fields) {
             Ok(v) => Some(Arc::new(v)),
             Err(e) => {
                 log::error!("cache: a stored object does not decode: {e}");
@@ -230,11 +228,6 @@ impl Store {
 
     pub fn get_in(&self, ns: &str, name: &str) -> Option<Obj> {
         self.get(&obj::make_key(ns, name))
-    }
-
-    /// Whether an object with this key is stored, without decoding it.
-    pub fn contains(&self, key: &str) -> bool {
-        self.read().objects.contains_key(key)
     }
 
     /// The stored object's UID, without decoding it.
