@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    create_namespace, delete_namespace, eventually, service_account_token, unique, Kcm, Target,
+    create_namespace, delete_namespace, eventually, insecure_https_agent, service_account_token,
+    unique, Kcm, Target,
 };
 use edgekcm::api::client::Client;
 use edgekcm::api::resources::{CLUSTERROLEBINDINGS, CONFIGMAPS};
@@ -781,27 +782,6 @@ fn start_server(d: &Arc<Delegating>) -> RunningServer {
     s.start().unwrap()
 }
 
-fn https_agent(client: Option<&Leaf>) -> ureq::Agent {
-    use ureq::tls::{Certificate, ClientCert, PrivateKey, TlsConfig};
-    let mut tls = TlsConfig::builder()
-        .disable_verification(true)
-        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
-    if let Some(l) = client {
-        tls = tls.client_cert(Some(ClientCert::new_with_certs(
-            &[Certificate::from_pem(l.pem.as_bytes()).unwrap().to_owned()],
-            PrivateKey::from_pem(l.key_pem.as_bytes())
-                .unwrap()
-                .to_owned(),
-        )));
-    }
-    ureq::Agent::config_builder()
-        .tls_config(tls.build())
-        .http_status_as_error(false)
-        .proxy(None)
-        .build()
-        .new_agent()
-}
-
 struct Answer {
     status: u16,
     content_type: String,
@@ -861,7 +841,7 @@ fn sandbox_metrics_exposition_over_https() {
     t.sandbox()
         .unwrap()
         .deny_access("system:anonymous", "/metrics");
-    let anon = https_agent(None);
+    let anon = insecure_https_agent(None);
     let a = fetch(&anon, &format!("{base}/metrics"), None);
     assert_eq!(a.status, 403, "{}", a.body);
     assert_eq!(a.cache_control, "no-cache, private");
@@ -873,7 +853,11 @@ fn sandbox_metrics_exposition_over_https() {
 
     // A client certificate over TLS, and the admin token: both get the exposition.
     let cert = leaf(&ca, "scraper", &["system:masters"], false);
-    let a = fetch(&https_agent(Some(&cert)), &format!("{base}/metrics"), None);
+    let a = fetch(
+        &insecure_https_agent(Some((cert.pem.as_str(), cert.key_pem.as_str()))),
+        &format!("{base}/metrics"),
+        None,
+    );
     assert_eq!(a.status, 200, "{}", a.body);
     let a = fetch(&anon, &format!("{base}/metrics"), Some("sandbox-admin"));
     assert_eq!(a.status, 200);
@@ -1011,7 +995,7 @@ fn secure_port_scenario(t: &Target) {
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let mut kcm = Kcm::start(t, "secure-port", &extra);
     let base = format!("https://127.0.0.1:{port}");
-    let anon = https_agent(None);
+    let anon = insecure_https_agent(None);
 
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         eventually(Duration::from_secs(30), "/healthz answers", || {

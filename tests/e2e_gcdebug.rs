@@ -11,7 +11,6 @@ use common::*;
 use edgekcm::api::client::{Client, DeleteOptions};
 use edgekcm::api::resources::{CLUSTERROLEBINDINGS, CLUSTERROLES, CONFIGMAPS};
 use serde_json::{json, Value};
-use std::sync::Arc;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -32,20 +31,6 @@ fn kubeconfig_arg(t: &Target) -> String {
         .iter()
         .find_map(|a| a.strip_prefix("--kubeconfig=").map(str::to_string))
         .unwrap_or_else(|| t.kubeconfig().display().to_string())
-}
-
-fn agent() -> ureq::Agent {
-    use ureq::tls::TlsConfig;
-    let tls = TlsConfig::builder()
-        .disable_verification(true)
-        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .build();
-    ureq::Agent::config_builder()
-        .tls_config(tls)
-        .http_status_as_error(false)
-        .proxy(None)
-        .build()
-        .new_agent()
 }
 
 struct Answer {
@@ -205,7 +190,7 @@ fn scenario_graph(t: &Target) {
     }
     let mut kcm = Kcm::start(t, "gcdebug", &args);
     let base = format!("https://127.0.0.1:{port}");
-    let a = agent();
+    let a = insecure_https_agent(None);
     let graph_of = |q: &str| format!("{base}{GRAPH}{q}");
 
     eventually(Duration::from_secs(30), "/healthz answers", || {

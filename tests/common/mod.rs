@@ -303,3 +303,26 @@ pub fn service_account_token(admin: &Client, ns: &str, name: &str) -> String {
         .expect("TokenRequest");
     tr["status"]["token"].as_str().expect("token").to_string()
 }
+
+/// An HTTPS client for edgekcm's secure port that does not verify the server's (self-signed)
+/// certificate, optionally presenting a client certificate `(cert PEM, key PEM)`.
+pub fn insecure_https_agent(client_cert: Option<(&str, &str)>) -> ureq::Agent {
+    use ureq::tls::{Certificate, ClientCert, PrivateKey, TlsConfig};
+    let mut tls = TlsConfig::builder()
+        .disable_verification(true)
+        .unversioned_rustls_crypto_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ));
+    if let Some((cert, key)) = client_cert {
+        tls = tls.client_cert(Some(ClientCert::new_with_certs(
+            &[Certificate::from_pem(cert.as_bytes()).unwrap().to_owned()],
+            PrivateKey::from_pem(key.as_bytes()).unwrap().to_owned(),
+        )));
+    }
+    ureq::Agent::config_builder()
+        .tls_config(tls.build())
+        .http_status_as_error(false)
+        .proxy(None)
+        .build()
+        .new_agent()
+}
