@@ -298,6 +298,9 @@ struct State<K> {
     seq: u64,
     shutting_down: bool,
     drain: bool,
+    /// Getters blocked on `ready`. Waking is skipped when there are none: with every worker
+    /// busy (a long queue) each add would otherwise cost a futex syscall for nothing.
+    idle: usize,
     metrics: Metrics<K>,
 }
 
@@ -341,6 +344,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 seq: 0,
                 shutting_down: false,
                 drain: false,
+                idle: 0,
                 metrics: Metrics {
                     adds: 0,
                     retries: 0,
@@ -386,7 +390,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             return;
         }
         st.queue.push_back(k);
-        self.ready.notify_one();
+        self.wake_one(st);
+    }
+
+    fn wake_one(&self, st: &State<K>) {
+        if st.idle > 0 {
+            self.ready.notify_one();
+        }
     }
 
     /// Move every delayed key that is due onto the queue, earliest first.
@@ -434,7 +444,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             key: k,
         });
         // A blocked getter may have to wake earlier than it planned.
-        self.ready.notify_one();
+        self.wake_one(&st);
     }
 
     /// Add `k` after the delay the rate limiter chooses.
@@ -478,6 +488,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 return None;
             }
             let next = st.waiting.peek().map(|w| w.ready_at);
+            st.idle += 1;
             st = match next {
                 Some(t) => {
                     let timeout = t.saturating_duration_since(now);
@@ -488,6 +499,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 }
                 None => self.ready.wait(st).unwrap_or_else(|e| e.into_inner()),
             };
+            st.idle -= 1;
         }
     }
 
@@ -503,7 +515,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         st.processing.remove(k);
         if st.dirty.contains(k) {
             st.queue.push_back(k.clone());
-            self.ready.notify_one();
+            self.wake_one(&st);
         } else if st.processing.is_empty() {
             // Idle workers only need waking to exit (shutting down with nothing in flight);
             // waking all of them whenever the last key finishes made every idle worker of a
