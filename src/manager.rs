@@ -415,7 +415,7 @@ fn worker(
             client: &client,
         };
         match ctrl.reconcile(&cx, &key) {
-            Ok(outcome) => {
+            Ok(mut outcome) => {
                 let run = Run {
                     cache: &cache,
                     client: &client,
@@ -426,6 +426,29 @@ fn worker(
                 };
                 for a in &outcome.actions {
                     run.one(a);
+                }
+                if outcome.status_after_writes {
+                    let cx = Cx {
+                        now: SystemTime::now(),
+                        ..cx
+                    };
+                    match ctrl.status_after_writes(&cx, &key) {
+                        Ok(report) => {
+                            for a in &report.actions {
+                                run.one(a);
+                            }
+                            outcome.requeue_after =
+                                match (outcome.requeue_after, report.requeue_after) {
+                                    (Some(a), Some(b)) => Some(a.min(b)),
+                                    (a, b) => a.or(b),
+                                };
+                        }
+                        Err(e) => run
+                            .failures
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(e),
+                    }
                 }
                 let failures = run.failures.into_inner().unwrap_or_else(|p| p.into_inner());
                 let conflict = failures.iter().any(|e| e.is_conflict());

@@ -193,6 +193,11 @@ pub struct Outcome {
     pub actions: Vec<Action>,
     /// Look at this key again after this long even if nothing changes.
     pub requeue_after: Option<Duration>,
+    /// Once `actions` are applied, call [`Controller::status_after_writes`] for the same key:
+    /// the status is then computed from what the writes left in the cache (the pods just
+    /// created or deleted) instead of from what the cache held before them. One status write
+    /// instead of two (a stale one now, the real one a sync later, behind the whole queue).
+    pub status_after_writes: bool,
 }
 
 impl Outcome {
@@ -202,7 +207,7 @@ impl Outcome {
     pub fn with(actions: Vec<Action>) -> Self {
         Outcome {
             actions,
-            requeue_after: None,
+            ..Outcome::default()
         }
     }
 }
@@ -259,6 +264,11 @@ pub trait Controller: Send + Sync {
     fn keys_for(&self, watch: &Watch, delta: &Delta, cache: &Cache) -> Vec<String>;
     /// Read the cache, decide, return the actions. No I/O besides `cx.client` reads.
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome>;
+    /// Asked right after the actions of an outcome with `status_after_writes` were applied: the
+    /// status writes only (no new creates or deletes), from the cache as the writes left it.
+    fn status_after_writes(&self, _cx: &Cx, _key: &str) -> Result<Outcome> {
+        Ok(Outcome::none())
+    }
     /// Parallel workers (a `--concurrent-*-syncs` value, or upstream's fixed count).
     fn workers(&self) -> usize {
         1

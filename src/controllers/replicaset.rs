@@ -97,6 +97,185 @@ pub struct ReplicaSetController {
 }
 
 impl ReplicaSetController {
+    /// One sync. With `act` it decides creates, deletes, adoptions and releases; when it
+    /// creates or deletes, the status is left to a second call without `act` right after
+    /// those writes ([`Controller::status_after_writes`]), which counts the pods the cache
+    /// then holds. Without `act` it only reports: the status from the cache, including a
+    /// failure the writes just met (upstream reports it in the same sync too).
+    fn sync(&self, cx: &Cx, key: &str, act: bool) -> Result<Outcome> {
+        let kind = self.flavor.kind();
+        let Some(owner) = cx.cache.store(kind).get(key) else {
+            self.forget(key);
+            return Ok(Outcome::none());
+        };
+        let ns = obj::namespace(&owner).to_string();
+        let uid = obj::uid(&owner).to_string();
+        let selector = self.flavor.selector(&owner);
+        if let Some(s) = &selector {
+            if !selector_valid(s) {
+                log::warn!("{}: {key}: invalid selector {s}", self.name());
+                return Ok(Outcome::none());
+            }
+        }
+        let pods = cx.cache.store(PODS);
+        let settled = self.creations_settled(key, &uid, &ns, &pods);
+
+        // Candidates: pods naming this owner, and orphans of the namespace.
+        let mut candidates: BTreeMap<String, Obj> = BTreeMap::new();
+        for p in pods.by_owner(&uid) {
+            if obj::namespace(&p) == ns {
+                candidates.insert(obj::name(&p).to_string(), p);
+            }
+        }
+        let orphan_names: Vec<String> = self
+            .track()
+            .orphans
+            .get(&ns)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for name in orphan_names {
+            if let std::collections::btree_map::Entry::Vacant(e) = candidates.entry(name) {
+                if let Some(p) = pods.get_in(&ns, e.key()) {
+                    e.insert(p);
+                }
+            }
+        }
+        {
+            let mut t = self.track();
+            candidates.retain(|name, p| {
+                if !is_pod_active(p) {
+                    return false;
+                }
+                let pk = obj::make_key(&ns, name);
+                match t.deleted.get(&pk) {
+                    Some((u, at)) if u == obj::uid(p) && at.elapsed() < EXPECTATIONS_TIMEOUT => {
+                        false
+                    }
+                    Some(_) => {
+                        t.deleted.remove(&pk);
+                        true
+                    }
+                    None => true,
+                }
+            });
+        }
+
+        let mut actions = Vec::new();
+        let mut claimed: Vec<Obj> = Vec::new();
+        let mut adopt: Vec<Obj> = Vec::new();
+        for p in candidates.into_values() {
+            match refmanager::claim(&owner, selector.as_ref(), &p) {
+                Claim::Owned => claimed.push(p),
+                Claim::Adopt | Claim::Release if !act => {}
+                Claim::Adopt => adopt.push(p),
+                Claim::Release => {
+                    log::debug!(
+                        "{}: {key}: releasing pod {} (no longer selected)",
+                        self.name(),
+                        obj::name(&p)
+                    );
+                    actions.push(Action::Patch {
+                        kind: PODS,
+                        namespace: ns.clone(),
+                        name: obj::name(&p).to_string(),
+                        patch_type: PatchType::Strategic,
+                        patch: refmanager::release_patch(&uid, obj::uid(&p)),
+                        subresource: None,
+                    });
+                }
+                Claim::Ignore => {}
+            }
+        }
+        if !adopt.is_empty() {
+            if let Err(e) = self.can_adopt(cx, &owner) {
+                let p = &adopt[0];
+                return Err(Error::Config(format!(
+                    "can't adopt Pod {ns}/{} ({}): {e}",
+                    obj::name(p),
+                    obj::uid(p)
+                )));
+            }
+            for p in adopt {
+                log::debug!("{}: {key}: adopting pod {}", self.name(), obj::name(&p));
+                actions.push(Action::Patch {
+                    kind: PODS,
+                    namespace: ns.clone(),
+                    name: obj::name(&p).to_string(),
+                    patch_type: PatchType::Strategic,
+                    patch: refmanager::adopt_patch(&kind, &owner, obj::uid(&p)),
+                    subresource: None,
+                });
+                claimed.push(p);
+            }
+        }
+
+        let replicas = spec_replicas(&owner);
+        // The outcome of the previous attempt is what status reports (see `applied`).
+        let mut manage_err = self.track().manage_err.get(key).cloned();
+        let mut requeue: Option<Duration> = None;
+        let mut status_after_writes = false;
+        match settled {
+            _ if !act => {}
+            Err(wait) => {
+                log::debug!(
+                    "{}: {key}: waiting for created pods to be observed",
+                    self.name()
+                );
+                requeue = Some(wait);
+            }
+            Ok(()) if !obj::is_deleting(&owner) => {
+                self.track().manage_err.remove(key);
+                let (acts, err) = self.manage(cx, &owner, &claimed, replicas);
+                status_after_writes = !acts.is_empty();
+                actions.extend(acts);
+                if err.is_some() {
+                    manage_err = err.clone();
+                    if let Some(e) = err {
+                        self.track().manage_err.insert(key.to_string(), e);
+                    }
+                } else if claimed.len() == replicas {
+                    manage_err = None;
+                }
+            }
+            Ok(()) => {}
+        }
+
+        // After creates or deletes the status follows those writes (see `sync`).
+        let status = (!status_after_writes)
+            .then(|| calculate_status(&owner, &claimed, manage_err.as_deref(), cx.now))
+            .and_then(|st| status_update(&owner, st));
+        if let Some(updated) = status {
+            actions.push(Action::UpdateSubresource {
+                kind,
+                object: updated,
+                subresource: "status",
+            });
+        }
+        let min_ready = min_ready_seconds(&owner);
+        if min_ready > 0 {
+            let next = claimed
+                .iter()
+                .filter(|p| is_pod_ready(p) && !is_pod_available(p, min_ready, cx.now))
+                .filter_map(|p| ready_time(p))
+                .map(|t| {
+                    (t + Duration::from_secs(min_ready as u64))
+                        .duration_since(cx.now)
+                        .unwrap_or_default()
+                        + Duration::from_millis(100)
+                })
+                .min();
+            requeue = match (requeue, next) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(Outcome {
+            actions,
+            requeue_after: requeue,
+            status_after_writes,
+        })
+    }
+
     pub fn new(flavor: Flavor, workers: usize) -> Self {
         ReplicaSetController {
             flavor,
@@ -459,169 +638,11 @@ impl Controller for ReplicaSetController {
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
-        let kind = self.flavor.kind();
-        let Some(owner) = cx.cache.store(kind).get(key) else {
-            self.forget(key);
-            return Ok(Outcome::none());
-        };
-        let ns = obj::namespace(&owner).to_string();
-        let uid = obj::uid(&owner).to_string();
-        let selector = self.flavor.selector(&owner);
-        if let Some(s) = &selector {
-            if !selector_valid(s) {
-                log::warn!("{}: {key}: invalid selector {s}", self.name());
-                return Ok(Outcome::none());
-            }
-        }
-        let pods = cx.cache.store(PODS);
-        let settled = self.creations_settled(key, &uid, &ns, &pods);
+        self.sync(cx, key, true)
+    }
 
-        // Candidates: pods naming this owner, and orphans of the namespace.
-        let mut candidates: BTreeMap<String, Obj> = BTreeMap::new();
-        for p in pods.by_owner(&uid) {
-            if obj::namespace(&p) == ns {
-                candidates.insert(obj::name(&p).to_string(), p);
-            }
-        }
-        let orphan_names: Vec<String> = self
-            .track()
-            .orphans
-            .get(&ns)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
-        for name in orphan_names {
-            if let std::collections::btree_map::Entry::Vacant(e) = candidates.entry(name) {
-                if let Some(p) = pods.get_in(&ns, e.key()) {
-                    e.insert(p);
-                }
-            }
-        }
-        {
-            let mut t = self.track();
-            candidates.retain(|name, p| {
-                if !is_pod_active(p) {
-                    return false;
-                }
-                let pk = obj::make_key(&ns, name);
-                match t.deleted.get(&pk) {
-                    Some((u, at)) if u == obj::uid(p) && at.elapsed() < EXPECTATIONS_TIMEOUT => {
-                        false
-                    }
-                    Some(_) => {
-                        t.deleted.remove(&pk);
-                        true
-                    }
-                    None => true,
-                }
-            });
-        }
-
-        let mut actions = Vec::new();
-        let mut claimed: Vec<Obj> = Vec::new();
-        let mut adopt: Vec<Obj> = Vec::new();
-        for p in candidates.into_values() {
-            match refmanager::claim(&owner, selector.as_ref(), &p) {
-                Claim::Owned => claimed.push(p),
-                Claim::Adopt => adopt.push(p),
-                Claim::Release => {
-                    log::debug!(
-                        "{}: {key}: releasing pod {} (no longer selected)",
-                        self.name(),
-                        obj::name(&p)
-                    );
-                    actions.push(Action::Patch {
-                        kind: PODS,
-                        namespace: ns.clone(),
-                        name: obj::name(&p).to_string(),
-                        patch_type: PatchType::Strategic,
-                        patch: refmanager::release_patch(&uid, obj::uid(&p)),
-                        subresource: None,
-                    });
-                }
-                Claim::Ignore => {}
-            }
-        }
-        if !adopt.is_empty() {
-            if let Err(e) = self.can_adopt(cx, &owner) {
-                let p = &adopt[0];
-                return Err(Error::Config(format!(
-                    "can't adopt Pod {ns}/{} ({}): {e}",
-                    obj::name(p),
-                    obj::uid(p)
-                )));
-            }
-            for p in adopt {
-                log::debug!("{}: {key}: adopting pod {}", self.name(), obj::name(&p));
-                actions.push(Action::Patch {
-                    kind: PODS,
-                    namespace: ns.clone(),
-                    name: obj::name(&p).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::adopt_patch(&kind, &owner, obj::uid(&p)),
-                    subresource: None,
-                });
-                claimed.push(p);
-            }
-        }
-
-        let replicas = spec_replicas(&owner);
-        // The outcome of the previous attempt is what status reports (see `applied`).
-        let mut manage_err = self.track().manage_err.get(key).cloned();
-        let mut requeue: Option<Duration> = None;
-        match settled {
-            Err(wait) => {
-                log::debug!(
-                    "{}: {key}: waiting for created pods to be observed",
-                    self.name()
-                );
-                requeue = Some(wait);
-            }
-            Ok(()) if !obj::is_deleting(&owner) => {
-                self.track().manage_err.remove(key);
-                let (acts, err) = self.manage(cx, &owner, &claimed, replicas);
-                actions.extend(acts);
-                if err.is_some() {
-                    manage_err = err.clone();
-                    if let Some(e) = err {
-                        self.track().manage_err.insert(key.to_string(), e);
-                    }
-                } else if claimed.len() == replicas {
-                    manage_err = None;
-                }
-            }
-            Ok(()) => {}
-        }
-
-        let status = calculate_status(&owner, &claimed, manage_err.as_deref(), cx.now);
-        if let Some(updated) = status_update(&owner, status) {
-            actions.push(Action::UpdateSubresource {
-                kind,
-                object: updated,
-                subresource: "status",
-            });
-        }
-        let min_ready = min_ready_seconds(&owner);
-        if min_ready > 0 {
-            let next = claimed
-                .iter()
-                .filter(|p| is_pod_ready(p) && !is_pod_available(p, min_ready, cx.now))
-                .filter_map(|p| ready_time(p))
-                .map(|t| {
-                    (t + Duration::from_secs(min_ready as u64))
-                        .duration_since(cx.now)
-                        .unwrap_or_default()
-                        + Duration::from_millis(100)
-                })
-                .min();
-            requeue = match (requeue, next) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        Ok(Outcome {
-            actions,
-            requeue_after: requeue,
-        })
+    fn status_after_writes(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        self.sync(cx, key, false)
     }
 
     fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
@@ -1510,11 +1531,43 @@ mod tests {
         assert_eq!(report.failure_prefix, "Error creating: ");
         assert_eq!(report.about.kind, "ReplicaSet");
         assert!(matches!(&**action, Action::Create { kind, .. } if *kind == PODS));
-        // status: observedGeneration moves to 2 even with 0 replicas
-        assert!(matches!(
-            out.actions.last(),
-            Some(Action::UpdateSubresource { .. })
-        ));
+        // The status waits for the creates, then counts the pods they left in the cache.
+        assert!(out.status_after_writes);
+        assert!(!out
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::UpdateSubresource { .. })));
+        for name in ["web-a", "web-b"] {
+            cache.observe_write(PODS, &pod(name, Some(&o), json!({"app": "web"})));
+        }
+        let rep = c
+            .status_after_writes(&cx(&cache, &client), "ns/web")
+            .expect("status");
+        let [Action::UpdateSubresource { object, .. }] = &rep.actions[..] else {
+            panic!("{:?}", rep.actions)
+        };
+        assert_eq!(object["status"]["replicas"], 2);
+        assert_eq!(object["status"]["observedGeneration"], 2);
+        assert!(!rep.status_after_writes);
+        assert_eq!(creates(&rep), 0, "a report never creates");
+    }
+
+    #[test]
+    fn without_writes_the_status_comes_with_the_decision() {
+        let o = rs("web", 1);
+        let p = pod("web-a", Some(&o), json!({"app": "web"}));
+        let (cache, client) = cx_with(&[(REPLICASETS, o), (PODS, p)]);
+        let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+        let out = c
+            .reconcile(&cx(&cache, &client), "ns/web")
+            .expect("reconcile");
+        assert!(!out.status_after_writes);
+        let [Action::UpdateSubresource { object, .. }] = &out.actions[..] else {
+            panic!("{:?}", out.actions)
+        };
+        // observedGeneration moves to 2 with nothing to create
+        assert_eq!(object["status"]["observedGeneration"], 2);
+        assert_eq!(object["status"]["replicas"], 1);
     }
 
     #[test]
@@ -1832,7 +1885,7 @@ mod tests {
     }
 
     #[test]
-    fn failed_attempt_shows_in_status_next_time() {
+    fn failed_attempt_shows_in_status_right_after() {
         let o = rs("web", 1);
         let (cache, client) = cx_with(&[(REPLICASETS, o)]);
         let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
@@ -1852,8 +1905,8 @@ mod tests {
         );
         c.applied("ns/web", &create, Applied::Failed(&err));
         let out = c
-            .reconcile(&cx(&cache, &client), "ns/web")
-            .expect("reconcile");
+            .status_after_writes(&cx(&cache, &client), "ns/web")
+            .expect("status");
         let Some(Action::UpdateSubresource { object, .. }) = out.actions.last() else {
             panic!("{:?}", out.actions)
         };

@@ -351,6 +351,7 @@ impl Controller for DeploymentController {
         Ok(Outcome {
             actions,
             requeue_after,
+            ..Outcome::default()
         })
     }
 
