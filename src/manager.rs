@@ -18,7 +18,8 @@ struct Entry {
     ctrl: Arc<dyn Controller>,
     /// The identity this controller writes with.
     client: Client,
-    queue: Arc<WorkQueue<String>>,
+    /// None for a self-driven controller (it keeps its own queues).
+    queue: Option<Arc<WorkQueue<String>>>,
 }
 
 pub struct Manager {
@@ -492,10 +493,16 @@ impl Manager {
 
     /// Register a controller: its informers and event handlers (nothing runs yet).
     pub fn add(&mut self, ctrl: Arc<dyn Controller>, client: Client) {
-        let queue = WorkQueue::new(ctrl.name());
         if let Some(sd) = ctrl.self_driven() {
             sd.register(&self.cache);
+            self.entries.push(Entry {
+                ctrl,
+                client,
+                queue: None,
+            });
+            return;
         }
+        let queue = WorkQueue::new(ctrl.queue_name());
         for w in ctrl.watches() {
             let inf = self.cache.informer_for(&w);
             let (c, q, cache) = (ctrl.clone(), queue.clone(), Arc::downgrade(&self.cache));
@@ -510,7 +517,7 @@ impl Manager {
         self.entries.push(Entry {
             ctrl,
             client,
-            queue,
+            queue: Some(queue),
         });
     }
 
@@ -529,16 +536,18 @@ impl Manager {
         }
         log::info!("caches synced for {} kinds", self.cache.kinds().len());
         for e in &self.entries {
-            if let Some(sd) = e.ctrl.self_driven() {
-                log::info!("starting {}", e.ctrl.name());
-                self.workers.extend(sd.start(RunEnv {
-                    cache: self.cache.clone(),
-                    client: e.client.clone(),
-                    recorder: self.recorder.clone(),
-                    stop: self.stop.clone(),
-                }));
+            let (Some(queue), None) = (&e.queue, e.ctrl.self_driven()) else {
+                if let Some(sd) = e.ctrl.self_driven() {
+                    log::info!("starting {}", e.ctrl.name());
+                    self.workers.extend(sd.start(RunEnv {
+                        cache: self.cache.clone(),
+                        client: e.client.clone(),
+                        recorder: self.recorder.clone(),
+                        stop: self.stop.clone(),
+                    }));
+                }
                 continue;
-            }
+            };
             let n = e.ctrl.workers().max(1);
             log::info!(
                 "starting {} ({} worker{})",
@@ -552,7 +561,7 @@ impl Manager {
                     self.recorder.clone(),
                     e.ctrl.clone(),
                     e.client.clone(),
-                    e.queue.clone(),
+                    queue.clone(),
                 );
                 let t = std::thread::Builder::new()
                     .name(format!("{}-{i}", e.ctrl.name()))
@@ -571,7 +580,9 @@ impl Manager {
     pub fn shutdown(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         for e in &self.entries {
-            e.queue.shut_down();
+            if let Some(q) = &e.queue {
+                q.shut_down();
+            }
             if let Some(sd) = e.ctrl.self_driven() {
                 sd.shutdown();
             }
@@ -614,6 +625,9 @@ mod tests {
 
     impl Controller for Probe {
         fn name(&self) -> &'static str {
+            "probe"
+        }
+        fn queue_name(&self) -> &'static str {
             "probe"
         }
         fn watches(&self) -> Vec<Watch> {
@@ -816,5 +830,32 @@ mod tests {
         let seen = probe.seen.lock().map(|s| s.clone()).unwrap_or_default();
         assert_eq!(seen.len(), 2);
         assert!(seen.iter().all(|(_, w)| *w == "done"));
+    }
+
+    #[test]
+    fn work_queues_carry_upstream_names_and_self_driven_controllers_add_none() {
+        let (_sb, client, cache, recorder) = against_sandbox();
+        let mut m = Manager::new(cache, Arc::new(recorder));
+        m.add(
+            Arc::new(crate::controllers::replicaset::ReplicaSetController::new(
+                crate::controllers::replicaset::Flavor::ReplicationController,
+                1,
+            )),
+            client.clone(),
+        );
+        m.add(
+            Arc::new(crate::controllers::namespace::NamespaceController::new(
+                1,
+                Duration::from_secs(300),
+            )),
+            client,
+        );
+        let text = crate::metrics::render();
+        assert!(
+            text.contains("workqueue_depth{name=\"replicationmanager\"} 0"),
+            "{text}"
+        );
+        assert!(!text.contains("name=\"replicationcontroller-controller\""));
+        assert!(!text.contains("name=\"namespace-controller\""));
     }
 }

@@ -258,6 +258,9 @@ pub trait Controller: Send + Sync {
     fn event_component(&self) -> &'static str {
         self.name()
     }
+    /// Upstream's work-queue name: the `name` label of the `workqueue_*` metrics (e.g.
+    /// "replicaset" for replicaset-controller), which dashboards and alerts select on.
+    fn queue_name(&self) -> &'static str;
     /// What it reads; the primary kind first.
     fn watches(&self) -> Vec<Watch>;
     /// Keys of primary objects to reconcile after a change of a watched object.

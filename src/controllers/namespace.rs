@@ -37,6 +37,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// The finalizer this controller owns in `spec.finalizers`.
 pub const FINALIZER: &str = "kubernetes";
+/// Upstream's work-queue name (the `workqueue_*` metrics' `name` label).
+const QUEUE_NAME: &str = "namespace";
 /// Upstream waits this long after a namespace event before acting (HA apiservers and etcd
 /// members catch up with the deletion meanwhile).
 pub const DELETION_GRACE: Duration = Duration::from_secs(5);
@@ -393,7 +395,7 @@ impl NamespaceController {
         ]);
         NamespaceController {
             inner: Arc::new(Inner {
-                queue: WorkQueue::with_rate_limiter("namespace", Box::new(rl)),
+                queue: WorkQueue::with_rate_limiter(QUEUE_NAME, Box::new(rl)),
                 not_supported: Mutex::new(HashSet::new()),
                 rechecks: Mutex::new(HashMap::new()),
                 first_seen: Mutex::new(HashMap::new()),
@@ -452,6 +454,9 @@ impl Inner {
 impl Controller for NamespaceController {
     fn name(&self) -> &'static str {
         "namespace-controller"
+    }
+    fn queue_name(&self) -> &'static str {
+        QUEUE_NAME
     }
     fn watches(&self) -> Vec<Watch> {
         vec![]

@@ -567,6 +567,12 @@ impl Controller for ReplicaSetController {
             Flavor::ReplicationController => "replicationcontroller-controller",
         }
     }
+    fn queue_name(&self) -> &'static str {
+        match self.flavor {
+            Flavor::ReplicaSet => "replicaset",
+            Flavor::ReplicationController => "replicationmanager",
+        }
+    }
 
     fn event_component(&self) -> &'static str {
         match self.flavor {

@@ -17,6 +17,9 @@ impl Controller for ServiceAccountController {
     fn name(&self) -> &'static str {
         "serviceaccount-controller"
     }
+    fn queue_name(&self) -> &'static str {
+        "serviceaccount"
+    }
 
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(NAMESPACES), Watch::full(SERVICEACCOUNTS)]

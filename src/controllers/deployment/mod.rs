@@ -278,6 +278,9 @@ impl Controller for DeploymentController {
     fn name(&self) -> &'static str {
         NAME
     }
+    fn queue_name(&self) -> &'static str {
+        "deployment"
+    }
 
     fn watches(&self) -> Vec<Watch> {
         vec![

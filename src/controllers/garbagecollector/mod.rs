@@ -50,6 +50,9 @@ use std::time::{Duration, Instant};
 pub const NAME: &str = "garbage-collector-controller";
 /// The Event source component.
 pub const COMPONENT: &str = "garbage-collector-controller";
+/// The one work queue's metric name: upstream's delete queue, which most items are (orphan
+/// items, upstream's second queue, are counted here too).
+const QUEUE_NAME: &str = "garbage_collector_attempt_to_delete";
 /// How often discovery runs.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(30);
 /// Entries of the absent-owner cache.
@@ -268,7 +271,7 @@ impl GarbageCollector {
             inner: Arc::new(Inner {
                 workers: workers.max(1),
                 graph: RwLock::new(Graph::new()),
-                queue: WorkQueue::new("garbage_collector"),
+                queue: WorkQueue::new(QUEUE_NAME),
                 absent: Mutex::new(AbsentCache::default()),
                 discovery: RwLock::new(Arc::new(Discovery::default())),
                 monitors: Mutex::new(HashMap::new()),
@@ -287,6 +290,9 @@ impl GarbageCollector {
 impl Controller for GarbageCollector {
     fn name(&self) -> &'static str {
         NAME
+    }
+    fn queue_name(&self) -> &'static str {
+        QUEUE_NAME
     }
     fn event_component(&self) -> &'static str {
         COMPONENT
