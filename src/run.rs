@@ -243,7 +243,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(&cfg)?)?;
         s.set_filter(auth.filter());
         s.route("/metrics", crate::metrics::handler());
-        s.route(garbagecollector::dump::GRAPH_PATH, gc_debug.handler());
+        s.route_tree(garbagecollector::dump::BASE_PATH, gc_debug.handler());
         let s = s.start()?;
         log::info!("serving securely on {}", s.addr());
         Some(s)

@@ -589,6 +589,9 @@ fn describe_origin(cfg: &ServeConfig) -> String {
 struct App {
     health: Arc<Health>,
     routes: HashMap<String, Handler>,
+    /// Handlers of a path and everything under it (Go's `Handle(base)` plus
+    /// `HandlePrefix(base + "/")`); exact routes win.
+    trees: Vec<(String, Handler)>,
     filter: Option<Filter>,
 }
 
@@ -600,6 +603,14 @@ impl App {
             }
         }
         if let Some(h) = self.routes.get(&req.path) {
+            return h(req);
+        }
+        let under = |base: &str| {
+            req.path
+                .strip_prefix(base)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        };
+        if let Some((_, h)) = self.trees.iter().find(|(base, _)| under(base)) {
             return h(req);
         }
         match req.path.as_str() {
@@ -633,6 +644,7 @@ impl Server {
             app: App {
                 health,
                 routes: HashMap::new(),
+                trees: Vec::new(),
                 filter: None,
             },
             plain_http: false,
@@ -643,6 +655,13 @@ impl Server {
     /// Serve `h` for exactly this path (checked before the built-in health paths).
     pub fn route(&mut self, path: &str, h: Handler) {
         self.app.routes.insert(path.to_string(), h);
+    }
+
+    /// Serve `h` for `base` and every path under `base/` (after exact routes).
+    pub fn route_tree(&mut self, base: &str, h: Handler) {
+        self.app
+            .trees
+            .push((base.trim_end_matches('/').to_string(), h));
     }
 
     /// Run `f` before routing; `Some(response)` answers the request (e.g. 401/403).
@@ -1143,5 +1162,35 @@ mod tests {
         };
         let err = Server::new(cfg, Health::new()).start().err().unwrap();
         assert!(matches!(err, Error::Config(_)));
+    }
+
+    #[test]
+    fn exact_routes_then_trees_then_health() {
+        let cfg = ServeConfig {
+            bind_address: "127.0.0.1".parse().unwrap(),
+            port: 0,
+            cert_dir: None,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+        };
+        let mut s = Server::new(cfg, Health::new());
+        let answer = |tag: &'static str| -> Handler { Arc::new(move |_| Response::text(200, tag)) };
+        s.route("/debug/x/graph", answer("exact"));
+        s.route_tree("/debug/x/", answer("tree"));
+        let at = |path: &str| {
+            let req = Request {
+                method: "GET".into(),
+                path: path.into(),
+                ..Default::default()
+            };
+            let r = s.app.dispatch(&req);
+            (r.status, String::from_utf8(r.body).unwrap())
+        };
+        assert_eq!(at("/debug/x/graph"), (200, "exact".into()));
+        for p in ["/debug/x", "/debug/x/", "/debug/x/graph/", "/debug/x/a/b"] {
+            assert_eq!(at(p), (200, "tree".into()), "{p}");
+        }
+        assert_eq!(at("/debug/xy").0, 404);
+        assert_eq!(at("/healthz").0, 200);
     }
 }

@@ -266,6 +266,19 @@ fn scenario_graph(t: &Target) {
     assert!(r.body.contains(&edge(uid(&other_child), uid(&other))));
     let r = get(&a, &graph_of("?uid=no-such-uid"), Some(&debugger)).expect("get");
     assert_eq!((r.status, r.body.as_str()), (200, EMPTY));
+    // Everything else under the handler's mount point: Go's http.Error with no message.
+    let mount = GRAPH.trim_end_matches("/graph");
+    for path in [
+        mount.to_string(),
+        format!("{mount}/"),
+        format!("{GRAPH}/"),
+        format!("{mount}/nodes"),
+    ] {
+        let r = get(&a, &format!("{base}{path}"), Some(&debugger)).expect("get");
+        assert_eq!((r.status, r.body.as_str()), (404, "\n"), "{path}");
+        assert_eq!(r.content_type, "text/plain; charset=utf-8", "{path}");
+        assert!(r.nosniff, "{path}");
+    }
 
     // Authentication and authorization as for every path.
     let r = get(&a, &graph_of(&q), None).expect("get");

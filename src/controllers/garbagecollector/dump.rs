@@ -25,8 +25,10 @@ use crate::obj::OwnerRef;
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-/// Where kube-controller-manager serves the dump: its debugging handler is mounted at
-/// `/debug/controllers/<controller name>` and answers `/graph`.
+/// Where kube-controller-manager mounts the collector's debugging handler
+/// (`/debug/controllers/<controller name>` and everything under it).
+pub const BASE_PATH: &str = "/debug/controllers/garbage-collector-controller";
+/// The one path that handler answers: the dump.
 pub const GRAPH_PATH: &str = "/debug/controllers/garbage-collector-controller/graph";
 /// The content type of the answer.
 pub const CONTENT_TYPE: &str = "text/vnd.graphviz";

@@ -97,6 +97,12 @@ impl DebugHandle {
         DebugHandle::default()
     }
 
+    /// Whether a collector runs (its handler is mounted, upstream would say).
+    fn running(&self) -> bool {
+        let inner = self.gc.get().and_then(Weak::upgrade);
+        inner.is_some_and(|i| i.env.get().is_some())
+    }
+
     /// The DOT dump (all of the graph, or what is reachable from `uids`); None while no
     /// collector runs. The graph is only read-locked while the vertices are copied out.
     pub fn dot(&self, uids: Option<&[String]>) -> Option<String> {
@@ -109,10 +115,19 @@ impl DebugHandle {
         Some(dump::render(&vertices, &edges))
     }
 
-    /// The route for [`dump::GRAPH_PATH`]: `?uid=` (repeatable) selects a subgraph.
+    /// The handler for [`dump::BASE_PATH`] and everything under it: [`dump::GRAPH_PATH`]
+    /// answers the dump (`?uid=`, repeatable, selects a subgraph); once the collector runs,
+    /// any other path is a 404 with an empty message, as upstream's handler answers.
     pub fn handler(&self) -> crate::server::Handler {
         let h = self.clone();
         Arc::new(move |req: &crate::server::Request| {
+            if req.path != dump::GRAPH_PATH {
+                return if h.running() {
+                    crate::server::Response::error(404, "")
+                } else {
+                    crate::server::Response::not_found()
+                };
+            }
             let uids = req.query_values("uid");
             let selection = (!uids.is_empty()).then_some(uids.as_slice());
             match h.dot(selection) {
