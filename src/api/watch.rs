@@ -5,6 +5,7 @@
 
 use super::trim::Trim;
 use crate::error::Error;
+use serde::de::DeserializeSeed as _;
 use serde_json::Value;
 use std::io::BufRead;
 
@@ -59,13 +60,56 @@ pub fn parse_frame(line: &[u8]) -> Frame {
     parse_frame_as(line, None)
 }
 
-/// One event as it arrives; the object is decoded once its type is known.
-#[derive(serde::Deserialize)]
+/// One event as it arrives. The object is decoded in the same pass when `type` comes first
+/// (as the apiserver sends it): trimmed with the shape, or whole for an ERROR. Otherwise it
+/// is kept as raw text and decoded once the type is known.
 struct Envelope<'a> {
-    #[serde(rename = "type", borrow)]
     kind: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    object: Option<&'a serde_json::value::RawValue>,
+    object: Option<Body<'a>>,
+}
+
+enum Body<'a> {
+    Decoded(Value),
+    Raw(&'a serde_json::value::RawValue),
+}
+
+/// Decodes an [`Envelope`] with the watch's shape.
+struct EnvelopeSeed<'s>(Option<Trim<'s>>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
+    type Value = Envelope<'de>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Envelope<'de>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for EnvelopeSeed<'_> {
+    type Value = Envelope<'de>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a watch event object")
+    }
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut m: M) -> Result<Envelope<'de>, M::Error> {
+        let mut env = Envelope {
+            kind: None,
+            object: None,
+        };
+        while let Some(key) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "type" => env.kind = m.next_value()?,
+                "object" => {
+                    env.object = Some(match (env.kind.as_deref(), self.0) {
+                        (None, _) => Body::Raw(m.next_value()?),
+                        (Some("ERROR"), _) | (Some(_), None) => Body::Decoded(m.next_value()?),
+                        (Some(_), Some(tr)) => Body::Decoded(m.next_value_seed(tr)?),
+                    })
+                }
+                _ => {
+                    m.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(env)
+    }
 }
 
 /// As `parse_frame`; with `shape`, the objects of ADDED/MODIFIED/DELETED/BOOKMARK events are
@@ -75,19 +119,26 @@ pub fn parse_frame_as(line: &[u8], shape: Option<Trim<'_>>) -> Frame {
     if trimmed.is_empty() {
         return Frame::Empty;
     }
-    let env: Envelope = match serde_json::from_slice(trimmed) {
+    let mut de = serde_json::Deserializer::from_slice(trimmed);
+    let env = match EnvelopeSeed(shape).deserialize(&mut de).and_then(|e| {
+        de.end()?;
+        Ok(e)
+    }) {
         Ok(v) => v,
         Err(e) => return Frame::Malformed(format!("invalid JSON: {e}")),
     };
     let Some(t) = env.kind.as_deref() else {
         return Frame::Malformed("event without a type".into());
     };
-    let raw = env.object.map(|r| r.get().as_bytes());
-    let decode = |shape: Option<Trim<'_>>| -> Value {
-        match (raw, shape) {
+    let mut body = env.object;
+    let mut decode = |shape: Option<Trim<'_>>| -> Value {
+        match (body.take(), shape) {
             (None, _) => Value::Null,
-            (Some(b), Some(tr)) => super::trim::from_slice(b, tr.fields).unwrap_or(Value::Null),
-            (Some(b), None) => serde_json::from_slice(b).unwrap_or(Value::Null),
+            (Some(Body::Decoded(v)), _) => v,
+            (Some(Body::Raw(r)), Some(tr)) => {
+                super::trim::from_slice(r.get().as_bytes(), tr.fields).unwrap_or(Value::Null)
+            }
+            (Some(Body::Raw(r)), None) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
         }
     };
     let kind = match t {
@@ -237,5 +288,52 @@ mod tests {
         let (evs, _) = events(&format!("{data}\n"), 64);
         let err = evs[0].as_ref().expect_err("error event");
         assert!(err.is_gone());
+    }
+
+    #[test]
+    fn the_object_is_decoded_in_the_shape_whichever_key_comes_first() {
+        let shape: &[&str] = &["/spec/nodeName"];
+        let pod = r#"{"kind":"Pod","metadata":{"name":"a","resourceVersion":"5","managedFields":[{}]},"spec":{"nodeName":"n","containers":[{}]}}"#;
+        let want = serde_json::json!({"kind":"Pod","metadata":{"name":"a","resourceVersion":"5"},"spec":{"nodeName":"n"}});
+        for line in [
+            format!(r#"{{"type":"MODIFIED","object":{pod}}}"#),
+            format!(r#"{{"object":{pod},"extra":[1,{{}}],"type":"MODIFIED"}}"#),
+        ] {
+            let trim = Trim {
+                fields: Some(shape),
+            };
+            match parse_frame_as(line.as_bytes(), Some(trim)) {
+                Frame::Event(e) => {
+                    assert_eq!(e.kind, EventType::Modified);
+                    assert_eq!(e.object, want, "{line}");
+                }
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        // An ERROR's Status is decoded whole, shape or not, before or after its type.
+        let status = r#"{"kind":"Status","status":"Failure","message":"gone","reason":"Expired","code":410}"#;
+        for line in [
+            format!(r#"{{"type":"ERROR","object":{status}}}"#),
+            format!(r#"{{"object":{status},"type":"ERROR"}}"#),
+        ] {
+            let trim = Trim {
+                fields: Some(shape),
+            };
+            match parse_frame_as(line.as_bytes(), Some(trim)) {
+                Frame::Error(e) => assert!(e.is_gone() && e.to_string().contains("gone"), "{e}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        // Trailing bytes after the event make it malformed.
+        let line = format!(r#"{{"type":"ADDED","object":{pod}}} x"#);
+        assert!(matches!(
+            parse_frame_as(
+                line.as_bytes(),
+                Some(Trim {
+                    fields: Some(shape)
+                })
+            ),
+            Frame::Malformed(_)
+        ));
     }
 }
