@@ -324,14 +324,26 @@ impl Store {
             log::warn!("cache: skipping an object without metadata.name");
             return None;
         }
-        let packed = (kind != DeltaKind::Deleted).then(|| Entry::pack(&o));
-        let mut g = self.write();
         let rv = obj::resource_version(&o).to_string();
+        // The watch echoing our own write (already stored by `observe_write`) carries the
+        // same version: nothing to encode or store again, only the handlers to tell.
+        let echo = |g: &Inner| {
+            !rv.is_empty()
+                && g.objects
+                    .get(&key)
+                    .is_some_and(|e| *e.resource_version == *rv)
+        };
+        let packed = (kind != DeltaKind::Deleted && !echo(&self.read())).then(|| Entry::pack(&o));
+        let mut g = self.write();
         if !rv.is_empty() {
-            g.resource_version = rv;
+            g.resource_version = rv.clone();
         }
+        let packed = match packed {
+            None if kind != DeltaKind::Deleted && !echo(&g) => Some(Entry::pack(&o)),
+            p => p,
+        };
         match (kind, packed) {
-            (DeltaKind::Deleted, _) | (_, None) => {
+            (DeltaKind::Deleted, _) => {
                 g.tombstones.remove(&key);
                 g.take(&key);
                 Some(Delta {
@@ -340,7 +352,7 @@ impl Store {
                     new: None,
                 })
             }
-            (DeltaKind::Added | DeltaKind::Updated, Some(packed)) => {
+            (DeltaKind::Added | DeltaKind::Updated, packed) => {
                 if g.tombstones
                     .get(&key)
                     .is_some_and(|uid| **uid == *obj::uid(&o))
@@ -348,13 +360,18 @@ impl Store {
                 {
                     return None;
                 }
-                // Our own newer write is already here: this event is older news.
-                if let (Some(cur), Some(new_rv)) = (g.objects.get(&key), rv_number(&o)) {
-                    if cur.rv_number().is_some_and(|c| c > new_rv) {
-                        return None;
+                let old = match packed {
+                    Some(packed) => {
+                        // Our own newer write is already here: this event is older news.
+                        if let (Some(cur), Some(new_rv)) = (g.objects.get(&key), rv_number(&o)) {
+                            if cur.rv_number().is_some_and(|c| c > new_rv) {
+                                return None;
+                            }
+                        }
+                        g.put(key, packed).map(|e| e.text())
                     }
-                }
-                let old = g.put(key, packed).map(|e| e.text());
+                    None => g.objects.get(&key).map(Entry::text),
+                };
                 drop(g);
                 let old = old.and_then(|t| t.decode_metadata());
                 let kind = if old.is_some() {
@@ -600,6 +617,33 @@ mod tests {
             s.get("a/p").map(|p| obj::resource_version(&p).to_string()),
             Some("11".into())
         );
+    }
+
+    #[test]
+    fn the_echo_of_our_own_write_is_told_but_not_stored_again() {
+        let s = Store::new();
+        s.observe_write(with_uid(pod("a", "p", "9", None), "u1"));
+        // The watch's ADDED of the object we created: the handlers hear of it, with the
+        // version we stored as the previous one, and the store keeps what it had.
+        let mut echo = with_uid(pod("a", "p", "9", None), "u1");
+        echo["metadata"]["labels"] = json!({"seen": "watch"});
+        let d = s.apply_shaped(DeltaKind::Added, echo).expect("delta");
+        assert_eq!(d.kind, DeltaKind::Updated);
+        assert_eq!(d.old.as_deref().map(obj::resource_version), Some("9"));
+        assert_eq!(
+            d.new
+                .as_deref()
+                .map(|o| o["metadata"]["labels"]["seen"].clone()),
+            Some(json!("watch"))
+        );
+        assert!(s.get("a/p").unwrap()["metadata"].get("labels").is_none());
+        assert_eq!(s.resource_version(), "9");
+        // A new version is stored.
+        s.apply_shaped(
+            DeltaKind::Updated,
+            with_uid(pod("a", "p", "12", None), "u1"),
+        );
+        assert_eq!(obj::resource_version(&s.get("a/p").unwrap()), "12");
     }
 
     #[test]
