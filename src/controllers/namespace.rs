@@ -451,6 +451,16 @@ impl Inner {
     }
 }
 
+/// How long to wait before the `n`th look (from 1) at a namespace whose content remains:
+/// 100 ms doubling, never later than upstream's `estimate/2 + 1` seconds, and not past the end
+/// of the grace period (`grace_left`), when the first pass that may finalize can begin.
+fn recheck_wait(n: u32, estimate: i64, grace_left: Option<Duration>) -> Duration {
+    let upstream = Duration::from_secs((estimate / 2 + 1).max(1) as u64);
+    let quick = FIRST_RECHECK.saturating_mul(1 << n.saturating_sub(1).min(16));
+    let wait = quick.min(upstream);
+    grace_left.map_or(wait, |g| wait.min(g))
+}
+
 impl Controller for NamespaceController {
     fn name(&self) -> &'static str {
         "namespace-controller"
@@ -548,15 +558,18 @@ impl Inner {
                     self.rechecks_reset(&key);
                 }
                 Err(SyncError::Remaining(estimate)) => {
-                    let upstream = Duration::from_secs((estimate / 2 + 1).max(1) as u64);
                     let n = {
                         let mut r = self.rechecks.lock().unwrap_or_else(|p| p.into_inner());
                         let n = r.entry(key.clone()).or_insert(0);
                         *n += 1;
                         *n
                     };
-                    let quick = FIRST_RECHECK.saturating_mul(1 << (n - 1).min(16));
-                    let wait = quick.min(upstream);
+                    let grace_left = self
+                        .first_seen_lock()
+                        .get(&key)
+                        .map(|t| (*t + DELETION_GRACE).saturating_duration_since(Instant::now()))
+                        .filter(|d| !d.is_zero());
+                    let wait = recheck_wait(n, estimate, grace_left);
                     log::debug!(
                         "namespace-controller: content remaining in {key} (estimate {estimate}s); looking again in {wait:?}"
                     );
@@ -1318,5 +1331,21 @@ mod tests {
         let ns = json!({"spec": {"finalizers": ["z/x", "kubernetes", "a/b", "z/x"]}});
         assert_eq!(finalizers_without_ours(&ns), vec!["a/b", "z/x"]);
         assert!(finalizers_without_ours(&json!({})).is_empty());
+    }
+
+    #[test]
+    fn rechecks_back_off_and_meet_the_end_of_the_grace_period() {
+        let ms = Duration::from_millis;
+        let waits: Vec<_> = (1..=6).map(|n| recheck_wait(n, 0, None)).collect();
+        assert_eq!(
+            waits,
+            [ms(100), ms(200), ms(400), ms(800), ms(1000), ms(1000)]
+        );
+        // Pods still terminating for 30 s: upstream's estimate/2 + 1 caps the backoff.
+        assert_eq!(recheck_wait(9, 30, None), Duration::from_secs(16));
+        assert_eq!(recheck_wait(5, 30, None), ms(1600));
+        // Content left 1.3 s before the grace period ends: look again when it ends, not later.
+        assert_eq!(recheck_wait(6, 30, Some(ms(1300))), ms(1300));
+        assert_eq!(recheck_wait(1, 30, Some(ms(1300))), ms(100));
     }
 }
