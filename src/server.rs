@@ -1151,28 +1151,27 @@ mod tests {
             .is_err());
     }
 
-    #[test]
-    fn port_zero_is_disabled() {
-        let cfg = ServeConfig {
+    /// Loopback, port 0, no certificate files.
+    fn disabled_port() -> ServeConfig {
+        ServeConfig {
             bind_address: "127.0.0.1".parse().unwrap(),
             port: 0,
             cert_dir: None,
             tls_cert_file: None,
             tls_private_key_file: None,
-        };
+        }
+    }
+
+    #[test]
+    fn port_zero_is_disabled() {
+        let cfg = disabled_port();
         let err = Server::new(cfg, Health::new()).start().err().unwrap();
         assert!(matches!(err, Error::Config(_)));
     }
 
     #[test]
     fn exact_routes_then_trees_then_health() {
-        let cfg = ServeConfig {
-            bind_address: "127.0.0.1".parse().unwrap(),
-            port: 0,
-            cert_dir: None,
-            tls_cert_file: None,
-            tls_private_key_file: None,
-        };
+        let cfg = disabled_port();
         let mut s = Server::new(cfg, Health::new());
         let answer = |tag: &'static str| -> Handler { Arc::new(move |_| Response::text(200, tag)) };
         s.route("/debug/x/graph", answer("exact"));
