@@ -5,7 +5,7 @@
 use crate::api::client::Client;
 use crate::cache::Cache;
 use crate::controllers::{
-    Action, Applied, Controller, Cx, EventSpec, EventType, OnError, Report, RunEnv,
+    sooner, Action, Applied, Controller, Cx, EventSpec, EventType, OnError, Report, RunEnv,
 };
 use crate::events::Recorder;
 use crate::queue::WorkQueue;
@@ -439,10 +439,7 @@ fn worker(
                                 run.one(a);
                             }
                             outcome.requeue_after =
-                                match (outcome.requeue_after, report.requeue_after) {
-                                    (Some(a), Some(b)) => Some(a.min(b)),
-                                    (a, b) => a.or(b),
-                                };
+                                sooner(outcome.requeue_after, report.requeue_after);
                         }
                         Err(e) => run
                             .failures
@@ -536,18 +533,17 @@ impl Manager {
         }
         log::info!("caches synced for {} kinds", self.cache.kinds().len());
         for e in &self.entries {
-            let (Some(queue), None) = (&e.queue, e.ctrl.self_driven()) else {
-                if let Some(sd) = e.ctrl.self_driven() {
-                    log::info!("starting {}", e.ctrl.name());
-                    self.workers.extend(sd.start(RunEnv {
-                        cache: self.cache.clone(),
-                        client: e.client.clone(),
-                        recorder: self.recorder.clone(),
-                        stop: self.stop.clone(),
-                    }));
-                }
+            if let Some(sd) = e.ctrl.self_driven() {
+                log::info!("starting {}", e.ctrl.name());
+                self.workers.extend(sd.start(RunEnv {
+                    cache: self.cache.clone(),
+                    client: e.client.clone(),
+                    recorder: self.recorder.clone(),
+                    stop: self.stop.clone(),
+                }));
                 continue;
-            };
+            }
+            let Some(queue) = &e.queue else { continue };
             let n = e.ctrl.workers().max(1);
             log::info!(
                 "starting {} ({} worker{})",

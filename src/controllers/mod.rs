@@ -212,6 +212,14 @@ impl Outcome {
     }
 }
 
+/// The earlier of two optional requeue delays.
+pub fn sooner(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// For controllers keyed by namespace: the namespace to look at after a Namespace change
 /// (none after its deletion).
 pub fn namespace_key(d: &Delta) -> Vec<String> {

@@ -264,10 +264,7 @@ impl ReplicaSetController {
                         + Duration::from_millis(100)
                 })
                 .min();
-            requeue = match (requeue, next) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            requeue = super::sooner(requeue, next);
         }
         Ok(Outcome {
             actions,
