@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    create_namespace, delete_namespace, eventually, insecure_https_agent, service_account_token,
-    unique, Kcm, Target,
+    create_namespace, delete_namespace, eventually, free_port, insecure_https_agent,
+    kubeconfig_arg, service_account_token, unique, Kcm, Target,
 };
 use edgekcm::api::client::Client;
 use edgekcm::api::resources::{CLUSTERROLEBINDINGS, CONFIGMAPS};
@@ -939,21 +939,6 @@ fn sandbox_metrics_exposition_over_https() {
 
 // ---------------------------------------------------------------------------------------------
 // edgekcm itself: sandbox and real kube-apiserver
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn kubeconfig_arg(t: &Target) -> String {
-    t.edgekcm_args()
-        .iter()
-        .find_map(|a| a.strip_prefix("--kubeconfig=").map(str::to_string))
-        .unwrap_or_else(|| t.kubeconfig().display().to_string())
-}
 
 fn secure_port_scenario(t: &Target) {
     let admin = t.admin();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{create_namespace, delete_namespace, eventually, unique, TempDir};
+use common::{create_namespace, delete_namespace, eventually, free_port, unique, TempDir};
 use edgekcm::api::client::Client;
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{CONFIGMAPS, SERVICEACCOUNTS};
@@ -507,14 +507,6 @@ impl Drop for Proc {
             }
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A non-loopback address of this host to advertise (Endpoints reject loopback).

@@ -17,22 +17,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 const GRAPH: &str = "/debug/controllers/garbage-collector-controller/graph";
 const EMPTY: &str = "strict digraph full {\n}\n";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-/// The kubeconfig edgekcm runs with, also used for delegated authn/authz.
-fn kubeconfig_arg(t: &Target) -> String {
-    t.edgekcm_args()
-        .iter()
-        .find_map(|a| a.strip_prefix("--kubeconfig=").map(str::to_string))
-        .unwrap_or_else(|| t.kubeconfig().display().to_string())
-}
-
 struct Answer {
     status: u16,
     content_type: String,

@@ -326,3 +326,20 @@ pub fn insecure_https_agent(client_cert: Option<(&str, &str)>) -> ureq::Agent {
         .build()
         .new_agent()
 }
+
+/// A loopback port free at the time of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind a free loopback port")
+        .local_addr()
+        .expect("local address")
+        .port()
+}
+
+/// The kubeconfig edgekcm runs with on `t`, also used for delegated authn/authz.
+pub fn kubeconfig_arg(t: &Target) -> String {
+    t.edgekcm_args()
+        .iter()
+        .find_map(|a| a.strip_prefix("--kubeconfig=").map(str::to_string))
+        .unwrap_or_else(|| t.kubeconfig().display().to_string())
+}
