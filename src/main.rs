@@ -50,7 +50,7 @@ fn limit_malloc_arenas() {}
 
 /// The static musl builds allocate with dlmalloc: musl's own malloc serialises every call on
 /// one lock with heavy per-call bookkeeping, which cost edgekcm about a fifth of its CPU under
-/// load (`just bench`: 2.4 -> 1.9 CPU-s converge, peak RSS unchanged at ~22 MB).
+/// load (`just bench`: 2.4 -> 1.6-2.2 CPU-s converge, peak RSS unchanged at ~22 MB).
 #[cfg(target_env = "musl")]
 #[global_allocator]
 static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
