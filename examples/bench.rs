@@ -18,6 +18,10 @@
 //! - `KCM_BENCH_UPSTREAM`: a whole command line of another controller manager (for example
 //!   upstream kube-controller-manager with its flags) to run the same workload with, after
 //!   edgekcm, for a side-by-side table.
+//! - `KCM_BENCH_SERVER_PIDS`: comma-separated PIDs of the API server and etcd when they run on
+//!   this machine. The bench then also prints the CPU seconds they, the controller manager and
+//!   the bench itself used during converge, and the converge time the machine's cores would
+//!   allow if the controller manager used no CPU at all.
 //!
 //! Flags: `--deployments=N` (300), `--replicas=R` (5), `--timeout=SECONDS` (300) per phase,
 //! `--direct` (also time the same writes sent straight to the API server, with no
@@ -90,6 +94,9 @@ struct Row {
     create_s: f64,
     converge_s: Option<f64>,
     converge_cpu_s: Option<f64>,
+    /// CPU seconds of the `KCM_BENCH_SERVER_PIDS` processes and of the bench during converge.
+    server_cpu_s: Option<f64>,
+    bench_cpu_s: Option<f64>,
     delete_s: Option<f64>,
     delete_cpu_s: Option<f64>,
     peak_rss_kb: Option<u64>,
@@ -126,8 +133,12 @@ fn bench() -> Res<()> {
     );
 
     let mut rows = Vec::new();
+    // Namespaces left terminating for the next controller manager to empty before it is timed.
+    let mut leftover = Vec::new();
     if opts.direct {
-        rows.push(direct_writes(&admin, &opts)?);
+        let (row, ns) = direct_writes(&admin, &opts)?;
+        rows.push(row);
+        leftover.push(ns);
     }
     if !opts.skip_edgekcm {
         let mut args: Vec<String> = match (&real, edgekcm_args_env()) {
@@ -150,7 +161,9 @@ fn bench() -> Res<()> {
         }
         let mut cmd = vec![edgekcm_binary()?.display().to_string()];
         cmd.extend(args);
-        rows.push(run_workload(&admin, &opts, "edgekcm", &cmd, &work)?);
+        rows.push(run_workload(
+            &admin, &opts, "edgekcm", &cmd, &work, &leftover,
+        )?);
     }
     if let Ok(up) = std::env::var("KCM_BENCH_UPSTREAM") {
         let cmd: Vec<String> = up.split_whitespace().map(str::to_string).collect();
@@ -159,10 +172,11 @@ fn bench() -> Res<()> {
                 .file_name()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "upstream".into());
-            rows.push(run_workload(&admin, &opts, &name, &cmd, &work)?);
+            rows.push(run_workload(&admin, &opts, &name, &cmd, &work, &leftover)?);
         }
     }
     print_table(&rows);
+    print_server_table(&rows);
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
 }
@@ -192,6 +206,47 @@ fn edgekcm_binary() -> Res<PathBuf> {
         .into());
     }
     Ok(bin)
+}
+
+/// Where the machine's CPU went during converge, when the API server's PIDs were given. On a
+/// machine whose cores are all busy, converge cannot be shorter than the API server's, etcd's
+/// and the bench's own CPU seconds spread over every core: the last column.
+fn print_server_table(rows: &[Row]) {
+    if rows.iter().all(|r| r.server_cpu_s.is_none()) {
+        return;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    println!();
+    println!(
+        "CPU seconds during converge ({cores} cores; API server and etcd: KCM_BENCH_SERVER_PIDS)"
+    );
+    println!(
+        "{:<26} {:>11} {:>11} {:>16} {:>9} {:>11} {:>21}",
+        "controller manager",
+        "converge s",
+        "manager s",
+        "apiserver+etcd s",
+        "bench s",
+        "busy cores",
+        "converge at 0 CPU s"
+    );
+    for r in rows {
+        let (Some(wall), Some(server), Some(bench)) = (r.converge_s, r.server_cpu_s, r.bench_cpu_s)
+        else {
+            continue;
+        };
+        let manager = r.converge_cpu_s.unwrap_or(0.0);
+        println!(
+            "{:<26} {:>11.2} {:>11.2} {:>16.2} {:>9.2} {:>11.2} {:>21.2}",
+            r.name,
+            wall,
+            manager,
+            server,
+            bench,
+            (manager + server + bench) / wall,
+            (server + bench) / cores
+        );
+    }
 }
 
 fn print_table(rows: &[Row]) {
@@ -247,18 +302,17 @@ impl Proc {
     }
     /// User + system CPU seconds so far.
     fn cpu_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-        // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-        Some(ticks as f64 / clock_ticks())
+        pid_cpu_seconds(&self.child.id().to_string())
     }
     fn peak_rss_kb(&self) -> Option<u64> {
         let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         s.lines()
             .find_map(|l| l.strip_prefix("VmHWM:"))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    }
+    /// Start the peak RSS (VmHWM) afresh from the current RSS.
+    fn reset_peak_rss(&self) {
+        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5");
     }
     fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -284,6 +338,30 @@ impl Drop for Proc {
             self.stop();
         }
     }
+}
+
+/// User + system CPU seconds of a process so far ("self": this one).
+fn pid_cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / clock_ticks())
+}
+
+/// CPU seconds so far of every `KCM_BENCH_SERVER_PIDS` process (None when unset or one is gone).
+fn server_cpu_seconds() -> Option<f64> {
+    let pids = std::env::var("KCM_BENCH_SERVER_PIDS").ok()?;
+    let pids: Vec<&str> = pids
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().map(|p| pid_cpu_seconds(p)).sum()
 }
 
 fn clock_ticks() -> f64 {
@@ -429,7 +507,14 @@ fn delete_namespace(admin: &Client, ns: &str, timeout: Duration) -> Option<f64> 
     .map(|_| t0.elapsed().as_secs_f64())
 }
 
-fn run_workload(admin: &Client, opts: &Opts, name: &str, cmd: &[String], work: &Path) -> Res<Row> {
+fn run_workload(
+    admin: &Client,
+    opts: &Opts,
+    name: &str,
+    cmd: &[String],
+    work: &Path,
+    leftover: &[String],
+) -> Res<Row> {
     println!("\n== {name}: {}", cmd.join(" "));
     let mut p = Proc::start(cmd, work.join(format!("{name}.log")))?;
 
@@ -451,6 +536,30 @@ fn run_workload(admin: &Client, opts: &Opts, name: &str, cmd: &[String], work: &
         "ready; idle RSS so far peak {} kB",
         p.peak_rss_kb().unwrap_or(0)
     );
+    // A namespace the direct writes left terminating is emptied first, outside the timing.
+    for ns in leftover {
+        let t = Instant::now();
+        match wait_until(
+            opts.timeout,
+            || matches!(admin.get(&NAMESPACES, None, ns), Err(e) if e.is_not_found()),
+        ) {
+            Some(_) => println!(
+                "namespace {ns} (left by the direct writes) gone after {:.1} s",
+                t.elapsed().as_secs_f64()
+            ),
+            None => {
+                return Err(format!(
+                    "{name} did not delete namespace {ns} within {:?}",
+                    opts.timeout
+                )
+                .into())
+            }
+        }
+    }
+    if !leftover.is_empty() {
+        // Peak RSS counts from here: emptying the leftover namespace is not the workload.
+        p.reset_peak_rss();
+    }
 
     let ns = create_namespace(admin, "bench")?;
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -464,6 +573,7 @@ fn run_workload(admin: &Client, opts: &Opts, name: &str, cmd: &[String], work: &
         .collect();
 
     let cpu0 = p.cpu_seconds().unwrap_or(0.0);
+    let (server0, bench0) = (server_cpu_seconds(), pid_cpu_seconds("self"));
     let t0 = Instant::now();
     parallel(opts.deployments, 8, |i| {
         admin.create(
@@ -502,6 +612,9 @@ fn run_workload(admin: &Client, opts: &Opts, name: &str, cmd: &[String], work: &
     })
     .map(|_| t0.elapsed().as_secs_f64());
     let cpu1 = p.cpu_seconds().unwrap_or(cpu0);
+    let delta = |a: Option<f64>, b: Option<f64>| Some(b? - a?).filter(|_| converged.is_some());
+    let server_cpu_s = delta(server0, server_cpu_seconds());
+    let bench_cpu_s = delta(bench0, pid_cpu_seconds("self"));
     stop.store(true, Ordering::SeqCst);
     match converged {
         Some(s) => println!("converged in {s:.2} s"),
@@ -531,6 +644,8 @@ fn run_workload(admin: &Client, opts: &Opts, name: &str, cmd: &[String], work: &
         create_s,
         converge_s: converged,
         converge_cpu_s: converged.map(|_| cpu1 - cpu0),
+        server_cpu_s,
+        bench_cpu_s,
         delete_s: deleted,
         delete_cpu_s: deleted.map(|_| cpu2 - cpu1),
         peak_rss_kb: peak,
@@ -540,7 +655,7 @@ fn run_workload(admin: &Client, opts: &Opts, name: &str, cmd: &[String], work: &
 
 /// The same objects a controller manager would write, sent by the bench itself: the floor
 /// set by the API server.
-fn direct_writes(admin: &Client, opts: &Opts) -> Res<Row> {
+fn direct_writes(admin: &Client, opts: &Opts) -> Res<(Row, String)> {
     println!("\n== direct writes (no controller manager)");
     let ns = create_namespace(admin, "bench-direct")?;
     // A real apiserver admits pods only once the namespace has its default ServiceAccount.
@@ -550,6 +665,7 @@ fn direct_writes(admin: &Client, opts: &Opts) -> Res<Row> {
             return Err(e.into());
         }
     }
+    let (server0, bench0) = (server_cpu_seconds(), pid_cpu_seconds("self"));
     let t0 = Instant::now();
     parallel(opts.deployments, 16, |i| {
         let name = format!("web-{i}");
@@ -571,18 +687,23 @@ fn direct_writes(admin: &Client, opts: &Opts) -> Res<Row> {
         Ok(())
     })?;
     let secs = t0.elapsed().as_secs_f64();
+    let server_cpu_s = server_cpu_seconds().zip(server0).map(|(b, a)| b - a);
+    let bench_cpu_s = pid_cpu_seconds("self").zip(bench0).map(|(b, a)| b - a);
     println!(
         "wrote {} objects in {secs:.2} s",
         opts.deployments * (2 + opts.replicas as usize)
     );
-    // No namespace controller may be running: leave the namespace to the next one, or clean
-    // up what can be deleted directly.
+    // No namespace controller is running: the next controller manager empties the
+    // namespace before its own timing starts.
     let _ = admin.delete(&NAMESPACES, None, &ns, &DeleteOptions::default());
-    Ok(Row {
+    let row = Row {
         name: "direct writes".into(),
         create_s: secs,
         converge_s: Some(secs),
+        server_cpu_s,
+        bench_cpu_s,
         no_process: true,
         ..Row::default()
-    })
+    };
+    Ok((row, ns))
 }
