@@ -230,6 +230,13 @@ impl Store {
         self.get(&obj::make_key(ns, name))
     }
 
+    /// The stored object's `apiVersion`, `kind` and `metadata` only: enough to check labels
+    /// and owner references before decoding the whole object.
+    pub fn get_metadata_in(&self, ns: &str, name: &str) -> Option<Obj> {
+        let text = self.read().objects.get(&obj::make_key(ns, name))?.text();
+        text.decode_metadata()
+    }
+
     /// The stored object's UID, without decoding it.
     pub fn uid_of(&self, key: &str) -> Option<String> {
         self.read().objects.get(key).map(|e| e.uid.to_string())
@@ -281,12 +288,14 @@ impl Store {
     }
 
     /// The objects of namespace `ns` a controller with UID `uid` may own: those whose
-    /// controller reference names it, and those with no controller reference at all. In
-    /// key order; the same set as filtering `list_namespace` by controller, without the scan.
-    pub fn claimable(&self, ns: &str, uid: &str) -> Vec<Obj> {
+    /// controller reference names it, and those with no controller reference at all that
+    /// `takeable` accepts (it sees their metadata only, so that orphans the controller's
+    /// selector does not match are never decoded whole). In key order; the same set as
+    /// filtering `list_namespace` by controller, without the scan.
+    pub fn claimable(&self, ns: &str, uid: &str, takeable: impl Fn(&Value) -> bool) -> Vec<Obj> {
         let lo = format!("{ns}/");
         let hi = format!("{ns}0"); // '0' follows '/'
-        let texts = {
+        let texts: Vec<(Text, bool)> = {
             let g = self.read();
             let mut keys: BTreeSet<&String> =
                 g.uncontrolled.range(lo.clone()..hi.clone()).collect();
@@ -296,10 +305,14 @@ impl Store {
             keys.into_iter()
                 .filter_map(|k| g.objects.get(k))
                 .filter(|e| e.controller_uid().is_none_or(|c| c == uid))
-                .map(Entry::text)
+                .map(|e| (e.text(), e.controller_uid().is_none()))
                 .collect()
         };
-        decode_all(texts)
+        texts
+            .iter()
+            .filter(|(t, orphan)| !orphan || t.decode_metadata().is_some_and(|m| takeable(&m)))
+            .filter_map(|(t, _)| t.decode())
+            .collect()
     }
 
     pub fn resource_version(&self) -> String {
@@ -535,7 +548,9 @@ mod tests {
         let s = Store::new();
         s.apply(DeltaKind::Added, pod("a", "mine", "1", Some("o1")));
         s.apply(DeltaKind::Added, pod("a", "theirs", "2", Some("o2")));
-        s.apply(DeltaKind::Added, pod("a", "orphan", "3", None));
+        let mut orphan = pod("a", "orphan", "3", None);
+        orphan["spec"] = json!({"nodeName": "n1"});
+        s.apply(DeltaKind::Added, orphan);
         s.apply(DeltaKind::Added, pod("a-b", "elsewhere", "4", None));
         s.apply(DeltaKind::Added, pod("b", "mine-too", "5", Some("o1")));
         // An owner reference that is not a controller reference leaves the object claimable.
@@ -547,16 +562,32 @@ mod tests {
                 .map(|o| obj::name(o).to_string())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(names(s.claimable("a", "o1")), ["mine", "orphan", "weak"]);
-        assert_eq!(names(s.claimable("a", "o9")), ["orphan", "weak"]);
+        let all = |_: &Value| true;
+        assert_eq!(
+            names(s.claimable("a", "o1", all)),
+            ["mine", "orphan", "weak"]
+        );
+        assert_eq!(names(s.claimable("a", "o9", all)), ["orphan", "weak"]);
+        // Orphans the caller would not take are left out (they are seen as metadata only);
+        // what the owner already controls is always there.
+        let no_orphans = |m: &Value| {
+            assert!(m.get("spec").is_none(), "orphans are judged by metadata");
+            false
+        };
+        assert_eq!(s.claimable("a", "o1", all)[1]["spec"]["nodeName"], "n1");
+        assert_eq!(names(s.claimable("a", "o1", no_orphans)), ["mine"]);
+        assert_eq!(
+            names(s.claimable("a", "o9", |m: &Value| obj::name(m) == "weak")),
+            ["weak"]
+        );
         // Adopted: no longer an orphan of anybody else.
         s.apply(DeltaKind::Updated, pod("a", "orphan", "7", Some("o2")));
-        assert_eq!(names(s.claimable("a", "o1")), ["mine", "weak"]);
+        assert_eq!(names(s.claimable("a", "o1", all)), ["mine", "weak"]);
         s.apply(DeltaKind::Deleted, pod("a", "weak", "8", None));
-        assert_eq!(names(s.claimable("a", "o9")), Vec::<String>::new());
+        assert_eq!(names(s.claimable("a", "o9", all)), Vec::<String>::new());
         // After a relist the index is rebuilt.
         s.replace(vec![pod("a", "orphan", "9", None)], "9");
-        assert_eq!(names(s.claimable("a", "o1")), ["orphan"]);
+        assert_eq!(names(s.claimable("a", "o1", all)), ["orphan"]);
     }
 
     #[test]

@@ -135,7 +135,13 @@ impl ReplicaSetController {
             .unwrap_or_default();
         for name in orphan_names {
             if let std::collections::btree_map::Entry::Vacant(e) = candidates.entry(name) {
-                if let Some(p) = pods.get_in(&ns, e.key()) {
+                // Only orphans this owner may take are decoded whole and kept: the others
+                // of the namespace (a thousand pods of other owners' selectors, say) would
+                // otherwise be decoded and held by every sync of every owner there.
+                let takeable = pods.get_metadata_in(&ns, e.key()).is_some_and(|m| {
+                    refmanager::claim(&owner, selector.as_ref(), &m) != Claim::Ignore
+                });
+                if let Some(p) = takeable.then(|| pods.get_in(&ns, e.key())).flatten() {
                     e.insert(p);
                 }
             }

@@ -191,7 +191,13 @@ impl DeploymentController {
         let mut owned = Vec::new();
         let mut adoption_checked = false;
         let selector = d.selector.as_ref();
-        for rs in cx.cache.store(REPLICASETS).claimable(&d.namespace, &d.uid) {
+        let takeable =
+            |m: &Value| refmanager::claim(&d.obj, selector, m) != refmanager::Claim::Ignore;
+        for rs in cx
+            .cache
+            .store(REPLICASETS)
+            .claimable(&d.namespace, &d.uid, takeable)
+        {
             match refmanager::claim(&d.obj, selector, &rs) {
                 refmanager::Claim::Owned => owned.push(ReplicaSet::parse(&rs)),
                 refmanager::Claim::Adopt => {
