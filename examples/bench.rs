@@ -364,6 +364,11 @@ fn server_cpu_seconds() -> Option<f64> {
     pids.iter().map(|p| pid_cpu_seconds(p)).sum()
 }
 
+/// CPU seconds between two readings (None when either is missing).
+fn cpu_delta(before: Option<f64>, after: Option<f64>) -> Option<f64> {
+    Some(after? - before?)
+}
+
 fn clock_ticks() -> f64 {
     Command::new("getconf")
         .arg("CLK_TCK")
@@ -500,11 +505,11 @@ fn delete_namespace(admin: &Client, ns: &str, timeout: Duration) -> Option<f64> 
     {
         return None;
     }
-    wait_until(
-        timeout,
-        || matches!(admin.get(&NAMESPACES, None, ns), Err(e) if e.is_not_found()),
-    )
-    .map(|_| t0.elapsed().as_secs_f64())
+    wait_until(timeout, || namespace_gone(admin, ns)).map(|_| t0.elapsed().as_secs_f64())
+}
+
+fn namespace_gone(admin: &Client, ns: &str) -> bool {
+    matches!(admin.get(&NAMESPACES, None, ns), Err(e) if e.is_not_found())
 }
 
 fn run_workload(
@@ -539,10 +544,7 @@ fn run_workload(
     // A namespace the direct writes left terminating is emptied first, outside the timing.
     for ns in leftover {
         let t = Instant::now();
-        match wait_until(
-            opts.timeout,
-            || matches!(admin.get(&NAMESPACES, None, ns), Err(e) if e.is_not_found()),
-        ) {
+        match wait_until(opts.timeout, || namespace_gone(admin, ns)) {
             Some(_) => println!(
                 "namespace {ns} (left by the direct writes) gone after {:.1} s",
                 t.elapsed().as_secs_f64()
@@ -612,7 +614,7 @@ fn run_workload(
     })
     .map(|_| t0.elapsed().as_secs_f64());
     let cpu1 = p.cpu_seconds().unwrap_or(cpu0);
-    let delta = |a: Option<f64>, b: Option<f64>| Some(b? - a?).filter(|_| converged.is_some());
+    let delta = |a, b| cpu_delta(a, b).filter(|_| converged.is_some());
     let server_cpu_s = delta(server0, server_cpu_seconds());
     let bench_cpu_s = delta(bench0, pid_cpu_seconds("self"));
     stop.store(true, Ordering::SeqCst);
@@ -687,8 +689,8 @@ fn direct_writes(admin: &Client, opts: &Opts) -> Res<(Row, String)> {
         Ok(())
     })?;
     let secs = t0.elapsed().as_secs_f64();
-    let server_cpu_s = server_cpu_seconds().zip(server0).map(|(b, a)| b - a);
-    let bench_cpu_s = pid_cpu_seconds("self").zip(bench0).map(|(b, a)| b - a);
+    let server_cpu_s = cpu_delta(server0, server_cpu_seconds());
+    let bench_cpu_s = cpu_delta(bench0, pid_cpu_seconds("self"));
     println!(
         "wrote {} objects in {secs:.2} s",
         opts.deployments * (2 + opts.replicas as usize)
