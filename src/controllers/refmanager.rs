@@ -40,6 +40,12 @@ pub fn claim(owner: &Value, selector: Option<&Value>, child: &Value) -> Claim {
     }
 }
 
+/// Whether `claim` would do anything with `child` (own, adopt or release it). An orphan's
+/// metadata is enough to tell.
+pub fn may_take(owner: &Value, selector: Option<&Value>, child: &Value) -> bool {
+    claim(owner, selector, child) != Claim::Ignore
+}
+
 /// The controller ownerReference that points at `owner` (of kind `kind`).
 pub fn controller_owner_ref(kind: &Kind, owner: &Value) -> Value {
     json!({

@@ -138,9 +138,9 @@ impl ReplicaSetController {
                 // Only orphans this owner may take are decoded whole and kept: the others
                 // of the namespace (a thousand pods of other owners' selectors, say) would
                 // otherwise be decoded and held by every sync of every owner there.
-                let takeable = pods.get_metadata_in(&ns, e.key()).is_some_and(|m| {
-                    refmanager::claim(&owner, selector.as_ref(), &m) != Claim::Ignore
-                });
+                let takeable = pods
+                    .get_metadata_in(&ns, e.key())
+                    .is_some_and(|m| refmanager::may_take(&owner, selector.as_ref(), &m));
                 if let Some(p) = takeable.then(|| pods.get_in(&ns, e.key())).flatten() {
                     e.insert(p);
                 }

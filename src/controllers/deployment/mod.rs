@@ -191,8 +191,7 @@ impl DeploymentController {
         let mut owned = Vec::new();
         let mut adoption_checked = false;
         let selector = d.selector.as_ref();
-        let takeable =
-            |m: &Value| refmanager::claim(&d.obj, selector, m) != refmanager::Claim::Ignore;
+        let takeable = |m: &Value| refmanager::may_take(&d.obj, selector, m);
         for rs in cx
             .cache
             .store(REPLICASETS)
