@@ -237,6 +237,12 @@ impl Store {
         text.decode_metadata()
     }
 
+    /// The stored object's metadata and the parts at `fields` (JSON pointers) only.
+    pub fn get_fields(&self, key: &str, fields: &[&str]) -> Option<Obj> {
+        let text = self.read().objects.get(key)?.text();
+        text.decode_as(Some(fields))
+    }
+
     /// The stored object's UID, without decoding it.
     pub fn uid_of(&self, key: &str) -> Option<String> {
         self.read().objects.get(key).map(|e| e.uid.to_string())

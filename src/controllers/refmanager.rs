@@ -6,8 +6,11 @@
 //! ReplicationController own Pods, Deployment owns ReplicaSets, ...).
 
 use crate::api::Kind;
+use crate::cache::Delta;
 use crate::obj;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::RwLock;
 
 /// What an owner should do about one candidate child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +81,47 @@ pub fn release_patch(owner_uid: &str, child_uid: &str) -> Value {
     })
 }
 
+/// The selectors of one kind of owner, by key (`namespace/name`), kept in step with the
+/// owners' watch: which owners select a new orphan is answered from here, without decoding
+/// every owner of the namespace for every orphan event (upstream matches over its informer's
+/// objects, which cost nothing to read). Only selectors that can select something are kept.
+#[derive(Default)]
+pub struct SelectorIndex(RwLock<BTreeMap<String, Value>>);
+
+impl SelectorIndex {
+    /// Follow one delta of the owners' watch. `selector` gives the owner's selector as
+    /// `obj::selector_matches` reads it, or None when it selects nothing.
+    pub fn observe(&self, d: &Delta, selector: impl Fn(&Value) -> Option<Value>) {
+        let key = obj::key(d.object());
+        let sel = d.new.as_deref().and_then(selector);
+        let mut m = self.0.write().unwrap_or_else(|p| p.into_inner());
+        match sel {
+            Some(s) => {
+                if m.get(&key) != Some(&s) {
+                    m.insert(key, s);
+                }
+            }
+            None => {
+                m.remove(&key);
+            }
+        }
+    }
+
+    /// Keys of the owners in `child`'s namespace whose selector matches it, in key order.
+    pub fn matching(&self, child: &Value) -> Vec<String> {
+        if obj::labels(child).is_none_or(|l| l.is_empty()) {
+            return vec![];
+        }
+        let ns = obj::namespace(child);
+        let (lo, hi) = (format!("{ns}/"), format!("{ns}0")); // '0' follows '/'
+        let m = self.0.read().unwrap_or_else(|p| p.into_inner());
+        m.range(lo..hi)
+            .filter(|(_, s)| obj::selector_matches(s, child))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +168,61 @@ mod tests {
         let mut deleting_child = child("web", None);
         deleting_child["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         assert_eq!(claim(&owner(false), s, &deleting_child), Claim::Ignore);
+    }
+
+    #[test]
+    fn selector_index_follows_the_watch() {
+        use crate::cache::DeltaKind;
+        use std::sync::Arc;
+        let owner = |ns: &str, name: &str, app: Option<&str>| {
+            let spec = match app {
+                Some(a) => json!({"selector": {"matchLabels": {"app": a}}}),
+                None => json!({}),
+            };
+            Arc::new(json!({"metadata": {"name": name, "namespace": ns}, "spec": spec}))
+        };
+        let delta =
+            |kind, old: Option<Arc<Value>>, new: Option<Arc<Value>>| Delta { kind, old, new };
+        let sel = |o: &Value| o.pointer("/spec/selector").cloned();
+        let idx = SelectorIndex::default();
+        for (ns, name, app) in [
+            ("ns", "b", "web"),
+            ("ns", "a", "web"),
+            ("other", "c", "web"),
+        ] {
+            idx.observe(
+                &delta(DeltaKind::Added, None, Some(owner(ns, name, Some(app)))),
+                sel,
+            );
+        }
+        idx.observe(
+            &delta(DeltaKind::Added, None, Some(owner("ns", "none", None))),
+            sel,
+        );
+        let pod = child("web", None);
+        assert_eq!(idx.matching(&pod), ["ns/a", "ns/b"]);
+        assert!(idx.matching(&child("db", None)).is_empty());
+        let unlabeled = json!({"metadata": {"name": "p", "namespace": "ns"}});
+        assert!(idx.matching(&unlabeled).is_empty());
+        // A changed selector replaces the old one; a deletion drops it.
+        let (old, new) = (owner("ns", "a", Some("web")), owner("ns", "a", Some("db")));
+        idx.observe(
+            &delta(DeltaKind::Updated, Some(old), Some(new.clone())),
+            sel,
+        );
+        assert_eq!(idx.matching(&pod), ["ns/b"]);
+        assert_eq!(idx.matching(&child("db", None)), ["ns/a"]);
+        idx.observe(&delta(DeltaKind::Deleted, Some(new), None), sel);
+        assert!(idx.matching(&child("db", None)).is_empty());
+        idx.observe(
+            &delta(
+                DeltaKind::Deleted,
+                Some(owner("ns", "b", Some("web"))),
+                None,
+            ),
+            sel,
+        );
+        assert!(idx.matching(&pod).is_empty());
     }
 
     #[test]

@@ -86,14 +86,17 @@ struct Tracking {
     deleting: HashMap<String, String>,
     /// Per owner key: the error of the last attempt to create or delete pods.
     manage_err: HashMap<String, String>,
-    /// Namespace -> names of pods without a controller (candidates for adoption).
-    orphans: HashMap<String, BTreeSet<String>>,
+    /// Namespace -> name -> labels (and deletion mark) of pods without a controller: the
+    /// candidates for adoption.
+    orphans: HashMap<String, BTreeMap<String, Value>>,
 }
 
 pub struct ReplicaSetController {
     flavor: Flavor,
     workers: usize,
     track: Mutex<Tracking>,
+    /// The owners' selectors, for finding who selects an orphan pod.
+    selectors: refmanager::SelectorIndex,
 }
 
 impl ReplicaSetController {
@@ -127,21 +130,24 @@ impl ReplicaSetController {
                 candidates.insert(obj::name(&p).to_string(), p);
             }
         }
-        let orphan_names: Vec<String> = self
+        // Only orphans this owner may take are decoded whole and kept: the others of the
+        // namespace (a thousand pods of other owners' selectors, say) would otherwise be
+        // decoded and held by every sync of every owner there. Which ones is told by the
+        // labels the orphan index keeps, without touching the cache.
+        let takeable: Vec<String> = self
             .track()
             .orphans
             .get(&ns)
-            .map(|s| s.iter().cloned().collect())
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, meta)| refmanager::may_take(&owner, selector.as_ref(), meta))
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
             .unwrap_or_default();
-        for name in orphan_names {
+        for name in takeable {
             if let std::collections::btree_map::Entry::Vacant(e) = candidates.entry(name) {
-                // Only orphans this owner may take are decoded whole and kept: the others
-                // of the namespace (a thousand pods of other owners' selectors, say) would
-                // otherwise be decoded and held by every sync of every owner there.
-                let takeable = pods
-                    .get_metadata_in(&ns, e.key())
-                    .is_some_and(|m| refmanager::may_take(&owner, selector.as_ref(), &m));
-                if let Some(p) = takeable.then(|| pods.get_in(&ns, e.key())).flatten() {
+                if let Some(p) = pods.get_in(&ns, e.key()) {
                     e.insert(p);
                 }
             }
@@ -284,6 +290,7 @@ impl ReplicaSetController {
             flavor,
             workers,
             track: Mutex::new(Tracking::default()),
+            selectors: Default::default(),
         }
     }
 
@@ -306,22 +313,8 @@ impl ReplicaSetController {
     }
 
     /// Owners in the pod's namespace whose (non-empty) selector matches it.
-    fn matching_owners(&self, cache: &Cache, pod: &Value) -> Vec<String> {
-        if obj::labels(pod).is_none_or(|l| l.is_empty()) {
-            return vec![];
-        }
-        let owners = cache
-            .store(self.flavor.kind())
-            .list_namespace(obj::namespace(pod));
-        let found: Vec<String> = owners
-            .iter()
-            .filter(|o| {
-                self.flavor
-                    .selector(o)
-                    .is_some_and(|s| !selector_is_empty(&s) && obj::selector_matches(&s, pod))
-            })
-            .map(|o| obj::key(o))
-            .collect();
+    fn matching_owners(&self, pod: &Value) -> Vec<String> {
+        let found = self.selectors.matching(pod);
         if found.len() > 1 {
             log::warn!(
                 "user error! more than one {} is selecting pods with labels: {:?}",
@@ -343,7 +336,7 @@ impl ReplicaSetController {
             t.orphans
                 .entry(ns.to_string())
                 .or_default()
-                .insert(name.to_string());
+                .insert(name.to_string(), orphan_metadata(p));
         } else if let Some(set) = t.orphans.get_mut(ns) {
             set.remove(name);
             if set.is_empty() {
@@ -558,6 +551,18 @@ impl ReplicaSetController {
     }
 }
 
+/// What the orphan index keeps of an orphan pod: all `refmanager::may_take` reads of it
+/// (labels, and whether it is being deleted; an orphan has no controller reference).
+fn orphan_metadata(p: &Value) -> Value {
+    let mut m = Map::new();
+    for field in ["labels", "deletionTimestamp"] {
+        if let Some(v) = p["metadata"].get(field) {
+            m.insert(field.to_string(), v.clone());
+        }
+    }
+    json!({ "metadata": m })
+}
+
 /// What the replica controllers (and the deployment controller) read of a pod beyond its
 /// metadata: where it runs, and its status (phase, conditions, restart counts). The pod cache
 /// keeps nothing else unless another controller asks for more.
@@ -594,6 +599,9 @@ impl Controller for ReplicaSetController {
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
         if w.kind == self.flavor.kind() {
+            let flavor = self.flavor;
+            self.selectors
+                .observe(d, |o| flavor.selector(o).filter(|s| !selector_is_empty(s)));
             let key = obj::key(d.object());
             let replaced =
                 matches!((&d.old, &d.new), (Some(o), Some(n)) if obj::uid(o) != obj::uid(n));
@@ -617,7 +625,7 @@ impl Controller for ReplicaSetController {
                 match obj::controller_ref(p) {
                     Some(_) => keys.extend(owner_of(p)),
                     None if d.kind != DeltaKind::Deleted && !obj::is_deleting(p) => {
-                        keys.extend(self.matching_owners(cache, p))
+                        keys.extend(self.matching_owners(p))
                     }
                     None => {}
                 }
@@ -638,7 +646,7 @@ impl Controller for ReplicaSetController {
                     if cur_ref.is_some() {
                         keys.extend(owner_of(cur));
                     } else if label_changed || ref_changed {
-                        keys.extend(self.matching_owners(cache, cur));
+                        keys.extend(self.matching_owners(cur));
                     }
                 }
             }
@@ -1727,7 +1735,7 @@ mod tests {
             DeltaKind::Added,
             pod("orphan", None, json!({"app": "web"})),
         );
-        assert!(c.track().orphans["ns"].contains("orphan"));
+        assert!(c.track().orphans["ns"].contains_key("orphan"));
         feed(
             &c,
             &cache,
@@ -1802,7 +1810,7 @@ mod tests {
     fn pod_events_map_to_owner_keys() {
         let o = rs("web", 1);
         let other = rs("db", 1);
-        let (cache, _) = cx_with(&[(REPLICASETS, o.clone()), (REPLICASETS, other)]);
+        let (cache, _) = cx_with(&[(REPLICASETS, o.clone()), (REPLICASETS, other.clone())]);
         let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
         let w = Watch::full(PODS);
         let d = |kind, old: Option<Value>, new: Option<Value>| Delta {
@@ -1810,6 +1818,12 @@ mod tests {
             old: old.map(Arc::new),
             new: new.map(Arc::new),
         };
+        // The owners' watch events, as the manager delivers them, feed the selector index.
+        for owner in [&o, &other] {
+            let added = d(DeltaKind::Added, None, Some(owner.clone()));
+            let keys = c.keys_for(&Watch::full(REPLICASETS), &added, &cache);
+            assert_eq!(keys, [obj::key(owner)]);
+        }
         let owned = pod("a", Some(&o), json!({"app": "web"}));
         assert_eq!(
             c.keys_for(&w, &d(DeltaKind::Added, None, Some(owned.clone())), &cache),

@@ -12,6 +12,7 @@ pub mod rolling;
 pub mod sync;
 pub mod util;
 
+use super::refmanager::SelectorIndex;
 use super::{
     refmanager, Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome,
     Watch,
@@ -43,6 +44,9 @@ pub struct DeploymentController {
     /// Deployment key -> the ReplicaSet a pass created (name, replicas), until the next pass
     /// finds it.
     created: Mutex<HashMap<String, (String, i64)>>,
+    /// The Deployments' selectors, for upstream's GetDeploymentsForReplicaSet: the
+    /// Deployments whose (valid, non-empty) selector matches an orphan ReplicaSet.
+    selectors: SelectorIndex,
 }
 
 impl DeploymentController {
@@ -51,6 +55,7 @@ impl DeploymentController {
             workers,
             failures: Mutex::new(HashMap::new()),
             created: Mutex::new(HashMap::new()),
+            selectors: SelectorIndex::default(),
         }
     }
 
@@ -83,25 +88,12 @@ fn resolve(cache: &Cache, ns: &str, r: &obj::OwnerRef) -> Option<String> {
     (uid == r.uid).then_some(key)
 }
 
-/// Upstream's GetDeploymentsForReplicaSet: Deployments in the namespace whose (non-empty)
-/// selector matches the ReplicaSet's labels.
-fn deployments_selecting(cache: &Cache, rs: &Value) -> Vec<String> {
-    if obj::labels(rs).is_none_or(|l| l.is_empty()) {
-        return vec![];
-    }
-    cache
-        .store(DEPLOYMENTS)
-        .list_namespace(obj::namespace(rs))
-        .iter()
-        .filter(|d| {
-            d.pointer("/spec/selector").is_some_and(|s| {
-                util::selector_is_valid(s)
-                    && !util::selector_is_empty(s)
-                    && obj::selector_matches(s, rs)
-            })
-        })
-        .map(|d| obj::key(d))
-        .collect()
+/// A Deployment's selector as upstream's GetDeploymentsForReplicaSet matches with it: None
+/// when it is invalid or empty (it then selects nothing).
+fn selecting_selector(d: &Value) -> Option<Value> {
+    d.pointer("/spec/selector")
+        .filter(|s| util::selector_is_valid(s) && !util::selector_is_empty(s))
+        .cloned()
 }
 
 impl DeploymentController {
@@ -114,7 +106,7 @@ impl DeploymentController {
             DeltaKind::Added if obj::is_deleting(cur) => by_ref(cur).into_iter().collect(),
             DeltaKind::Added => match obj::controller_ref(cur) {
                 Some(r) => resolve(cache, ns, &r).into_iter().collect(),
-                None => deployments_selecting(cache, cur),
+                None => self.selectors.matching(cur),
             },
             DeltaKind::Updated => {
                 let old = d.old.as_deref().unwrap_or(&Value::Null);
@@ -130,7 +122,7 @@ impl DeploymentController {
                     Some(r) => keys.extend(resolve(cache, ns, &r)),
                     None => {
                         if ref_changed || obj::labels(old) != obj::labels(cur) {
-                            keys.extend(deployments_selecting(cache, cur));
+                            keys.extend(self.selectors.matching(cur));
                         }
                     }
                 }
@@ -146,13 +138,17 @@ impl DeploymentController {
         };
         let ns = obj::namespace(pod);
         let rss = cache.store(REPLICASETS);
-        let Some(rs) = rss.get_in(ns, &r.name).filter(|rs| obj::uid(rs) == r.uid) else {
+        let rs = rss.get_metadata_in(ns, &r.name);
+        let Some(rs) = rs.filter(|rs| obj::uid(rs) == r.uid) else {
             return vec![];
         };
         let Some(key) = obj::controller_ref(&rs).and_then(|r| resolve(cache, ns, &r)) else {
             return vec![];
         };
-        let Some(d) = cache.store(DEPLOYMENTS).get(&key) else {
+        let d = cache
+            .store(DEPLOYMENTS)
+            .get_fields(&key, &["/spec/strategy", "/spec/selector"]);
+        let Some(d) = d else {
             return vec![];
         };
         if d.pointer("/spec/strategy/type").and_then(Value::as_str) != Some("Recreate") {
@@ -297,6 +293,7 @@ impl Controller for DeploymentController {
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
         if w.kind == DEPLOYMENTS {
+            self.selectors.observe(d, selecting_selector);
             vec![obj::key(d.object())]
         } else if w.kind == REPLICASETS {
             self.replica_set_keys(d, cache)

@@ -856,8 +856,18 @@ fn orphans_are_adopted_only_after_a_live_check() {
 #[test]
 fn replica_set_events_map_to_deployments() {
     let d = deployment(1, "nginx:1", rolling(json!(1), json!(0)));
-    let (cache, _) = cx_with(&[(DEPLOYMENTS, d)]);
+    let (cache, _) = cx_with(&[(DEPLOYMENTS, d.clone())]);
     let c = DeploymentController::new(1);
+    // The Deployment's own watch event, as the manager delivers it, feeds the selector index.
+    let added = Delta {
+        kind: DeltaKind::Added,
+        old: None,
+        new: Some(std::sync::Arc::new(d)),
+    };
+    assert_eq!(
+        c.keys_for(&Watch::full(DEPLOYMENTS), &added, &cache),
+        ["ns/web"]
+    );
     let w = Watch::full(REPLICASETS);
     let owned = rs(RsSpec {
         name: "web-x",
