@@ -165,19 +165,31 @@ pub fn labels_match(selector: &Map<String, Value>, v: &Value) -> bool {
 /// An empty selector matches everything; a malformed one matches nothing (as upstream's
 /// `LabelSelectorAsSelector` fails closed).
 pub fn selector_matches(selector: &Value, v: &Value) -> bool {
+    let labels = labels(v);
+    selector_matches_with(selector, |k| {
+        labels.and_then(|l| l.get(k)).and_then(Value::as_str)
+    })
+}
+
+/// `selector_matches` over any label lookup (`get` gives a label's value by key).
+pub fn selector_matches_with<'a>(selector: &Value, get: impl Fn(&str) -> Option<&'a str>) -> bool {
     let Some(sel) = selector.as_object() else {
         return false;
     };
     if let Some(ml) = sel.get("matchLabels") {
         match ml.as_object() {
-            Some(ml) if labels_match(ml, v) => {}
-            Some(_) => return false,
+            Some(ml) => {
+                let all = ml
+                    .iter()
+                    .all(|(k, want)| want.as_str().is_some_and(|w| get(k) == Some(w)));
+                if !all {
+                    return false;
+                }
+            }
             None if ml.is_null() => {}
             None => return false,
         }
     }
-    let labels = labels(v);
-    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
     if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
         for e in exprs {
             let key = e.get("key").and_then(Value::as_str).unwrap_or("");
@@ -201,10 +213,64 @@ pub fn selector_matches(selector: &Value, v: &Value) -> bool {
     true
 }
 
+/// An object's labels in a compact form, for indexes that keep many of them (a JSON map
+/// costs a B-tree node of eleven slots however few labels it holds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    /// The string-valued labels of `v`.
+    pub fn of(v: &Value) -> Self {
+        let pairs = labels(v)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|(k, x)| Some((k.as_str().into(), x.as_str()?.into())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Labels(pairs)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| &**k == key).map(|(_, v)| &**v)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Does `selector` (a `metav1.LabelSelector`) match these labels?
+    pub fn selected_by(&self, selector: &Value) -> bool {
+        selector_matches_with(selector, |k| self.get(k))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn compact_labels_match_as_the_object_does() {
+        let v = json!({"metadata": {"labels": {"app": "web", "tier": "front", "n": 1}}});
+        let l = Labels::of(&v);
+        assert_eq!(l.get("app"), Some("web"));
+        assert_eq!(l.get("n"), None, "non-string values are not labels");
+        for sel in [
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"matchLabels": {"app": "db"}}),
+            json!({"matchLabels": {"app": "web", "tier": "back"}}),
+            json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}),
+            json!({"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}),
+            json!({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}),
+            json!({"matchExpressions": [{"key": "app", "operator": "Bogus"}]}),
+            json!({}),
+            json!("not a selector"),
+        ] {
+            assert_eq!(l.selected_by(&sel), selector_matches(&sel, &v), "{sel}");
+        }
+        assert!(Labels::of(&json!({"metadata": {}})).is_empty());
+    }
 
     #[test]
     fn accessors_and_keys() {

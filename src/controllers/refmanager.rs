@@ -49,6 +49,17 @@ pub fn may_take(owner: &Value, selector: Option<&Value>, child: &Value) -> bool 
     claim(owner, selector, child) != Claim::Ignore
 }
 
+/// Whether `claim` would adopt an orphan with these labels (`deleting`: it is being
+/// deleted), told without the orphan itself: what an index of orphans keeps is enough.
+pub fn may_adopt(
+    owner: &Value,
+    selector: Option<&Value>,
+    labels: &obj::Labels,
+    deleting: bool,
+) -> bool {
+    !deleting && !obj::is_deleting(owner) && selector.is_some_and(|s| labels.selected_by(s))
+}
+
 /// The controller ownerReference that points at `owner` (of kind `kind`).
 pub fn controller_owner_ref(kind: &Kind, owner: &Value) -> Value {
     json!({
@@ -223,6 +234,29 @@ mod tests {
             sel,
         );
         assert!(idx.matching(&pod).is_empty());
+    }
+
+    #[test]
+    fn may_adopt_agrees_with_claim_for_orphans() {
+        let web = json!({"matchLabels": {"app": "web"}});
+        let expr = json!({"matchExpressions": [{"key": "app", "operator": "In",
+            "values": ["db", "web"]}]});
+        for sel in [Some(&web), Some(&expr), None] {
+            for deleting_owner in [false, true] {
+                for app in ["web", "db", "cache"] {
+                    for deleting_child in [false, true] {
+                        let o = owner(deleting_owner);
+                        let mut c = child(app, None);
+                        if deleting_child {
+                            c["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                        }
+                        let want = claim(&o, sel, &c) == Claim::Adopt;
+                        let labels = obj::Labels::of(&c);
+                        assert_eq!(may_adopt(&o, sel, &labels, deleting_child), want, "{c}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

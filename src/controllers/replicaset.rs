@@ -88,7 +88,14 @@ struct Tracking {
     manage_err: HashMap<String, String>,
     /// Namespace -> name -> labels (and deletion mark) of pods without a controller: the
     /// candidates for adoption.
-    orphans: HashMap<String, BTreeMap<String, Value>>,
+    orphans: HashMap<String, BTreeMap<String, Orphan>>,
+}
+
+/// What the orphan index keeps of a pod without a controller: all `refmanager::may_adopt`
+/// needs to tell whether an owner would adopt it.
+struct Orphan {
+    labels: obj::Labels,
+    deleting: bool,
 }
 
 pub struct ReplicaSetController {
@@ -140,7 +147,9 @@ impl ReplicaSetController {
             .get(&ns)
             .map(|m| {
                 m.iter()
-                    .filter(|(_, meta)| refmanager::may_take(&owner, selector.as_ref(), meta))
+                    .filter(|(_, o)| {
+                        refmanager::may_adopt(&owner, selector.as_ref(), &o.labels, o.deleting)
+                    })
                     .map(|(name, _)| name.clone())
                     .collect()
             })
@@ -333,10 +342,13 @@ impl ReplicaSetController {
         let mut t = self.track();
         let orphan = d.kind != DeltaKind::Deleted && obj::controller_ref(p).is_none();
         if orphan {
-            t.orphans
-                .entry(ns.to_string())
-                .or_default()
-                .insert(name.to_string(), orphan_metadata(p));
+            t.orphans.entry(ns.to_string()).or_default().insert(
+                name.to_string(),
+                Orphan {
+                    labels: obj::Labels::of(p),
+                    deleting: obj::is_deleting(p),
+                },
+            );
         } else if let Some(set) = t.orphans.get_mut(ns) {
             set.remove(name);
             if set.is_empty() {
@@ -549,18 +561,6 @@ impl ReplicaSetController {
         }
         out
     }
-}
-
-/// What the orphan index keeps of an orphan pod: all `refmanager::may_take` reads of it
-/// (labels, and whether it is being deleted; an orphan has no controller reference).
-fn orphan_metadata(p: &Value) -> Value {
-    let mut m = Map::new();
-    for field in ["labels", "deletionTimestamp"] {
-        if let Some(v) = p["metadata"].get(field) {
-            m.insert(field.to_string(), v.clone());
-        }
-    }
-    json!({ "metadata": m })
 }
 
 /// What the replica controllers (and the deployment controller) read of a pod beyond its
