@@ -139,7 +139,7 @@ impl DeleteOptions {
         }
         m.insert("kind".into(), "DeleteOptions".into());
         m.insert("apiVersion".into(), "v1".into());
-        Some(Value::Object(m).to_string())
+        Some(json_text(&Value::Object(m)))
     }
 }
 
@@ -706,7 +706,7 @@ impl Client {
         obj: &Value,
         fields: Option<&[&str]>,
     ) -> Result<Value> {
-        let body = obj.to_string();
+        let body = json_text(obj);
         self.json_shaped(
             "POST",
             &kind.collection_path(ns),
@@ -729,7 +729,7 @@ impl Client {
         fields: Option<&[&str]>,
     ) -> Result<Value> {
         let ns = Some(crate::obj::namespace(obj)).filter(|s| !s.is_empty());
-        let body = obj.to_string();
+        let body = json_text(obj);
         let mut path = kind.object_path(ns, crate::obj::name(obj));
         if let Some(sub) = subresource {
             path.push('/');
@@ -779,7 +779,7 @@ impl Client {
         if pt == PatchType::Apply {
             path.push_str("?fieldManager=edgekcm&force=true");
         }
-        let body = patch.to_string();
+        let body = json_text(patch);
         self.json_shaped("PATCH", &path, Some((pt.content_type(), &body)), fields)
     }
 
@@ -807,7 +807,7 @@ impl Client {
         body: &Value,
     ) -> Result<Value> {
         let path = format!("{}/{}", kind.object_path(ns, name), subresource);
-        let b = body.to_string();
+        let b = json_text(body);
         self.json("POST", &path, Some(("application/json", &b)))
     }
 
@@ -934,6 +934,13 @@ fn agent_config(
             .max_idle_connections_per_host(16),
     }
     .build()
+}
+
+/// A request body's JSON text, by serde_json's writer rather than `Value`'s `Display`, which
+/// goes through the formatting machinery for every piece.
+fn json_text(v: &Value) -> String {
+    // A `Value` always serialises (its map keys are strings).
+    serde_json::to_string(v).unwrap_or_default()
 }
 
 /// The seconds of a `Retry-After` header.
