@@ -25,7 +25,10 @@
 //!
 //! Flags: `--deployments=N` (300), `--replicas=R` (5), `--timeout=SECONDS` (300) per phase,
 //! `--direct` (also time the same writes sent straight to the API server, with no
-//! controller manager), `--skip-edgekcm`.
+//! controller manager), `--orphans` (also start each controller manager against a namespace
+//! of N ReplicaSets and N x R pods that no ReplicaSet selects, as after a restart of a node
+//! whose pods lost their owners, and print its CPU seconds and peak RSS over its first
+//! 10 s), `--skip-edgekcm`.
 
 use edgekcm::api::client::{Client, DeleteOptions, ListOptions, WatchOptions};
 use edgekcm::api::kubeconfig;
@@ -48,6 +51,7 @@ struct Opts {
     replicas: i64,
     timeout: Duration,
     direct: bool,
+    orphans: bool,
     skip_edgekcm: bool,
 }
 
@@ -57,6 +61,7 @@ fn parse_opts() -> Res<Opts> {
         replicas: 5,
         timeout: Duration::from_secs(300),
         direct: false,
+        orphans: false,
         skip_edgekcm: false,
     };
     for a in std::env::args().skip(1) {
@@ -70,6 +75,7 @@ fn parse_opts() -> Res<Opts> {
             "--replicas" => o.replicas = num(v)? as i64,
             "--timeout" => o.timeout = Duration::from_secs(num(v)?),
             "--direct" => o.direct = true,
+            "--orphans" => o.orphans = true,
             "--skip-edgekcm" => o.skip_edgekcm = true,
             _ => return Err(format!("unknown argument {a:?} (see the file's header)").into()),
         }
@@ -140,6 +146,8 @@ fn bench() -> Res<()> {
         rows.push(row);
         leftover.push(ns);
     }
+    // The controller managers to run: (name, command line).
+    let mut managers: Vec<(String, Vec<String>)> = Vec::new();
     if !opts.skip_edgekcm {
         let mut args: Vec<String> = match (&real, edgekcm_args_env()) {
             (Some(_), Some(a)) => a.split_whitespace().map(str::to_string).collect(),
@@ -161,9 +169,7 @@ fn bench() -> Res<()> {
         }
         let mut cmd = vec![edgekcm_binary()?.display().to_string()];
         cmd.extend(args);
-        rows.push(run_workload(
-            &admin, &opts, "edgekcm", &cmd, &work, &leftover,
-        )?);
+        managers.push(("edgekcm".into(), cmd));
     }
     if let Ok(up) = std::env::var("KCM_BENCH_UPSTREAM") {
         let cmd: Vec<String> = up.split_whitespace().map(str::to_string).collect();
@@ -172,8 +178,14 @@ fn bench() -> Res<()> {
                 .file_name()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "upstream".into());
-            rows.push(run_workload(&admin, &opts, &name, &cmd, &work, &leftover)?);
+            managers.push((name, cmd));
         }
+    }
+    if opts.orphans {
+        leftover.push(orphan_startup(&admin, &opts, &managers, &work)?);
+    }
+    for (name, cmd) in &managers {
+        rows.push(run_workload(&admin, &opts, name, cmd, &work, &leftover)?);
     }
     print_table(&rows);
     print_server_table(&rows);
@@ -541,12 +553,12 @@ fn run_workload(
         "ready; idle RSS so far peak {} kB",
         p.peak_rss_kb().unwrap_or(0)
     );
-    // A namespace the direct writes left terminating is emptied first, outside the timing.
+    // Namespaces earlier phases left terminating are emptied first, outside the timing.
     for ns in leftover {
         let t = Instant::now();
         match wait_until(opts.timeout, || namespace_gone(admin, ns)) {
             Some(_) => println!(
-                "namespace {ns} (left by the direct writes) gone after {:.1} s",
+                "namespace {ns} (left by an earlier phase) gone after {:.1} s",
                 t.elapsed().as_secs_f64()
             ),
             None => {
@@ -657,16 +669,85 @@ fn run_workload(
 
 /// The same objects a controller manager would write, sent by the bench itself: the floor
 /// set by the API server.
+/// How long each controller manager runs against the orphans.
+const ORPHAN_WINDOW: Duration = Duration::from_secs(10);
+
+/// `--orphans`: a namespace of `deployments` ReplicaSets (0 replicas) and `deployments x
+/// replicas` pods without owner that none of them selects, written straight to the API
+/// server; then each controller manager in turn is started against it and stopped after
+/// `ORPHAN_WINDOW`. Prints their CPU seconds and peak RSS, and returns the namespace (left
+/// terminating, for the next controller manager to empty before it is timed).
+fn orphan_startup(
+    admin: &Client,
+    opts: &Opts,
+    managers: &[(String, Vec<String>)],
+    work: &Path,
+) -> Res<String> {
+    let pods = opts.deployments * opts.replicas as usize;
+    println!(
+        "\n== start against {} orphan pods and {} ReplicaSets selecting none of them",
+        pods, opts.deployments
+    );
+    let ns = create_namespace(admin, "bench-orphans")?;
+    create_default_service_account(admin, &ns)?;
+    parallel(opts.deployments, 16, |i| {
+        let name = format!("rs-{i}");
+        let spec = deployment(&name, 0)["spec"].clone();
+        let rs = json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "labels": {"app": name}},
+            "spec": spec,
+        });
+        admin.create(&REPLICASETS, Some(&ns), &rs)?;
+        Ok(())
+    })?;
+    parallel(pods, 16, |i| {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("orphan-{i}"),
+                "labels": {"app": format!("orphan-{}", i % opts.deployments)}},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}
+        });
+        admin.create(&PODS, Some(&ns), &pod)?;
+        Ok(())
+    })?;
+    println!(
+        "\n{:<24} {:>16} {:>12}",
+        "controller manager",
+        format!("CPU s in {} s", ORPHAN_WINDOW.as_secs()),
+        "peak RSS MB"
+    );
+    for (name, cmd) in managers {
+        let mut p = Proc::start(cmd, work.join(format!("{name}-orphans.log")))?;
+        std::thread::sleep(ORPHAN_WINDOW);
+        let cpu = p.cpu_seconds();
+        let rss = p.peak_rss_kb();
+        p.stop();
+        let show = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
+        println!(
+            "{name:<24} {:>16} {:>12}",
+            show(cpu),
+            show(rss.map(|kb| kb as f64 / 1024.0))
+        );
+    }
+    let _ = admin.delete(&NAMESPACES, None, &ns, &DeleteOptions::default());
+    Ok(ns)
+}
+
+/// A real apiserver admits pods only once the namespace has its default ServiceAccount; with
+/// no controller manager running, the bench writes it.
+fn create_default_service_account(admin: &Client, ns: &str) -> Res<()> {
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    match admin.create(&SERVICEACCOUNTS, Some(ns), &sa) {
+        Err(e) if !e.is_already_exists() => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
 fn direct_writes(admin: &Client, opts: &Opts) -> Res<(Row, String)> {
     println!("\n== direct writes (no controller manager)");
     let ns = create_namespace(admin, "bench-direct")?;
-    // A real apiserver admits pods only once the namespace has its default ServiceAccount.
-    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
-    if let Err(e) = admin.create(&SERVICEACCOUNTS, Some(&ns), &sa) {
-        if !e.is_already_exists() {
-            return Err(e.into());
-        }
-    }
+    create_default_service_account(admin, &ns)?;
     let (server0, bench0) = (server_cpu_seconds(), pid_cpu_seconds("self"));
     let t0 = Instant::now();
     parallel(opts.deployments, 16, |i| {

@@ -221,14 +221,26 @@ pub struct Labels(Box<[(Box<str>, Box<str>)]>);
 impl Labels {
     /// The string-valued labels of `v`.
     pub fn of(v: &Value) -> Self {
-        let pairs = labels(v)
-            .map(|l| {
-                l.iter()
-                    .filter_map(|(k, x)| Some((k.as_str().into(), x.as_str()?.into())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Labels(pairs)
+        labels(v).map(Labels::from_map).unwrap_or_default()
+    }
+
+    /// The string-valued entries of a label map.
+    pub fn from_map(m: &Map<String, Value>) -> Self {
+        Labels(
+            m.iter()
+                .filter_map(|(k, x)| Some((k.as_str().into(), x.as_str()?.into())))
+                .collect(),
+        )
+    }
+
+    /// Does every label here appear in `v`'s labels with the same value?
+    pub fn all_in(&self, v: &Value) -> bool {
+        let have = labels(v);
+        self.0.iter().all(|(k, want)| {
+            have.and_then(|l| l.get(&**k))
+                .and_then(Value::as_str)
+                .is_some_and(|x| x == &**want)
+        })
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {

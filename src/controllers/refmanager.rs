@@ -97,14 +97,54 @@ pub fn release_patch(owner_uid: &str, child_uid: &str) -> Value {
 /// every owner of the namespace for every orphan event (upstream matches over its informer's
 /// objects, which cost nothing to read). Only selectors that can select something are kept.
 #[derive(Default)]
-pub struct SelectorIndex(RwLock<BTreeMap<String, Value>>);
+pub struct SelectorIndex(RwLock<BTreeMap<String, Kept>>);
+
+/// A selector as the index keeps it: a plain `matchLabels` as compact labels (a JSON map
+/// costs a B-tree node per level however few entries it holds), anything else as it came.
+#[derive(PartialEq)]
+enum Kept {
+    Labels(obj::Labels),
+    Json(Value),
+}
+
+impl Kept {
+    fn new(s: Value) -> Kept {
+        let Some(m) = s.as_object() else {
+            return Kept::Json(s);
+        };
+        // What `obj::selector_matches` reads: a non-empty `matchExpressions` array, and
+        // `matchLabels` (compared as strings; anything else there stays JSON).
+        let exprs = m
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
+        let labels = match m.get("matchLabels") {
+            None | Some(Value::Null) => Some(obj::Labels::default()),
+            Some(Value::Object(l)) if l.values().all(Value::is_string) => {
+                Some(obj::Labels::from_map(l))
+            }
+            Some(_) => None,
+        };
+        match labels {
+            Some(l) if !exprs => Kept::Labels(l),
+            _ => Kept::Json(s),
+        }
+    }
+
+    fn matches(&self, child: &Value) -> bool {
+        match self {
+            Kept::Labels(l) => l.all_in(child),
+            Kept::Json(s) => obj::selector_matches(s, child),
+        }
+    }
+}
 
 impl SelectorIndex {
     /// Follow one delta of the owners' watch. `selector` gives the owner's selector as
     /// `obj::selector_matches` reads it, or None when it selects nothing.
     pub fn observe(&self, d: &Delta, selector: impl Fn(&Value) -> Option<Value>) {
         let key = obj::key(d.object());
-        let sel = d.new.as_deref().and_then(selector);
+        let sel = d.new.as_deref().and_then(selector).map(Kept::new);
         let mut m = self.0.write().unwrap_or_else(|p| p.into_inner());
         match sel {
             Some(s) => {
@@ -127,7 +167,7 @@ impl SelectorIndex {
         let (lo, hi) = (format!("{ns}/"), format!("{ns}0")); // '0' follows '/'
         let m = self.0.read().unwrap_or_else(|p| p.into_inner());
         m.range(lo..hi)
-            .filter(|(_, s)| obj::selector_matches(s, child))
+            .filter(|(_, s)| s.matches(child))
             .map(|(k, _)| k.clone())
             .collect()
     }
@@ -234,6 +274,36 @@ mod tests {
             sel,
         );
         assert!(idx.matching(&pod).is_empty());
+    }
+
+    #[test]
+    fn kept_selectors_match_as_the_json_does() {
+        let pods = [
+            child("web", None),
+            child("db", None),
+            json!({"metadata": {"labels": {"app": "web", "n": 1}}}),
+            json!({"metadata": {}}),
+        ];
+        for sel in [
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"matchLabels": {"app": "web"}, "matchExpressions": []}),
+            json!({"matchLabels": {"app": "web"}, "matchExpressions": [
+                {"key": "app", "operator": "NotIn", "values": ["db"]}]}),
+            json!({"matchLabels": {"n": 1}}),
+            json!({"matchLabels": "bogus"}),
+            json!({"matchLabels": null}),
+            json!({}),
+            json!(["not", "a", "selector"]),
+        ] {
+            let kept = Kept::new(sel.clone());
+            for p in &pods {
+                assert_eq!(kept.matches(p), obj::selector_matches(&sel, p), "{sel} {p}");
+            }
+        }
+        assert!(matches!(
+            Kept::new(json!({"matchLabels": {"a": "b"}})),
+            Kept::Labels(_)
+        ));
     }
 
     #[test]
