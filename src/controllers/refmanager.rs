@@ -101,7 +101,6 @@ pub struct SelectorIndex(RwLock<BTreeMap<String, Kept>>);
 
 /// A selector as the index keeps it: a plain `matchLabels` as compact labels (a JSON map
 /// costs a B-tree node per level however few entries it holds), anything else as it came.
-#[derive(PartialEq)]
 enum Kept {
     Labels(obj::Labels),
     Json(Value),
@@ -147,15 +146,9 @@ impl SelectorIndex {
         let sel = d.new.as_deref().and_then(selector).map(Kept::new);
         let mut m = self.0.write().unwrap_or_else(|p| p.into_inner());
         match sel {
-            Some(s) => {
-                if m.get(&key) != Some(&s) {
-                    m.insert(key, s);
-                }
-            }
-            None => {
-                m.remove(&key);
-            }
-        }
+            Some(s) => m.insert(key, s),
+            None => m.remove(&key),
+        };
     }
 
     /// Keys of the owners in `child`'s namespace whose selector matches it, in key order.
