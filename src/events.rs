@@ -379,26 +379,25 @@ fn sender(rx: Receiver<Msg>) {
                     .as_str()
                     .unwrap_or("default")
                     .to_string();
-                m.client.create(&EVENTS, Some(&ns), &ev).map(|_| ())
+                m.client.create_unanswered(&EVENTS, Some(&ns), &ev)
             }
             Send::Patch {
                 namespace,
                 name,
                 patch,
             } => {
-                match m.client.patch(
+                match m.client.patch_unanswered(
                     &EVENTS,
                     Some(&namespace),
                     &name,
                     PatchType::Strategic,
                     &patch,
-                    None,
                 ) {
                     Err(e) if e.is_not_found() => {
                         let ev = c.recreate(m.component, &m.spec, m.at);
-                        m.client.create(&EVENTS, Some(&namespace), &ev).map(|_| ())
+                        m.client.create_unanswered(&EVENTS, Some(&namespace), &ev)
                     }
-                    other => other.map(|_| ()),
+                    other => other,
                 }
             }
         };

@@ -715,6 +715,19 @@ impl Client {
         )
     }
 
+    /// As `create`, for a writer that does not read the answer (Events): the created object
+    /// is read off the connection but not decoded.
+    pub fn create_unanswered(&self, kind: &Kind, ns: Option<&str>, obj: &Value) -> Result<()> {
+        let body = json_text(obj);
+        self.request_bytes(
+            "POST",
+            &kind.collection_path(ns),
+            Some(("application/json", &body)),
+            "application/json",
+        )
+        .map(|_| ())
+    }
+
     /// PUT the whole object (optimistic concurrency through its resourceVersion).
     pub fn update(&self, kind: &Kind, obj: &Value) -> Result<Value> {
         self.update_shaped(kind, obj, None, None)
@@ -781,6 +794,25 @@ impl Client {
         }
         let body = json_text(patch);
         self.json_shaped("PATCH", &path, Some((pt.content_type(), &body)), fields)
+    }
+
+    /// As `patch`, for a writer that does not read the answer (see `create_unanswered`).
+    pub fn patch_unanswered(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        pt: PatchType,
+        patch: &Value,
+    ) -> Result<()> {
+        let body = json_text(patch);
+        self.request_bytes(
+            "PATCH",
+            &kind.object_path(ns, name),
+            Some((pt.content_type(), &body)),
+            "application/json",
+        )
+        .map(|_| ())
     }
 
     pub fn delete(
@@ -953,8 +985,17 @@ fn retry_after(resp: &ureq::http::Response<ureq::Body>) -> Option<Duration> {
 }
 
 fn read_body(resp: ureq::http::Response<ureq::Body>, method: &str, url: &str) -> Result<Vec<u8>> {
+    // Sized from Content-Length when the server gives one (up to a bound: the header is not
+    // trusted with memory), instead of growing by doubling through the read.
+    let expected = resp
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(1 << 20);
     let mut reader = resp.into_body().into_reader();
-    let mut buf = Vec::new();
+    let mut buf = Vec::with_capacity(expected);
     reader
         .read_to_end(&mut buf)
         .map_err(|e| Error::Transport(format!("{method} {url}: reading the answer: {e}")))?;

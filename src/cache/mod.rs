@@ -254,10 +254,17 @@ impl Cache {
         union.map(Arc::from)
     }
 
-    /// Record the answer to our own write, so the next reconcile sees it at once.
+    /// Record the answer to our own write, so the next reconcile sees it at once. `o` is the
+    /// answer as decoded with `write_shape(kind)`: when one store holds the kind that is its
+    /// own shape, and the answer is packed without a copy.
     pub fn observe_write(&self, kind: Kind, o: &serde_json::Value) {
-        for s in self.stores_admitting(kind, crate::obj::name(o)) {
-            s.observe_write(o.clone());
+        match &self.stores_admitting(kind, crate::obj::name(o))[..] {
+            [only] => only.observe_write_shaped(o),
+            several => {
+                for s in several {
+                    s.observe_write(o.clone());
+                }
+            }
         }
     }
 

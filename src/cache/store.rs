@@ -411,13 +411,19 @@ impl Store {
     /// delivers it. An older copy never replaces a newer one.
     pub fn observe_write(&self, mut o: Value) {
         self.shape(&mut o);
-        if obj::name(&o).is_empty() {
+        self.observe_write_shaped(&o);
+    }
+
+    /// As `observe_write`, for an answer already decoded in this store's shape (`api::trim`
+    /// with `projection()`): it is packed as it is, without a copy to shape.
+    pub fn observe_write_shaped(&self, o: &Value) {
+        if obj::name(o).is_empty() {
             return;
         }
-        let key = obj::key(&o);
-        let packed = Entry::pack(&o);
+        let key = obj::key(o);
+        let packed = Entry::pack(o);
         let mut g = self.write();
-        if let Some(new_rv) = rv_number(&o) {
+        if let Some(new_rv) = rv_number(o) {
             match g.objects.get(&key) {
                 Some(cur) if cur.rv_number().is_some_and(|c| c >= new_rv) => return,
                 Some(_) => {}
