@@ -16,6 +16,7 @@ pub mod manager;
 pub mod metrics;
 pub mod notify;
 pub mod obj;
+pub mod pool;
 pub mod queue;
 pub mod run;
 pub mod sandbox;

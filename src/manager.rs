@@ -384,20 +384,8 @@ impl Run<'_> {
                 failed.fetch_add(1, Ordering::SeqCst);
             }
         };
-        std::thread::scope(|s| {
-            for i in 1..list.len().min(MAX_PARALLEL) {
-                let spawned = std::thread::Builder::new()
-                    .name(format!("{}-apply-{i}", self.ctrl.name()))
-                    .stack_size(512 * 1024)
-                    .spawn_scoped(s, work);
-                if let Err(e) = spawned {
-                    log::warn!("{}: cannot start a request thread: {e}", self.ctrl.name());
-                    break;
-                }
-            }
-            // This thread takes its share too (and all of it if no thread could start).
-            work();
-        });
+        // This thread takes its share too (and all of it if no helper could start).
+        crate::pool::run_on_helpers(list.len().min(MAX_PARALLEL) - 1, &work);
         failed.into_inner()
     }
 }

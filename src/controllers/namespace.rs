@@ -1062,9 +1062,9 @@ fn delete_each(client: &Client, kind: &Kind, ns: &str, items: &[Remnant]) -> Res
     }
 }
 
-/// Run `work(i)` for each `i` in `0..len` on up to `threads` threads with small stacks (inline
-/// for a single item, or when no thread can be started); a `false` from `work` ends that
-/// thread's share.
+/// Run `work(i)` for each `i` in `0..len` on up to `threads` threads: this one and helpers
+/// (`pool`); inline for a single item, or when no helper can be started. A `false` from
+/// `work` ends that thread's share.
 pub(crate) fn for_each_parallel(len: usize, threads: usize, work: impl Fn(usize) -> bool + Sync) {
     let next = AtomicUsize::new(0);
     let run = || loop {
@@ -1078,19 +1078,7 @@ pub(crate) fn for_each_parallel(len: usize, threads: usize, work: impl Fn(usize)
         run();
         return;
     }
-    std::thread::scope(|s| {
-        let started = (0..n)
-            .filter(|_| {
-                std::thread::Builder::new()
-                    .stack_size(512 * 1024)
-                    .spawn_scoped(s, run)
-                    .is_ok()
-            })
-            .count();
-        if started == 0 {
-            run();
-        }
-    });
+    crate::pool::run_on_helpers(n - 1, &run);
 }
 
 /// Run `f` on the namespace, re-reading it after a conflict; a namespace whose UID changed
