@@ -379,7 +379,7 @@ impl Store {
                 {
                     return None;
                 }
-                let old = match packed {
+                let previous = match packed {
                     Some(packed) => {
                         // Our own newer write is already here: this event is older news.
                         if let (Some(cur), Some(new_rv)) = (g.objects.get(&key), rv_number(&o)) {
@@ -387,12 +387,17 @@ impl Store {
                                 return None;
                             }
                         }
-                        g.put(key, packed).map(|e| e.text())
+                        Some(g.put(key, packed).map(|e| e.text()))
                     }
-                    None => g.objects.get(&key).map(Entry::text),
+                    // The echo of our own write: the stored version is this one.
+                    None => None,
                 };
                 drop(g);
-                let old = old.and_then(|t| t.decode_metadata());
+                let new = Arc::new(o);
+                let old = match previous {
+                    Some(text) => text.and_then(|t| t.decode_metadata()),
+                    None => Some(new.clone()),
+                };
                 let kind = if old.is_some() {
                     DeltaKind::Updated
                 } else {
@@ -401,7 +406,7 @@ impl Store {
                 Some(Delta {
                     kind,
                     old,
-                    new: Some(Arc::new(o)),
+                    new: Some(new),
                 })
             }
         }
@@ -666,8 +671,9 @@ mod tests {
     fn the_echo_of_our_own_write_is_told_but_not_stored_again() {
         let s = Store::new();
         s.observe_write(with_uid(pod("a", "p", "9", None), "u1"));
-        // The watch's ADDED of the object we created: the handlers hear of it, with the
-        // version we stored as the previous one, and the store keeps what it had.
+        // The watch's ADDED of the object we created: the handlers hear of it as an update
+        // from that same version (told from the event itself: one resourceVersion is one
+        // content, so the stored text is not decoded), and the store keeps what it had.
         let mut echo = with_uid(pod("a", "p", "9", None), "u1");
         echo["metadata"]["labels"] = json!({"seen": "watch"});
         let d = s.apply_shaped(DeltaKind::Added, echo).expect("delta");
