@@ -784,14 +784,7 @@ impl Client {
         subresource: Option<&str>,
         fields: Option<&[&str]>,
     ) -> Result<Value> {
-        let mut path = kind.object_path(ns, name);
-        if let Some(s) = subresource {
-            path.push('/');
-            path.push_str(s);
-        }
-        if pt == PatchType::Apply {
-            path.push_str("?fieldManager=edgekcm&force=true");
-        }
+        let path = patch_path(kind, ns, name, pt, subresource);
         let body = json_text(patch);
         self.json_shaped("PATCH", &path, Some((pt.content_type(), &body)), fields)
     }
@@ -808,7 +801,7 @@ impl Client {
         let body = json_text(patch);
         self.request_bytes(
             "PATCH",
-            &kind.object_path(ns, name),
+            &patch_path(kind, ns, name, pt, None),
             Some((pt.content_type(), &body)),
             "application/json",
         )
@@ -863,6 +856,26 @@ impl Client {
             Err(Error::api(status, "", text))
         }
     }
+}
+
+/// Where a patch goes: the object or its subresource, and for a server-side apply our field
+/// manager, forcing conflicts as a controller does.
+fn patch_path(
+    kind: &Kind,
+    ns: Option<&str>,
+    name: &str,
+    pt: PatchType,
+    subresource: Option<&str>,
+) -> String {
+    let mut path = kind.object_path(ns, name);
+    if let Some(s) = subresource {
+        path.push('/');
+        path.push_str(s);
+    }
+    if pt == PatchType::Apply {
+        path.push_str("?fieldManager=edgekcm&force=true");
+    }
+    path
 }
 
 /// An agent with our resolver.
