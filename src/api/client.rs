@@ -718,11 +718,22 @@ impl Client {
     /// As `create`, for a writer that does not read the answer (Events): the created object
     /// is read off the connection but not decoded.
     pub fn create_unanswered(&self, kind: &Kind, ns: Option<&str>, obj: &Value) -> Result<()> {
-        let body = json_text(obj);
+        self.write_unanswered("POST", &kind.collection_path(ns), "application/json", obj)
+    }
+
+    /// Send `body` and read the answer off the connection without decoding it.
+    fn write_unanswered(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &Value,
+    ) -> Result<()> {
+        let body = json_text(body);
         self.request_bytes(
-            "POST",
-            &kind.collection_path(ns),
-            Some(("application/json", &body)),
+            method,
+            path,
+            Some((content_type, &body)),
             "application/json",
         )
         .map(|_| ())
@@ -798,14 +809,8 @@ impl Client {
         pt: PatchType,
         patch: &Value,
     ) -> Result<()> {
-        let body = json_text(patch);
-        self.request_bytes(
-            "PATCH",
-            &patch_path(kind, ns, name, pt, None),
-            Some((pt.content_type(), &body)),
-            "application/json",
-        )
-        .map(|_| ())
+        let path = patch_path(kind, ns, name, pt, None);
+        self.write_unanswered("PATCH", &path, pt.content_type(), patch)
     }
 
     pub fn delete(
