@@ -37,7 +37,12 @@ impl Plan<'_> {
         if cur > self.d.replicas {
             return self.scale_rs_and_record(new, self.d.replicas);
         }
-        let total = self.sum(all, |r| r.replicas);
+        // Upstream sums the ReplicaSets' spec.replicas only, so right after an old one is
+        // scaled down the new one may grow before the old one's pod is deleted: for a moment
+        // there are more pods than replicas + maxSurge. A ReplicaSet counts here with its
+        // pods still there (status.replicas) until its controller has removed them; the
+        // status update that follows the deletion wakes this Deployment again.
+        let total = self.sum(all, |r| r.replicas.max(r.status_replicas));
         match new_rs_new_replicas(&self.d, total, cur) {
             Ok(n) => self.scale_rs_and_record(new, n),
             Err(e) => {

@@ -342,9 +342,18 @@ fn rolling_update_surge_one_unavailable_zero() {
         ["ScalingReplicaSet Scaled down replica set web-old to 2 from 3"]
     );
 
-    // Step 4: old at 2: the new one may grow to 2.
+    // Step 4: old scaled to 2, but its third pod not deleted yet: the new one waits, so
+    // that there are never more than replicas + maxSurge pods.
     let mut old2 = old.clone();
     old2["spec"]["replicas"] = json!(2);
+    let out = run(&[
+        (DEPLOYMENTS, d.clone()),
+        (REPLICASETS, old2.clone()),
+        (REPLICASETS, new(1, 1)),
+    ]);
+    assert!(scales(&out).is_empty(), "{:?}", out.actions);
+
+    // Step 5: old at 2 pods: the new one may grow to 2.
     old2["status"] =
         json!({"replicas": 2, "availableReplicas": 2, "readyReplicas": 2, "observedGeneration": 1});
     let out = run(&[
