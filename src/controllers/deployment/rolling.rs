@@ -42,7 +42,7 @@ impl Plan<'_> {
         // there are more pods than replicas + maxSurge. A ReplicaSet counts here with its
         // pods still there (status.replicas) until its controller has removed them; the
         // status update that follows the deletion wakes this Deployment again.
-        let total = self.sum(all, |r| r.replicas.max(r.status_replicas));
+        let total = self.sum(all, ReplicaSet::surge_count);
         match new_rs_new_replicas(&self.d, total, cur) {
             Ok(n) => self.scale_rs_and_record(new, n),
             Err(e) => {

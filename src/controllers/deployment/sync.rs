@@ -313,7 +313,7 @@ impl<'a> Plan<'a> {
             return Ok((Some(self.rss.len() - 1), old));
         }
 
-        let total = self.sum(&old, |r| r.replicas);
+        let total = self.sum(&old, ReplicaSet::surge_count);
         let replicas = match new_rs_new_replicas(&self.d, total, 0) {
             Ok(n) => n,
             Err(e) => {

@@ -371,6 +371,32 @@ fn rolling_update_surge_one_unavailable_zero() {
 }
 
 #[test]
+fn a_new_replica_set_starts_within_the_pods_old_ones_still_have() {
+    let mut d = deployment(3, "nginx:2", rolling(json!(1), json!(0)));
+    d["metadata"]["generation"] = json!(2);
+    // Scaled down to 2 a moment ago; its third pod is still there.
+    let mut old = rs(RsSpec {
+        name: "web-old",
+        image: "nginx:1",
+        replicas: 2,
+        available: 3,
+        revision: "1",
+        created: "2024-01-01T00:00:00Z",
+    });
+    old["status"]["replicas"] = json!(3);
+    let out = run(&[(DEPLOYMENTS, d.clone()), (REPLICASETS, old.clone())]);
+    let c = creates(&out);
+    assert_eq!(c.len(), 1);
+    assert_eq!(
+        c[0]["spec"]["replicas"], 1,
+        "3 pods + 1 surge: room for one"
+    );
+    old["status"]["replicas"] = json!(2);
+    let out = run(&[(DEPLOYMENTS, d), (REPLICASETS, old)]);
+    assert_eq!(creates(&out)[0]["spec"]["replicas"], 2);
+}
+
+#[test]
 fn rolling_update_scales_down_unhealthy_old_replicas_first() {
     let d = deployment(4, "nginx:2", rolling(json!(1), json!(1)));
     // Two old ReplicaSets, the older one with 2 unavailable replicas.

@@ -411,6 +411,12 @@ pub struct ReplicaSet {
 }
 
 impl ReplicaSet {
+    /// What this ReplicaSet counts against a rolling update's maxSurge: its replicas, or
+    /// the pods it still has while a scale-down is being carried out (ARCHITECTURE.md).
+    pub fn surge_count(&self) -> i64 {
+        self.replicas.max(self.status_replicas)
+    }
+
     pub fn parse(o: &Value) -> ReplicaSet {
         ReplicaSet {
             name: obj::name(o).to_string(),
