@@ -151,16 +151,6 @@ pub fn project(v: &mut Value, keep: &[&str]) {
     *v = out;
 }
 
-/// Does a label map satisfy an equality-based selector map (`matchLabels`)?
-pub fn labels_match(selector: &Map<String, Value>, v: &Value) -> bool {
-    let labels = labels(v);
-    selector.iter().all(|(k, want)| {
-        labels
-            .and_then(|l| l.get(k))
-            .is_some_and(|have| have == want)
-    })
-}
-
 /// Evaluate a `metav1.LabelSelector` (`matchLabels` + `matchExpressions`) against an object.
 /// An empty selector matches everything; a malformed one matches nothing (as upstream's
 /// `LabelSelectorAsSelector` fails closed).

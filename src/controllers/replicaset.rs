@@ -1142,12 +1142,12 @@ pub fn calculate_status(
     let template_labels = owner
         .pointer("/spec/template/metadata/labels")
         .and_then(Value::as_object)
-        .cloned()
+        .map(obj::Labels::from_map)
         .unwrap_or_default();
     let min_ready = min_ready_seconds(owner);
     let (mut fully, mut ready, mut available) = (0i64, 0i64, 0i64);
     for p in pods {
-        if obj::labels_match(&template_labels, p) {
+        if template_labels.all_in(p) {
             fully += 1;
         }
         if is_pod_ready(p) {
