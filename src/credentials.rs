@@ -5,6 +5,7 @@
 use crate::api::client::{Client, TokenSource};
 use crate::api::resources::{NAMESPACES, SERVICEACCOUNTS};
 use crate::error::{Error, Result};
+use crate::obj::At as _;
 use serde_json::json;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
@@ -89,7 +90,7 @@ impl ServiceAccountTokens {
             match res {
                 Ok(v) => {
                     let token = v
-                        .pointer("/status/token")
+                        .at("/status/token")
                         .and_then(|t| t.as_str())
                         .filter(|t| !t.is_empty())
                         .ok_or_else(|| {
@@ -97,7 +98,7 @@ impl ServiceAccountTokens {
                         })?
                         .to_string();
                     let lifetime = v
-                        .pointer("/status/expirationTimestamp")
+                        .at("/status/expirationTimestamp")
                         .and_then(|t| t.as_str())
                         .and_then(crate::timefmt::parse_rfc3339)
                         .and_then(|exp| exp.duration_since(asked_at).ok())

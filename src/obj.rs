@@ -9,6 +9,62 @@ use std::sync::Arc;
 /// A cached object, shared by reference.
 pub type Obj = Arc<Value>;
 
+/// JSON-pointer lookups (`/spec/template/metadata/labels`) that allocate nothing.
+/// `serde_json`'s own `pointer` builds two `String`s per token to undo `~1`/`~0` escapes; the
+/// controllers look things up this way on every sync, so the escapes are undone only in a
+/// token that has them.
+pub trait At {
+    fn at(&self, pointer: &str) -> Option<&Value>;
+    fn at_mut(&mut self, pointer: &str) -> Option<&mut Value>;
+}
+
+/// The tokens of a JSON pointer, unescaped (None: not a pointer).
+fn tokens(pointer: &str) -> Option<impl Iterator<Item = std::borrow::Cow<'_, str>>> {
+    let rest = pointer.strip_prefix('/')?;
+    Some(rest.split('/').map(|t| {
+        if t.contains('~') {
+            std::borrow::Cow::Owned(t.replace("~1", "/").replace("~0", "~"))
+        } else {
+            std::borrow::Cow::Borrowed(t)
+        }
+    }))
+}
+
+/// An array index token as RFC 6901 spells it: digits, no leading zero but "0" itself.
+fn index(token: &str) -> Option<usize> {
+    if token.is_empty()
+        || !token.bytes().all(|b| b.is_ascii_digit())
+        || (token.len() > 1 && token.starts_with('0'))
+    {
+        return None;
+    }
+    token.parse().ok()
+}
+
+impl At for Value {
+    fn at(&self, pointer: &str) -> Option<&Value> {
+        if pointer.is_empty() {
+            return Some(self);
+        }
+        tokens(pointer)?.try_fold(self, |v, t| match v {
+            Value::Object(m) => m.get(&*t),
+            Value::Array(a) => a.get(index(&t)?),
+            _ => None,
+        })
+    }
+
+    fn at_mut(&mut self, pointer: &str) -> Option<&mut Value> {
+        if pointer.is_empty() {
+            return Some(self);
+        }
+        tokens(pointer)?.try_fold(self, |v, t| match v {
+            Value::Object(m) => m.get_mut(&*t),
+            Value::Array(a) => a.get_mut(index(&t)?),
+            _ => None,
+        })
+    }
+}
+
 fn meta(v: &Value) -> Option<&Map<String, Value>> {
     v.get("metadata")?.as_object()
 }
@@ -84,30 +140,57 @@ pub struct OwnerRef {
     pub block_owner_deletion: bool,
 }
 
-pub fn owner_refs(v: &Value) -> Vec<OwnerRef> {
-    let Some(list) = meta(v)
+/// An owner reference as the object holds it, borrowed: reading one allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerRefView<'a> {
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub controller: bool,
+    pub block_owner_deletion: bool,
+}
+
+impl OwnerRefView<'_> {
+    pub fn to_owned(&self) -> OwnerRef {
+        OwnerRef {
+            api_version: self.api_version.to_string(),
+            kind: self.kind.to_string(),
+            name: self.name.to_string(),
+            uid: self.uid.to_string(),
+            controller: self.controller,
+            block_owner_deletion: self.block_owner_deletion,
+        }
+    }
+}
+
+/// The well-formed owner references of `v` (those naming apiVersion, kind, name and uid).
+pub fn owner_ref_views(v: &Value) -> impl Iterator<Item = OwnerRefView<'_>> {
+    meta(v)
         .and_then(|m| m.get("ownerReferences"))
         .and_then(Value::as_array)
-    else {
-        return Vec::new();
-    };
-    list.iter()
+        .into_iter()
+        .flatten()
         .filter_map(|r| {
-            Some(OwnerRef {
-                api_version: r.get("apiVersion")?.as_str()?.to_string(),
-                kind: r.get("kind")?.as_str()?.to_string(),
-                name: r.get("name")?.as_str()?.to_string(),
-                uid: r.get("uid")?.as_str()?.to_string(),
+            Some(OwnerRefView {
+                api_version: r.get("apiVersion")?.as_str()?,
+                kind: r.get("kind")?.as_str()?,
+                name: r.get("name")?.as_str()?,
+                uid: r.get("uid")?.as_str()?,
                 controller: r.get("controller").and_then(Value::as_bool) == Some(true),
                 block_owner_deletion: r.get("blockOwnerDeletion").and_then(Value::as_bool)
                     == Some(true),
             })
         })
-        .collect()
 }
 
-pub fn controller_ref(v: &Value) -> Option<OwnerRef> {
-    owner_refs(v).into_iter().find(|r| r.controller)
+pub fn owner_refs(v: &Value) -> Vec<OwnerRef> {
+    owner_ref_views(v).map(|r| r.to_owned()).collect()
+}
+
+/// The controller reference, if any (the first that says `controller: true`).
+pub fn controller_ref(v: &Value) -> Option<OwnerRefView<'_>> {
+    owner_ref_views(v).find(|r| r.controller)
 }
 
 /// Drop what nothing in edgekcm reads, before an object enters the cache.
@@ -132,7 +215,7 @@ pub fn project(v: &mut Value, keep: &[&str]) {
     }
     let mut out = Value::Object(out);
     for path in keep {
-        let Some(x) = old.pointer_mut(path).map(Value::take) else {
+        let Some(x) = old.at_mut(path).map(Value::take) else {
             continue;
         };
         let mut at = &mut out;
@@ -253,6 +336,46 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn at_finds_what_serde_json_pointer_finds() {
+        let mut v = json!({
+            "spec": {"template": {"metadata": {"labels": {"a/b": "slash", "m~n": "tilde"}}},
+                     "list": [10, {"x": 11}, [12]], "": {"": "empty"}},
+            "n": null
+        });
+        for p in [
+            "",
+            "/",
+            "/spec",
+            "/spec/template/metadata/labels",
+            "/spec/template/metadata/labels/a~1b",
+            "/spec/template/metadata/labels/m~0n",
+            "/spec/template/metadata/labels/a/b",
+            "/spec/list/0",
+            "/spec/list/1/x",
+            "/spec/list/2/0",
+            "/spec/list/3",
+            "/spec/list/01",
+            "/spec/list/-1",
+            "/spec/list/+1",
+            "/spec/list/x",
+            "/spec//",
+            "/spec/",
+            "/n",
+            "/n/x",
+            "spec",
+            "/missing/deeper",
+            "/spec/list/1/x/y",
+        ] {
+            assert_eq!(v.at(p), v.pointer(p), "{p:?}");
+            let want = v.clone().pointer_mut(p).map(|x| x.clone());
+            assert_eq!(v.at_mut(p).map(|x| x.clone()), want, "{p:?}");
+        }
+        *v.at_mut("/spec/list/1/x").unwrap() = json!(99);
+        assert_eq!(v["spec"]["list"][1]["x"], 99);
+    }
+
+    #[test]
     fn compact_labels_match_as_the_object_does() {
         let v = json!({"metadata": {"labels": {"app": "web", "tier": "front", "n": 1}}});
         let l = Labels::of(&v);
@@ -282,7 +405,7 @@ mod tests {
         assert_eq!(key(&v), "ns/a");
         assert_eq!(split_key("ns/a"), ("ns", "a"));
         assert_eq!(split_key("node1"), ("", "node1"));
-        assert_eq!(controller_ref(&v).map(|r| r.uid), Some("o1".to_string()));
+        assert_eq!(controller_ref(&v).map(|r| r.uid), Some("o1"));
         assert_eq!(label(&v, "x"), Some("1"));
         let mut c = v.clone();
         compact(&mut c);

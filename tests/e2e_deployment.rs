@@ -63,7 +63,7 @@ fn name_of(v: &Value) -> String {
 }
 
 fn controller_uid(o: &Value) -> Option<String> {
-    edgekcm::obj::controller_ref(o).map(|r| r.uid)
+    edgekcm::obj::controller_ref(o).map(|r| r.uid.to_string())
 }
 
 /// ReplicaSets controlled by the Deployment `uid`, oldest revision first.

@@ -57,7 +57,7 @@ fn list(admin: &Client, kind: &Kind, ns: &str) -> Vec<Value> {
 }
 
 fn controller_uid(p: &Value) -> Option<String> {
-    edgekcm::obj::controller_ref(p).map(|r| r.uid)
+    edgekcm::obj::controller_ref(p).map(|r| r.uid.to_string())
 }
 
 /// Active pods controlled by `uid`.

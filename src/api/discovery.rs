@@ -8,6 +8,7 @@
 use crate::api::client::Client;
 use crate::api::resources::{self, Kind};
 use crate::error::{Error, Result};
+use crate::obj::At as _;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -240,7 +241,7 @@ impl Discovery {
                 })
                 .collect();
             let preferred = g
-                .pointer("/preferredVersion/version")
+                .at("/preferredVersion/version")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
@@ -295,7 +296,7 @@ impl Discovery {
                 .flatten()
             {
                 let name = item
-                    .pointer("/metadata/name")
+                    .at("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 let mut group = Group {
@@ -331,7 +332,7 @@ impl Discovery {
                     {
                         let plural = str_of(r, "resource");
                         let kind = r
-                            .pointer("/responseKind/kind")
+                            .at("/responseKind/kind")
                             .and_then(Value::as_str)
                             .unwrap_or("");
                         if plural.is_empty() || plural.contains('/') || kind.is_empty() {

@@ -59,14 +59,14 @@ struct Entry {
 
 impl Entry {
     fn pack(o: &Value) -> Entry {
-        let refs = obj::owner_refs(o);
-        let controlled = refs.iter().any(|r| r.controller);
-        let mut owners: Vec<Box<str>> = Vec::with_capacity(refs.len());
-        for r in refs.iter().filter(|r| r.controller) {
-            owners.push(r.uid.as_str().into());
+        let refs = || obj::owner_ref_views(o);
+        let controlled = refs().any(|r| r.controller);
+        let mut owners: Vec<Box<str>> = Vec::new();
+        for r in refs().filter(|r| r.controller) {
+            owners.push(r.uid.into());
         }
-        for r in refs.iter().filter(|r| !r.controller) {
-            owners.push(r.uid.as_str().into());
+        for r in refs().filter(|r| !r.controller) {
+            owners.push(r.uid.into());
         }
         Entry {
             json: serde_json::to_vec(o).unwrap_or_default().into(),

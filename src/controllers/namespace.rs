@@ -27,6 +27,7 @@ use crate::api::Kind;
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::{Error, Result};
 use crate::obj;
+use crate::obj::At as _;
 use crate::queue::{Bucket, ItemExponential, MaxOf, WorkQueue};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -324,7 +325,7 @@ pub fn pod_estimate(pods: &[Remnant], deleting_for: Duration) -> i64 {
 /// `spec.finalizers` without ours, sorted and de-duplicated (upstream uses a string set).
 pub fn finalizers_without_ours(ns: &Value) -> Vec<String> {
     let mut set: Vec<String> = ns
-        .pointer("/spec/finalizers")
+        .at("/spec/finalizers")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -627,7 +628,7 @@ impl Inner {
             return Ok(());
         }
         if ns
-            .pointer("/spec/finalizers")
+            .at("/spec/finalizers")
             .and_then(Value::as_array)
             .is_none_or(Vec::is_empty)
         {
@@ -663,7 +664,7 @@ impl Inner {
     fn delete_all_content(&self, client: &Client, ns: Value) -> (i64, Vec<String>, Value) {
         let name = obj::name(&ns).to_string();
         let deleted_at = ns
-            .pointer("/metadata/deletionTimestamp")
+            .at("/metadata/deletionTimestamp")
             .and_then(Value::as_str)
             .and_then(crate::timefmt::parse_rfc3339)
             .unwrap_or_else(SystemTime::now);
@@ -1110,7 +1111,7 @@ fn retry_on_conflict(
 
 fn mark_terminating(client: &Client, ns: &Value) -> Result<Value> {
     if !obj::is_deleting(ns)
-        || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+        || ns.at("/status/phase").and_then(Value::as_str) == Some("Terminating")
     {
         return Ok(ns.clone());
     }

@@ -170,6 +170,7 @@ impl SelectorIndex {
 mod tests {
     use super::*;
     use crate::api::resources::REPLICASETS;
+    use crate::obj::At as _;
 
     fn owner(deleting: bool) -> Value {
         let mut o = json!({"metadata": {"name": "web", "namespace": "ns", "uid": "o-1"}});
@@ -227,7 +228,7 @@ mod tests {
         };
         let delta =
             |kind, old: Option<Arc<Value>>, new: Option<Arc<Value>>| Delta { kind, old, new };
-        let sel = |o: &Value| o.pointer("/spec/selector").cloned();
+        let sel = |o: &Value| o.at("/spec/selector").cloned();
         let idx = SelectorIndex::default();
         for (ns, name, app) in [
             ("ns", "b", "web"),

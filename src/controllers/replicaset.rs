@@ -27,6 +27,7 @@ use crate::api::resources::{PODS, REPLICASETS, REPLICATIONCONTROLLERS};
 use crate::api::Kind;
 use crate::cache::{Cache, Delta, DeltaKind, Store};
 use crate::error::{Error, Result};
+use crate::obj::At as _;
 use crate::obj::{self, Obj};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -59,7 +60,7 @@ impl Flavor {
 
     /// The owner's selector as a `metav1.LabelSelector`; None selects nothing.
     pub fn selector(self, owner: &Value) -> Option<Value> {
-        let sel = owner.pointer("/spec/selector").filter(|s| !s.is_null())?;
+        let sel = owner.at("/spec/selector").filter(|s| !s.is_null())?;
         match self {
             Flavor::ReplicaSet => Some(sel.clone()),
             // The RC's label map is the selector's matchLabels.
@@ -312,11 +313,11 @@ impl ReplicaSetController {
     }
 
     /// The owner a controller reference points to, if it is ours and still exists.
-    fn resolve(&self, cache: &Cache, ns: &str, r: &obj::OwnerRef) -> Option<String> {
+    fn resolve(&self, cache: &Cache, ns: &str, r: &obj::OwnerRefView) -> Option<String> {
         if r.kind != self.kind_name() {
             return None;
         }
-        let key = obj::make_key(ns, &r.name);
+        let key = obj::make_key(ns, r.name);
         let uid = cache.store(self.flavor.kind()).uid_of(&key)?;
         (uid == r.uid).then_some(key)
     }
@@ -421,7 +422,7 @@ impl ReplicaSetController {
         }
         if obj::is_deleting(&fresh) {
             let at = fresh
-                .pointer("/metadata/deletionTimestamp")
+                .at("/metadata/deletionTimestamp")
                 .and_then(Value::as_str)
                 .unwrap_or("");
             return Err(Error::Config(format!(
@@ -538,7 +539,7 @@ impl ReplicaSetController {
         let siblings: Vec<Obj> = cx
             .cache
             .store(REPLICASETS)
-            .by_owner(&ctrl.uid)
+            .by_owner(ctrl.uid)
             .into_iter()
             .filter(|rs| {
                 obj::namespace(rs) == ns
@@ -665,7 +666,9 @@ impl Controller for ReplicaSetController {
     fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
         match (action, result) {
             (Action::Create { .. }, Applied::Done(Some(pod))) => {
-                let owner_uid = obj::controller_ref(pod).map(|r| r.uid).unwrap_or_default();
+                let owner_uid = obj::controller_ref(pod)
+                    .map(|r| r.uid.to_string())
+                    .unwrap_or_default();
                 let created = Created {
                     owner_uid,
                     name: obj::name(pod).to_string(),
@@ -788,7 +791,7 @@ pub fn selector_valid(sel: &Value) -> bool {
 
 pub fn spec_replicas(owner: &Value) -> usize {
     owner
-        .pointer("/spec/replicas")
+        .at("/spec/replicas")
         .map(|v| v.as_i64().unwrap_or(0))
         .unwrap_or(1)
         .max(0) as usize
@@ -796,7 +799,7 @@ pub fn spec_replicas(owner: &Value) -> usize {
 
 pub fn min_ready_seconds(owner: &Value) -> i64 {
     owner
-        .pointer("/spec/minReadySeconds")
+        .at("/spec/minReadySeconds")
         .and_then(Value::as_i64)
         .unwrap_or(0)
         .max(0)
@@ -839,7 +842,7 @@ pub fn pod_from_template(kind: &Kind, owner: &Value) -> std::result::Result<Valu
     // A missing template is an empty one: no labels.
     let empty = json!({});
     let template = owner
-        .pointer("/spec/template")
+        .at("/spec/template")
         .filter(|t| t.is_object())
         .unwrap_or(&empty);
     let tmeta = template.get("metadata");
@@ -877,9 +880,7 @@ pub fn pod_from_template(kind: &Kind, owner: &Value) -> std::result::Result<Valu
 }
 
 fn phase(p: &Value) -> &str {
-    p.pointer("/status/phase")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    p.at("/status/phase").and_then(Value::as_str).unwrap_or("")
 }
 
 /// Not terminal and not being deleted (upstream's `IsPodActive`).
@@ -889,7 +890,7 @@ pub fn is_pod_active(p: &Value) -> bool {
 }
 
 fn ready_condition(p: &Value) -> Option<&Value> {
-    p.pointer("/status/conditions")?
+    p.at("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
@@ -961,7 +962,7 @@ struct Ranked<'a> {
 impl<'a> Ranked<'a> {
     fn new(pod: &'a Obj, rank: usize) -> Self {
         let node = pod
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .unwrap_or("");
         let phase = match phase(pod) {
@@ -976,7 +977,7 @@ impl<'a> Ranked<'a> {
             None
         };
         let restarts = pod
-            .pointer("/status/containerStatuses")
+            .at("/status/containerStatuses")
             .and_then(Value::as_array)
             .map(|cs| {
                 cs.iter()
@@ -994,7 +995,7 @@ impl<'a> Ranked<'a> {
             ready_time,
             cost: deletion_cost(pod),
             restarts,
-            created: time_field(pod.pointer("/metadata/creationTimestamp")),
+            created: time_field(pod.at("/metadata/creationTimestamp")),
             uid: obj::uid(pod),
         }
     }
@@ -1095,19 +1096,13 @@ pub fn pods_to_delete(pods: &[Obj], related: &[Obj], n: usize, now: SystemTime) 
     }
     let mut on_node: HashMap<&str, usize> = HashMap::new();
     for p in related.iter().filter(|p| is_pod_active(p)) {
-        let node = p
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let node = p.at("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
         *on_node.entry(node).or_default() += 1;
     }
     let ranked: Vec<Ranked> = pods
         .iter()
         .map(|p| {
-            let node = p
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let node = p.at("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
             Ranked::new(p, on_node.get(node).copied().unwrap_or(0))
         })
         .collect();
@@ -1140,7 +1135,7 @@ pub fn calculate_status(
         .cloned()
         .unwrap_or_default();
     let template_labels = owner
-        .pointer("/spec/template/metadata/labels")
+        .at("/spec/template/metadata/labels")
         .and_then(Value::as_object)
         .map(obj::Labels::from_map)
         .unwrap_or_default();
@@ -1206,7 +1201,7 @@ pub fn calculate_status(
 /// comparison: the four counts, observedGeneration == generation, and the conditions).
 pub fn status_update(owner: &Value, new_status: Value) -> Option<Value> {
     let generation = owner
-        .pointer("/metadata/generation")
+        .at("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let conds = |s: Option<&Value>| {

@@ -6,6 +6,7 @@ use crate::api::resources::{NAMESPACES, SERVICEACCOUNTS};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::Result;
 use crate::obj;
+use crate::obj::At as _;
 use serde_json::json;
 
 /// The ServiceAccounts ensured in every namespace (upstream's default options: `default`).
@@ -43,7 +44,7 @@ impl Controller for ServiceAccountController {
         };
         // Only active namespaces get ServiceAccounts.
         let phase = namespace
-            .pointer("/status/phase")
+            .at("/status/phase")
             .and_then(|p| p.as_str())
             .unwrap_or("Active");
         if phase != "Active" || obj::is_deleting(&namespace) {

@@ -1,6 +1,7 @@
 //! Defaulting for the fields controllers rely on (a subset of upstream's
 //! `pkg/apis/*/v1/defaults.go` and the create strategies).
 
+use crate::obj::At as _;
 use serde_json::{json, Map, Value};
 
 use crate::api::resources::Kind;
@@ -105,7 +106,7 @@ pub fn apply(kind: &Kind, obj: &mut Value) {
                 template_spec(spec);
                 let tl = spec
                     .get("template")
-                    .and_then(|t| t.pointer("/metadata/labels"))
+                    .and_then(|t| t.at("/metadata/labels"))
                     .cloned();
                 if let Some(tl) = tl {
                     if spec
@@ -256,10 +257,7 @@ fn job_spec(spec: &mut Map<String, Value>) {
 pub fn prepare_for_create(kind: &Kind, obj: &mut Value, uid: &str) {
     match (kind.group, kind.plural) {
         ("", "namespaces") => {
-            let name = obj
-                .pointer("/metadata/name")
-                .cloned()
-                .unwrap_or(Value::Null);
+            let name = obj.at("/metadata/name").cloned().unwrap_or(Value::Null);
             if let Some(spec) = obj_at(obj, "spec") {
                 set_default(spec, "finalizers", json!(["kubernetes"]));
             }
@@ -277,12 +275,12 @@ pub fn prepare_for_create(kind: &Kind, obj: &mut Value, uid: &str) {
                 m.remove("status");
             }
             let manual = obj
-                .pointer("/spec/manualSelector")
+                .at("/spec/manualSelector")
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
             if !manual {
                 let name = obj
-                    .pointer("/metadata/name")
+                    .at("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();

@@ -89,6 +89,7 @@ mod store;
 
 pub use store::DeleteOpts;
 
+use crate::obj::At as _;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{self, BufReader};
@@ -202,16 +203,13 @@ impl Shared {
             {
                 continue;
             }
-            let data = s
-                .pointer("/data/token")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let data = s.at("/data/token").and_then(Value::as_str).unwrap_or("");
             let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(data) else {
                 continue;
             };
             if !raw.is_empty() && raw == token.as_bytes() {
                 let sa = s
-                    .pointer("/metadata/annotations/kubernetes.io~1service-account.name")
+                    .at("/metadata/annotations/kubernetes.io~1service-account.name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 return Some(format!(

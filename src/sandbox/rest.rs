@@ -1,5 +1,6 @@
 //! Routing and the REST verbs.
 
+use crate::obj::At as _;
 use base64::Engine as _;
 use serde_json::{json, Value};
 use std::io::Write;
@@ -572,7 +573,7 @@ fn delete_opts(req: &Request) -> Result<DeleteOpts, ApiError> {
         let b: Value = serde_json::from_slice(&req.body).map_err(|e| {
             ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
         })?;
-        let s = |p: &str| b.pointer(p).and_then(Value::as_str).map(str::to_string);
+        let s = |p: &str| b.at(p).and_then(Value::as_str).map(str::to_string);
         o.uid = s("/preconditions/uid");
         o.resource_version = s("/preconditions/resourceVersion");
         o.propagation = s("/propagationPolicy");
@@ -651,7 +652,7 @@ fn token_request(shared: &Shared, req: &Request, kind: Kind, ns: &str, name: &st
         }
     };
     let secs = body
-        .pointer("/spec/expirationSeconds")
+        .at("/spec/expirationSeconds")
         .and_then(Value::as_i64)
         .unwrap_or(3600);
     let tr_kind = Kind::new(
@@ -680,7 +681,7 @@ fn token_request(shared: &Shared, req: &Request, kind: Kind, ns: &str, name: &st
     let user = format!("system:serviceaccount:{ns}:{name}");
     st.tokens.insert(token.clone(), (user, expiry));
     let audiences = body
-        .pointer("/spec/audiences")
+        .at("/spec/audiences")
         .cloned()
         .filter(|a| a.as_array().is_some_and(|a| !a.is_empty()))
         .unwrap_or(json!(["https://kubernetes.default.svc.cluster.local"]));
@@ -692,7 +693,7 @@ fn token_request(shared: &Shared, req: &Request, kind: Kind, ns: &str, name: &st
             "metadata": {"name": name, "namespace": ns, "creationTimestamp": null,
                          "uid": meta::meta_str(&sa, "uid")},
             "spec": {"audiences": audiences, "expirationSeconds": secs,
-                     "boundObjectRef": body.pointer("/spec/boundObjectRef").cloned()},
+                     "boundObjectRef": body.at("/spec/boundObjectRef").cloned()},
             "status": {"token": token, "expirationTimestamp": meta::format_time(expiry)},
         }),
     )
@@ -722,26 +723,23 @@ fn review(shared: &Shared, req: &Request, kind: Kind) -> Reply {
     body["kind"] = json!(kind.kind);
     body["apiVersion"] = json!(kind.api_version());
     if kind.plural == "tokenreviews" {
-        let token = body
-            .pointer("/spec/token")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let token = body.at("/spec/token").and_then(Value::as_str).unwrap_or("");
         body["status"] = match shared.authenticate(token) {
             Some(user) => json!({
                 "authenticated": true,
                 "user": {"username": user, "groups": groups_of(&user)},
-                "audiences": body.pointer("/spec/audiences").cloned()
+                "audiences": body.at("/spec/audiences").cloned()
                     .unwrap_or(json!(["https://kubernetes.default.svc.cluster.local"])),
             }),
             None => json!({"authenticated": false, "user": {}}),
         };
     } else {
         let user = body
-            .pointer("/spec/user")
+            .at("/spec/user")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let path = if let Some(ra) = body.pointer("/spec/resourceAttributes") {
+        let path = if let Some(ra) = body.at("/spec/resourceAttributes") {
             let s = |k: &str| ra.get(k).and_then(Value::as_str).unwrap_or("").to_string();
             let mut p = if s("group").is_empty() {
                 format!(
@@ -775,7 +773,7 @@ fn review(shared: &Shared, req: &Request, kind: Kind) -> Reply {
             }
             p
         } else {
-            body.pointer("/spec/nonResourceAttributes/path")
+            body.at("/spec/nonResourceAttributes/path")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string()
@@ -800,10 +798,7 @@ fn review(shared: &Shared, req: &Request, kind: Kind) -> Reply {
 /// The `autoscaling/v1` Scale view of a workload.
 pub fn scale_of(kind: &Kind, obj: &Value) -> Value {
     let m = meta::meta(obj).cloned().unwrap_or_default();
-    let sel = obj
-        .pointer("/spec/selector")
-        .cloned()
-        .unwrap_or(Value::Null);
+    let sel = obj.at("/spec/selector").cloned().unwrap_or(Value::Null);
     let selector = if kind.plural == "replicationcontrollers" {
         let mut parts: Vec<String> = sel
             .as_object()
@@ -826,9 +821,9 @@ pub fn scale_of(kind: &Kind, obj: &Value) -> Value {
             "resourceVersion": m.get("resourceVersion"),
             "creationTimestamp": m.get("creationTimestamp"),
         },
-        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
+        "spec": {"replicas": obj.at("/spec/replicas").cloned().unwrap_or(json!(0))},
         "status": {
-            "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            "replicas": obj.at("/status/replicas").cloned().unwrap_or(json!(0)),
             "selector": selector,
         },
     })
@@ -868,7 +863,7 @@ fn scale_write(
     } else {
         scale = body;
     }
-    let Some(replicas) = scale.pointer("/spec/replicas").and_then(Value::as_i64) else {
+    let Some(replicas) = scale.at("/spec/replicas").and_then(Value::as_i64) else {
         return ApiError::invalid(
             &kind,
             name,
@@ -891,7 +886,7 @@ fn scale_write(
     let mut obj = (*cur).clone();
     super::store::set_path(&mut obj, &["spec", "replicas"], Some(json!(replicas)));
     let rv = scale
-        .pointer("/metadata/resourceVersion")
+        .at("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();

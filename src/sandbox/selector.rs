@@ -1,5 +1,6 @@
 //! Label and field selectors in their query-string forms.
 
+use crate::obj::At as _;
 use serde_json::Value;
 
 use crate::api::resources::Kind;
@@ -146,7 +147,7 @@ impl LabelSelector {
         if self.reqs.is_empty() {
             return true;
         }
-        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
+        let labels = obj.at("/metadata/labels").and_then(Value::as_object);
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.reqs.iter().all(|r| match r {
             Req::Eq(k, v) => get(k) == Some(v.as_str()),
@@ -243,7 +244,7 @@ fn supported_fields(kind: &Kind) -> &'static [&'static str] {
 fn field_value(obj: &Value, field: &str) -> String {
     if field == "source" {
         return obj
-            .pointer("/source/component")
+            .at("/source/component")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();

@@ -2,6 +2,7 @@
 //! watchers. Every write happens under one lock and is handed to the watchers under that same
 //! lock, so a watcher sees every event of its kind exactly once and in order.
 
+use crate::obj::At as _;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -337,8 +338,7 @@ impl State {
         let Some(nso) = self.get(&NAMESPACES, "", ns) else {
             return Err(ApiError::namespace_not_found(ns));
         };
-        let terminating =
-            nso.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+        let terminating = nso.at("/status/phase").and_then(Value::as_str) == Some("Terminating");
         if create && terminating {
             let why = format!(
                 "unable to create new content in namespace {ns} because it is being terminated"
@@ -441,10 +441,7 @@ impl State {
     }
 
     fn allocate_cluster_ip(&mut self, obj: &mut Value) {
-        let ty = obj
-            .pointer("/spec/type")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let ty = obj.at("/spec/type").and_then(Value::as_str).unwrap_or("");
         if ty == "ExternalName" {
             return;
         }
@@ -516,7 +513,7 @@ impl State {
                     }
                 }
                 if *kind == NAMESPACES {
-                    let f = old.pointer("/spec/finalizers").cloned();
+                    let f = old.at("/spec/finalizers").cloned();
                     set_path(&mut r, &["spec", "finalizers"], f);
                 }
                 r
@@ -529,14 +526,14 @@ impl State {
             }
             WriteMode::Finalize => {
                 let mut r = (*old).clone();
-                let f = new.pointer("/spec/finalizers").cloned();
+                let f = new.at("/spec/finalizers").cloned();
                 set_path(&mut r, &["spec", "finalizers"], f);
                 r["metadata"] = new.get("metadata").cloned().unwrap_or(json!({}));
                 r
             }
             WriteMode::Approval => {
                 let mut r = (*old).clone();
-                let c = new.pointer("/status/conditions").cloned();
+                let c = new.at("/status/conditions").cloned();
                 set_path(&mut r, &["status", "conditions"], c);
                 r
             }
@@ -584,7 +581,7 @@ impl State {
         defaults::apply(kind, &mut result);
         if spec_part(&old) != spec_part(&result) {
             let g = old
-                .pointer("/metadata/generation")
+                .at("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             meta_mut(&mut result).insert("generation".into(), json!(g + 1));
@@ -594,7 +591,7 @@ impl State {
         }
         let ns_done = *kind != NAMESPACES
             || result
-                .pointer("/spec/finalizers")
+                .at("/spec/finalizers")
                 .and_then(Value::as_array)
                 .is_none_or(Vec::is_empty);
         if is_deleting(&result) && finalizers(&result).is_empty() && ns_done {
@@ -664,7 +661,7 @@ impl State {
         }
         // A patch that does not name a resourceVersion is unconditional.
         let patched_rv = body
-            .pointer("/metadata/resourceVersion")
+            .at("/metadata/resourceVersion")
             .and_then(Value::as_str)
             .map(str::to_string);
         if ptype != PatchType::Json {
@@ -719,7 +716,7 @@ impl State {
             }
             set_path(&mut obj, &["status", "phase"], Some(json!("Terminating")));
             let spec_empty = obj
-                .pointer("/spec/finalizers")
+                .at("/spec/finalizers")
                 .and_then(Value::as_array)
                 .is_none_or(Vec::is_empty);
             if spec_empty && finalizers(&obj).is_empty() {
@@ -781,7 +778,7 @@ impl State {
         }
         if !is_deleting(&obj) {
             let g = obj
-                .pointer("/metadata/generation")
+                .at("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             let m = meta_mut(&mut obj);
@@ -803,19 +800,16 @@ impl State {
     // ---- CustomResourceDefinitions ----
 
     fn crd_added(&mut self, crd: &Value) -> Result<(), ApiError> {
-        let group = crd
-            .pointer("/spec/group")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let group = crd.at("/spec/group").and_then(Value::as_str).unwrap_or("");
         let plural = crd
-            .pointer("/spec/names/plural")
+            .at("/spec/names/plural")
             .and_then(Value::as_str)
             .unwrap_or("");
         let kind_name = crd
-            .pointer("/spec/names/kind")
+            .at("/spec/names/kind")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let namespaced = crd.pointer("/spec/scope").and_then(Value::as_str) != Some("Cluster");
+        let namespaced = crd.at("/spec/scope").and_then(Value::as_str) != Some("Cluster");
         if group.is_empty() || plural.is_empty() || kind_name.is_empty() {
             return Err(ApiError::new(
                 422,
@@ -824,7 +818,7 @@ impl State {
             ));
         }
         let versions: Vec<String> = crd
-            .pointer("/spec/versions")
+            .at("/spec/versions")
             .and_then(Value::as_array)
             .map(|a| {
                 a.iter()
@@ -852,12 +846,9 @@ impl State {
     }
 
     fn crd_removed(&mut self, crd: &Value) {
-        let group = crd
-            .pointer("/spec/group")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let group = crd.at("/spec/group").and_then(Value::as_str).unwrap_or("");
         let plural = crd
-            .pointer("/spec/names/plural")
+            .at("/spec/names/plural")
             .and_then(Value::as_str)
             .unwrap_or("");
         let gone: Vec<Kind> = self

@@ -21,6 +21,7 @@ use crate::api::client::PatchType;
 use crate::api::resources::{DEPLOYMENTS, PODS, REPLICASETS};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::{Error, Result};
+use crate::obj::At as _;
 use crate::obj::{self, Obj};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -70,7 +71,7 @@ impl DeploymentController {
 
 /// The UID of an object's controller, without allocating.
 fn controller_uid(o: &Value) -> Option<&str> {
-    o.pointer("/metadata/ownerReferences")?
+    o.at("/metadata/ownerReferences")?
         .as_array()?
         .iter()
         .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?
@@ -79,11 +80,11 @@ fn controller_uid(o: &Value) -> Option<&str> {
 }
 
 /// The Deployment a controller reference names, if it is in the cache with that UID.
-fn resolve(cache: &Cache, ns: &str, r: &obj::OwnerRef) -> Option<String> {
+fn resolve(cache: &Cache, ns: &str, r: &obj::OwnerRefView) -> Option<String> {
     if r.kind != "Deployment" {
         return None;
     }
-    let key = obj::make_key(ns, &r.name);
+    let key = obj::make_key(ns, r.name);
     let uid = cache.store(DEPLOYMENTS).uid_of(&key)?;
     (uid == r.uid).then_some(key)
 }
@@ -91,7 +92,7 @@ fn resolve(cache: &Cache, ns: &str, r: &obj::OwnerRef) -> Option<String> {
 /// A Deployment's selector as upstream's GetDeploymentsForReplicaSet matches with it: None
 /// when it is invalid or empty (it then selects nothing).
 fn selecting_selector(d: &Value) -> Option<Value> {
-    d.pointer("/spec/selector")
+    d.at("/spec/selector")
         .filter(|s| util::selector_is_valid(s) && !util::selector_is_empty(s))
         .cloned()
 }
@@ -138,7 +139,7 @@ impl DeploymentController {
         };
         let ns = obj::namespace(pod);
         let rss = cache.store(REPLICASETS);
-        let rs = rss.get_metadata_in(ns, &r.name);
+        let rs = rss.get_metadata_in(ns, r.name);
         let Some(rs) = rs.filter(|rs| obj::uid(rs) == r.uid) else {
             return vec![];
         };
@@ -151,10 +152,10 @@ impl DeploymentController {
         let Some(d) = d else {
             return vec![];
         };
-        if d.pointer("/spec/strategy/type").and_then(Value::as_str) != Some("Recreate") {
+        if d.at("/spec/strategy/type").and_then(Value::as_str) != Some("Recreate") {
             return vec![];
         }
-        let selector = d.pointer("/spec/selector");
+        let selector = d.at("/spec/selector");
         let pods = cache.store(PODS);
         let duid = obj::uid(&d);
         let any_pod = rss
@@ -272,7 +273,7 @@ fn recheck_deletion(cx: &Cx, d: &Deployment) -> Result<()> {
 }
 
 fn is_owner_patch(patch: &Value) -> bool {
-    patch.pointer("/metadata/ownerReferences").is_some()
+    patch.at("/metadata/ownerReferences").is_some()
 }
 
 impl Controller for DeploymentController {
@@ -375,10 +376,7 @@ impl Controller for DeploymentController {
         match result {
             Applied::Done(answer) => {
                 let rs = answer.unwrap_or(object);
-                let replicas = rs
-                    .pointer("/spec/replicas")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
+                let replicas = rs.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
                 self.created()
                     .insert(key.to_string(), (obj::name(rs).to_string(), replicas));
             }

@@ -5,6 +5,7 @@ use super::sync::{Plan, Step};
 use super::util::*;
 use crate::api::resources::PODS;
 use crate::obj;
+use crate::obj::At as _;
 use serde_json::Value;
 
 impl Plan<'_> {
@@ -54,7 +55,7 @@ impl Plan<'_> {
                 obj::controller_ref(p).is_some_and(|r| r.uid == rs.uid)
                     && selector.is_some_and(|s| obj::selector_matches(s, p))
                     && !matches!(
-                        p.pointer("/status/phase").and_then(Value::as_str),
+                        p.at("/status/phase").and_then(Value::as_str),
                         Some("Succeeded" | "Failed")
                     )
             })

@@ -10,6 +10,7 @@ use crate::api::resources::{DEPLOYMENTS, REPLICASETS};
 use crate::cache::Cache;
 use crate::controllers::{refmanager, Action, EventSpec, EventType, ObjectRef};
 use crate::obj;
+use crate::obj::At as _;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -295,7 +296,7 @@ impl<'a> Plan<'a> {
             let ours = obj::controller_ref(&found).is_some_and(|r| r.uid == self.d.uid)
                 && equal_ignore_hash(
                     &self.d.template,
-                    found.pointer("/spec/template").unwrap_or(&Value::Null),
+                    found.at("/spec/template").unwrap_or(&Value::Null),
                 );
             if !ours {
                 let before = self.d.status.collision_count.unwrap_or(0);
@@ -330,7 +331,7 @@ impl<'a> Plan<'a> {
             MAX_REV_HISTORY_CHARS,
         );
         let labels = template
-            .pointer("/metadata/labels")
+            .at("/metadata/labels")
             .cloned()
             .unwrap_or_else(|| json!({}));
         let object = json!({

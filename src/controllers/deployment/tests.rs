@@ -97,7 +97,7 @@ fn scales(o: &Outcome) -> Vec<(String, i64)> {
         .iter()
         .filter_map(|a| match a {
             Action::Patch { name, patch, .. } => {
-                Some((name.clone(), patch.pointer("/spec/replicas")?.as_i64()?))
+                Some((name.clone(), patch.at("/spec/replicas")?.as_i64()?))
             }
             _ => None,
         })
@@ -136,7 +136,7 @@ fn status_update(o: &Outcome) -> Option<&Value> {
 }
 
 fn condition<'a>(d: &'a Value, t: &str) -> Option<&'a Value> {
-    d.pointer("/status/conditions")?
+    d.at("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| c["type"] == t)

@@ -3,6 +3,7 @@
 //! conditions and the progress checks. Nothing here reads the cache or the clock.
 
 use crate::obj;
+use crate::obj::At as _;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -190,11 +191,11 @@ pub struct DeploymentStatus {
 }
 
 fn int_at(v: &Value, ptr: &str) -> i64 {
-    v.pointer(ptr).and_then(Value::as_i64).unwrap_or(0)
+    v.at(ptr).and_then(Value::as_i64).unwrap_or(0)
 }
 
 fn conditions_of(v: &Value) -> Vec<Condition> {
-    v.pointer("/status/conditions")
+    v.at("/status/conditions")
         .and_then(Value::as_array)
         .map(|a| a.iter().map(Condition::parse).collect())
         .unwrap_or_default()
@@ -210,7 +211,7 @@ impl DeploymentStatus {
             available_replicas: int_at(d, "/status/availableReplicas"),
             unavailable_replicas: int_at(d, "/status/unavailableReplicas"),
             conditions: conditions_of(d),
-            collision_count: d.pointer("/status/collisionCount").and_then(Value::as_i64),
+            collision_count: d.at("/status/collisionCount").and_then(Value::as_i64),
         }
     }
 
@@ -303,11 +304,11 @@ impl Deployment {
             .cloned()
             .ok_or("no spec.template")?;
         let selector = spec.get("selector").filter(|s| !s.is_null()).cloned();
-        let strategy = match spec.pointer("/strategy/type").and_then(Value::as_str) {
+        let strategy = match spec.at("/strategy/type").and_then(Value::as_str) {
             Some("Recreate") => Strategy::Recreate,
             None | Some("RollingUpdate") => {
                 let p = |k: &str| {
-                    spec.pointer(&format!("/strategy/rollingUpdate/{k}"))
+                    spec.at(&format!("/strategy/rollingUpdate/{k}"))
                         .filter(|v| !v.is_null())
                         .map(IntOrPercent::parse)
                 };
@@ -422,13 +423,10 @@ impl ReplicaSet {
             name: obj::name(o).to_string(),
             uid: obj::uid(o).to_string(),
             created: obj::creation_timestamp(o).to_string(),
-            replicas: o
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1),
+            replicas: o.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(1),
             min_ready_seconds: int_at(o, "/spec/minReadySeconds"),
             annotations: string_map(obj::annotations(o)),
-            template: o.pointer("/spec/template").cloned().unwrap_or(Value::Null),
+            template: o.at("/spec/template").cloned().unwrap_or(Value::Null),
             generation: int_at(o, "/metadata/generation"),
             deleting: obj::is_deleting(o),
             status_replicas: int_at(o, "/status/replicas"),

@@ -2,6 +2,7 @@
 //! classifyReferences), and the patches the garbage collector sends.
 
 use super::graph::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use crate::obj::At as _;
 use crate::obj::OwnerRef;
 use serde_json::{json, Value};
 
@@ -45,7 +46,7 @@ pub enum Decision {
 }
 
 pub fn finalizers(o: &Value) -> Vec<String> {
-    o.pointer("/metadata/finalizers")
+    o.at("/metadata/finalizers")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -114,7 +115,7 @@ pub fn delete_refs_smp(dependent_uid: &str, owner_uids: &[String]) -> Value {
 /// remaining references in full, guarded by the resourceVersion they were read at.
 pub fn delete_refs_merge(current: &Value, owner_uids: &[String]) -> Value {
     let keep: Vec<Value> = current
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
