@@ -182,6 +182,8 @@ struct Inner {
     base: String,
     agent: ureq::Agent,
     tls: Option<TlsConfig>,
+    /// Makes the connections of `agent` and of every watch agent.
+    connector: SharedConnector,
     auth: Auth,
     limiter: Mutex<TokenBucket>,
     user_agent: String,
@@ -276,6 +278,7 @@ impl Client {
         }
         let tls = if https { Some(tls_config(cfg)?) } else { None };
         let config = agent_config(tls.as_ref(), user_agent, None, timeout);
+        let connector = SharedConnector::for_identity(cfg);
         let auth = if let Some(t) = &cfg.token {
             Auth::Bearer(t.clone())
         } else if let Some(p) = &cfg.token_file {
@@ -289,8 +292,9 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner {
                 base: cfg.server.trim_end_matches('/').to_string(),
-                agent: new_agent(config),
+                agent: new_agent(config, &connector),
                 tls,
+                connector,
                 auth,
                 limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
                 user_agent: user_agent.to_string(),
@@ -312,6 +316,7 @@ impl Client {
             base: c.inner.base.clone(),
             agent: c.inner.agent.clone(),
             tls: c.inner.tls.clone(),
+            connector: c.inner.connector.clone(),
             auth: Auth::Source(source),
             limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
             user_agent: user_agent.to_string(),
@@ -640,12 +645,15 @@ impl Client {
         // Reads may be idle up to timeoutSeconds (bookmarks come about once a minute on a real
         // server); a little more than that detects a half-open connection.
         let per_read = Duration::from_secs(opts.timeout_seconds.max(60) + 30);
-        let agent = new_agent(agent_config(
-            self.inner.tls.as_ref(),
-            &self.inner.user_agent,
-            Some(per_read),
-            REQUEST_TIMEOUT,
-        ));
+        let agent = new_agent(
+            agent_config(
+                self.inner.tls.as_ref(),
+                &self.inner.user_agent,
+                Some(per_read),
+                REQUEST_TIMEOUT,
+            ),
+            &self.inner.connector,
+        );
         let accept = if opts.metadata_only {
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
         } else {
@@ -883,13 +891,65 @@ fn patch_path(
     path
 }
 
-/// An agent with our resolver.
-fn new_agent(config: ureq::config::Config) -> ureq::Agent {
-    ureq::Agent::with_parts(
-        config,
-        ureq::unversioned::transport::DefaultConnector::default(),
-        Resolver,
-    )
+/// An agent with our resolver and `connector`.
+fn new_agent(config: ureq::config::Config, connector: &SharedConnector) -> ureq::Agent {
+    ureq::Agent::with_parts(config, connector.clone(), Resolver)
+}
+
+/// The TLS settings a connection is made with: what `tls_config` reads of a `RestConfig`.
+#[derive(PartialEq, Eq, Hash)]
+struct TlsIdentity {
+    insecure: bool,
+    ca: Option<Vec<u8>>,
+    cert: Option<Vec<u8>>,
+    key: Option<Vec<u8>>,
+}
+
+/// ureq's default connector (TCP, then TLS), shared by every agent with the same TLS
+/// settings. Its TLS half builds the rustls configuration once, on first use, and that
+/// configuration holds the session cache: connections after the first resume a session
+/// instead of a full handshake, which with a client certificate costs an RSA signature on
+/// each side. Every informer watch has its own agent (and re-watches make new ones), so
+/// with a connector each, a start made about fifty full handshakes and as many parses of
+/// the client key.
+#[derive(Debug, Clone)]
+struct SharedConnector(Arc<ureq::unversioned::transport::DefaultConnector>);
+
+impl SharedConnector {
+    fn for_identity(cfg: &RestConfig) -> SharedConnector {
+        type Shared =
+            HashMap<TlsIdentity, std::sync::Weak<ureq::unversioned::transport::DefaultConnector>>;
+        static SHARED: OnceLock<Mutex<Shared>> = OnceLock::new();
+        let id = TlsIdentity {
+            insecure: cfg.insecure_skip_tls_verify,
+            ca: cfg.ca_pem.clone(),
+            cert: cfg.client_cert_pem.clone(),
+            key: cfg.client_key_pem.clone(),
+        };
+        let mut shared = SHARED
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = shared.get(&id).and_then(std::sync::Weak::upgrade) {
+            return SharedConnector(c);
+        }
+        shared.retain(|_, c| c.strong_count() > 0);
+        let c = Arc::new(ureq::unversioned::transport::DefaultConnector::default());
+        shared.insert(id, Arc::downgrade(&c));
+        SharedConnector(c)
+    }
+}
+
+impl ureq::unversioned::transport::Connector<()> for SharedConnector {
+    type Out = Box<dyn ureq::unversioned::transport::Transport>;
+
+    fn connect(
+        &self,
+        details: &ureq::unversioned::transport::ConnectionDetails,
+        chained: Option<()>,
+    ) -> std::result::Result<Option<Self::Out>, ureq::Error> {
+        self.0.connect(details, chained)
+    }
 }
 
 /// How long a resolved host name is reused.
@@ -1121,6 +1181,45 @@ mod tests {
             .unwrap()
             .contains_key("http://localhost:8080"));
         assert_eq!(resolve("http://localhost:8080/").unwrap(), first);
+    }
+
+    #[test]
+    fn agents_with_the_same_tls_settings_share_one_connector() {
+        let cfg = |ca: &str, key: Option<&str>| RestConfig {
+            server: "https://127.0.0.1:1".into(),
+            ca_pem: Some(ca.as_bytes().to_vec()),
+            client_cert_pem: key.map(|_| b"cert".to_vec()),
+            client_key_pem: key.map(|k| k.as_bytes().to_vec()),
+            ..RestConfig::default()
+        };
+        let same = |a: &SharedConnector, b: &SharedConnector| Arc::ptr_eq(&a.0, &b.0);
+        let a = SharedConnector::for_identity(&cfg("ca-1", Some("key-1")));
+        let tokens = SharedConnector::for_identity(&cfg("ca-1", None));
+        assert!(same(
+            &a,
+            &SharedConnector::for_identity(&cfg("ca-1", Some("key-1")))
+        ));
+        assert!(same(
+            &tokens,
+            &SharedConnector::for_identity(&cfg("ca-1", None))
+        ));
+        // Another client key, another CA or no certificate: never the same TLS configuration.
+        assert!(!same(&a, &tokens));
+        assert!(!same(
+            &a,
+            &SharedConnector::for_identity(&cfg("ca-1", Some("key-2")))
+        ));
+        assert!(!same(
+            &a,
+            &SharedConnector::for_identity(&cfg("ca-2", Some("key-1")))
+        ));
+        let mut insecure = cfg("ca-1", Some("key-1"));
+        insecure.insecure_skip_tls_verify = true;
+        assert!(!same(&a, &SharedConnector::for_identity(&insecure)));
+        // Once nobody holds it, a connector is not kept.
+        let weak = Arc::downgrade(&a.0);
+        drop(a);
+        assert!(weak.upgrade().is_none());
     }
 
     #[test]
