@@ -896,13 +896,25 @@ fn new_agent(config: ureq::config::Config, connector: &SharedConnector) -> ureq:
     ureq::Agent::with_parts(config, connector.clone(), Resolver)
 }
 
-/// The TLS settings a connection is made with: what `tls_config` reads of a `RestConfig`.
-#[derive(PartialEq, Eq, Hash)]
-struct TlsIdentity {
-    insecure: bool,
-    ca: Option<Vec<u8>>,
-    cert: Option<Vec<u8>>,
-    key: Option<Vec<u8>>,
+/// The TLS settings a connection is made with (what `tls_config` reads of a `RestConfig`), as
+/// a SHA-256 digest: the registry of connectors keeps no copy of a client key.
+fn tls_identity(cfg: &RestConfig) -> [u8; 32] {
+    let mut d = ring::digest::Context::new(&ring::digest::SHA256);
+    d.update(&[u8::from(cfg.insecure_skip_tls_verify)]);
+    for part in [&cfg.ca_pem, &cfg.client_cert_pem, &cfg.client_key_pem] {
+        match part {
+            // Length-prefixed, so that no two settings run together into the same bytes.
+            Some(b) => {
+                d.update(&[1]);
+                d.update(&(b.len() as u64).to_le_bytes());
+                d.update(b);
+            }
+            None => d.update(&[0]),
+        }
+    }
+    let mut out = [0; 32];
+    out.copy_from_slice(d.finish().as_ref());
+    out
 }
 
 /// ureq's default connector (TCP, then TLS), shared by every agent with the same TLS
@@ -918,14 +930,9 @@ struct SharedConnector(Arc<ureq::unversioned::transport::DefaultConnector>);
 impl SharedConnector {
     fn for_identity(cfg: &RestConfig) -> SharedConnector {
         type Shared =
-            HashMap<TlsIdentity, std::sync::Weak<ureq::unversioned::transport::DefaultConnector>>;
+            HashMap<[u8; 32], std::sync::Weak<ureq::unversioned::transport::DefaultConnector>>;
         static SHARED: OnceLock<Mutex<Shared>> = OnceLock::new();
-        let id = TlsIdentity {
-            insecure: cfg.insecure_skip_tls_verify,
-            ca: cfg.ca_pem.clone(),
-            cert: cfg.client_cert_pem.clone(),
-            key: cfg.client_key_pem.clone(),
-        };
+        let id = tls_identity(cfg);
         let mut shared = SHARED
             .get_or_init(Default::default)
             .lock()

@@ -59,15 +59,13 @@ struct Entry {
 
 impl Entry {
     fn pack(o: &Value) -> Entry {
-        let refs = || obj::owner_ref_views(o);
-        let controlled = refs().any(|r| r.controller);
-        let mut owners: Vec<Box<str>> = Vec::new();
-        for r in refs().filter(|r| r.controller) {
-            owners.push(r.uid.into());
-        }
-        for r in refs().filter(|r| !r.controller) {
-            owners.push(r.uid.into());
-        }
+        let mut refs: Vec<(bool, Box<str>)> = obj::owner_ref_views(o)
+            .map(|r| (r.controller, r.uid.into()))
+            .collect();
+        // The controller's first (a stable sort keeps the order otherwise).
+        refs.sort_by_key(|(controller, _)| !controller);
+        let controlled = refs.first().is_some_and(|(c, _)| *c);
+        let owners: Vec<Box<str>> = refs.into_iter().map(|(_, uid)| uid).collect();
         Entry {
             json: serde_json::to_vec(o).unwrap_or_default().into(),
             uid: obj::uid(o).into(),
