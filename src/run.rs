@@ -205,13 +205,6 @@ fn lease_event(recorder: &Recorder, client: &Client, lease: &Value, message: Str
 pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     let rest = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())?;
     rest.validate()?;
-    if let Some(name) = &rest.tls_server_name {
-        log::warn!(
-            "{}: tls-server-name {name:?} is not applied yet: the server's certificate is verified against the host of {}",
-            rest.source,
-            rest.server
-        );
-    }
     let base_ua = user_agent_base();
     let root = Client::new(
         &rest,

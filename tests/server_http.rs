@@ -354,3 +354,55 @@ fn plain_http_limits_and_malformed_requests() {
     let again = raw_exchange(addr, b"GET /nope HTTP/1.1\r\n\r\n");
     assert!(again.starts_with("HTTP/1.1 404 Not Found\r\n"));
 }
+
+#[test]
+fn a_kubeconfig_tls_server_name_is_what_the_certificate_is_verified_against() {
+    // The generated serving certificate names localhost and 127.0.0.1.
+    let tmp = TempDir::new("servername");
+    let srv = start(
+        ServeConfig {
+            cert_dir: Some(tmp.0.clone()),
+            ..cfg()
+        },
+        Health::new(),
+    );
+    let ca = srv.ca_pem().unwrap();
+    let client = |name: Option<&str>| {
+        let rest = edgekcm::api::kubeconfig::RestConfig {
+            server: format!("https://127.0.0.1:{}", srv.addr().port()),
+            ca_pem: Some(ca.clone().into_bytes()),
+            tls_server_name: name.map(str::to_string),
+            source: "kubeconfig test".into(),
+            ..Default::default()
+        };
+        edgekcm::api::client::Client::new(&rest, 0.0, 1, "test").unwrap()
+    };
+    assert_eq!(client(None).get_raw("/healthz").unwrap(), "ok");
+    // Dialled by a name the certificate holds, at the kubeconfig's address.
+    assert_eq!(client(Some("localhost")).get_raw("/healthz").unwrap(), "ok");
+    // A name it does not hold fails verification, though the address is in the certificate.
+    let err = client(Some("api.example.test"))
+        .get_raw("/healthz")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("127.0.0.1") && err.contains("not valid for name \"api.example.test\""),
+        "{err}"
+    );
+    // Not a name at all: refused when the client is built, naming the setting.
+    let rest = edgekcm::api::kubeconfig::RestConfig {
+        server: format!("https://127.0.0.1:{}", srv.addr().port()),
+        ca_pem: Some(ca.clone().into_bytes()),
+        tls_server_name: Some("not a name".into()),
+        source: "kubeconfig test".into(),
+        ..Default::default()
+    };
+    let err = edgekcm::api::client::Client::new(&rest, 0.0, 1, "test")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.starts_with("kubeconfig test: tls-server-name:"),
+        "{err}"
+    );
+}

@@ -180,6 +180,10 @@ const MAX_READ_RETRIES: u32 = 3;
 
 struct Inner {
     base: String,
+    /// Where requests go when the kubeconfig names a `tls-server-name`: `base` with that name
+    /// as the host, so that the certificate is verified against it (and sent as SNI); our
+    /// resolver connects it to the server's own address (`dial_overrides`). None otherwise.
+    dial: Option<Dial>,
     agent: ureq::Agent,
     tls: Option<TlsConfig>,
     /// Makes the connections of `agent` and of every watch agent.
@@ -279,6 +283,12 @@ impl Client {
         let tls = if https { Some(tls_config(cfg)?) } else { None };
         let config = agent_config(tls.as_ref(), user_agent, None, timeout);
         let connector = SharedConnector::for_identity(cfg);
+        let base = cfg.server.trim_end_matches('/').to_string();
+        let dial = match &cfg.tls_server_name {
+            Some(name) if https => Dial::new(&base, name)
+                .map_err(|e| Error::Config(format!("{}: tls-server-name: {e}", cfg.source)))?,
+            _ => None,
+        };
         let auth = if let Some(t) = &cfg.token {
             Auth::Bearer(t.clone())
         } else if let Some(p) = &cfg.token_file {
@@ -291,7 +301,8 @@ impl Client {
         };
         Ok(Client {
             inner: Arc::new(Inner {
-                base: cfg.server.trim_end_matches('/').to_string(),
+                base,
+                dial,
                 agent: new_agent(config, &connector),
                 tls,
                 connector,
@@ -314,6 +325,7 @@ impl Client {
         let c = Client::new(cfg, qps, burst, user_agent)?;
         let inner = Inner {
             base: c.inner.base.clone(),
+            dial: c.inner.dial.clone(),
             agent: c.inner.agent.clone(),
             tls: c.inner.tls.clone(),
             connector: c.inner.connector.clone(),
@@ -368,33 +380,50 @@ impl Client {
         body: Option<(&str, &str)>,
     ) -> Result<ureq::http::Response<ureq::Body>> {
         let auth = self.authorization()?;
+        // `url` starts with `base`; with a tls-server-name it is sent to the dial host, with
+        // the server's own host in the Host header (as client-go does).
+        let (target, host) = match &self.inner.dial {
+            Some(d) => (
+                std::borrow::Cow::Owned(format!(
+                    "{}{}",
+                    d.base,
+                    url.strip_prefix(self.inner.base.as_str()).unwrap_or(url)
+                )),
+                Some(d.host.as_str()),
+            ),
+            None => (std::borrow::Cow::Borrowed(url), None),
+        };
+        let target = target.as_ref();
         macro_rules! finish {
             ($rb:expr) => {{
                 let mut rb = $rb.header("Accept", accept);
                 if let Some(a) = &auth {
                     rb = rb.header("Authorization", a);
                 }
+                if let Some(h) = host {
+                    rb = rb.header("Host", h);
+                }
                 rb
             }};
         }
         let res = match (method, body) {
-            ("GET", _) => finish!(agent.get(url)).call(),
-            ("DELETE", None) => finish!(agent.delete(url)).call(),
-            ("DELETE", Some((ct, b))) => finish!(agent.delete(url))
+            ("GET", _) => finish!(agent.get(target)).call(),
+            ("DELETE", None) => finish!(agent.delete(target)).call(),
+            ("DELETE", Some((ct, b))) => finish!(agent.delete(target))
                 .force_send_body()
                 .content_type(ct)
                 .send(b),
             ("POST", b) => {
                 let (ct, b) = b.unwrap_or(("application/json", "{}"));
-                finish!(agent.post(url)).content_type(ct).send(b)
+                finish!(agent.post(target)).content_type(ct).send(b)
             }
             ("PUT", b) => {
                 let (ct, b) = b.unwrap_or(("application/json", "{}"));
-                finish!(agent.put(url)).content_type(ct).send(b)
+                finish!(agent.put(target)).content_type(ct).send(b)
             }
             ("PATCH", b) => {
                 let (ct, b) = b.unwrap_or(("application/merge-patch+json", "{}"));
-                finish!(agent.patch(url)).content_type(ct).send(b)
+                finish!(agent.patch(target)).content_type(ct).send(b)
             }
             (m, _) => return Err(Error::Transport(format!("unsupported method {m}"))),
         };
@@ -959,6 +988,64 @@ impl ureq::unversioned::transport::Connector<()> for SharedConnector {
     }
 }
 
+/// A kubeconfig's `tls-server-name` applied: requests go to `https://<name>:<port>` (so that
+/// rustls sends that name and verifies the certificate against it), and our resolver connects
+/// that authority to the server's own host and port.
+#[derive(Clone, Debug)]
+struct Dial {
+    /// `https://<tls-server-name>:<port>`.
+    base: String,
+    /// The server's own `host[:port]`, for the Host header.
+    host: String,
+}
+
+impl Dial {
+    /// None when the name is the server's host already.
+    fn new(base: &str, name: &str) -> std::result::Result<Option<Dial>, String> {
+        let uri: ureq::http::Uri = base.parse().map_err(|e| format!("server {base:?}: {e}"))?;
+        let (Some(host), Some(authority)) = (uri.host(), uri.authority()) else {
+            return Err(format!("server {base:?} has no host"));
+        };
+        let port = uri.port_u16().unwrap_or(443);
+        let name = name.trim();
+        let bare_name = name.trim_start_matches('[').trim_end_matches(']');
+        let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+        if bare_name.eq_ignore_ascii_case(bare_host) {
+            return Ok(None);
+        }
+        if rustls_pki_types::ServerName::try_from(bare_name).is_err() {
+            return Err(format!("{name:?} is not a DNS name or an IP address"));
+        }
+        let dial_host = if bare_name.parse::<std::net::Ipv6Addr>().is_ok() {
+            format!("[{bare_name}]")
+        } else {
+            bare_name.to_string()
+        };
+        let dial_authority = format!("{dial_host}:{port}");
+        let dial_base = format!("https://{dial_authority}");
+        dial_base
+            .parse::<ureq::http::Uri>()
+            .map_err(|e| format!("{name:?}: {e}"))?;
+        dial_overrides()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                dial_authority.to_ascii_lowercase(),
+                (bare_host.to_string(), port),
+            );
+        Ok(Some(Dial {
+            base: dial_base,
+            host: authority.as_str().to_string(),
+        }))
+    }
+}
+
+/// `<tls-server-name>:<port>` -> the server's own host and port.
+fn dial_overrides() -> &'static Mutex<HashMap<String, (String, u16)>> {
+    static OVERRIDES: OnceLock<Mutex<HashMap<String, (String, u16)>>> = OnceLock::new();
+    OVERRIDES.get_or_init(Default::default)
+}
+
 /// How long a resolved host name is reused.
 const RESOLVED_TTL: Duration = Duration::from_secs(30);
 
@@ -992,6 +1079,44 @@ impl ureq::unversioned::resolver::Resolver for Resolver {
             "http" => 80,
             _ => 443,
         });
+        // A tls-server-name: connect to the server the kubeconfig names (looked up once: an
+        // override never leads to another).
+        let target = dial_overrides()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&format!("{host}:{port}").to_ascii_lowercase())
+            .cloned();
+        match target {
+            Some((real, real_port)) => {
+                let bracketed = if real.parse::<std::net::Ipv6Addr>().is_ok() {
+                    format!("[{real}]")
+                } else {
+                    real
+                };
+                let uri: ureq::http::Uri = format!("{scheme}://{bracketed}:{real_port}")
+                    .parse()
+                    .map_err(|_| ureq::Error::BadUri(format!("{bracketed}:{real_port}")))?;
+                self.resolve_direct(&uri, real_port, config, timeout)
+            }
+            None => self.resolve_direct(uri, port, config, timeout),
+        }
+    }
+}
+
+impl Resolver {
+    /// An IP address as it is; a host name through ureq's resolver, reused for `RESOLVED_TTL`.
+    fn resolve_direct(
+        &self,
+        uri: &ureq::http::Uri,
+        port: u16,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> std::result::Result<Resolved, ureq::Error> {
+        use ureq::unversioned::resolver::Resolver as _;
+        let default = || ureq::unversioned::resolver::DefaultResolver::default();
+        let (Some(host), Some(scheme)) = (uri.host(), uri.scheme()) else {
+            return default().resolve(uri, config, timeout);
+        };
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
             let mut out = self.empty();
