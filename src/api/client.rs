@@ -1033,12 +1033,16 @@ impl Dial {
                 dial_authority.to_ascii_lowercase(),
                 (bare_host.to_string(), port),
             );
+        DIAL_OVERRIDDEN.store(true, std::sync::atomic::Ordering::Release);
         Ok(Some(Dial {
             base: dial_base,
             host: authority.as_str().to_string(),
         }))
     }
 }
+
+/// Set once a tls-server-name is in use: until then resolving skips the lookup below.
+static DIAL_OVERRIDDEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `<tls-server-name>:<port>` -> the server's own host and port.
 fn dial_overrides() -> &'static Mutex<HashMap<String, (String, u16)>> {
@@ -1064,6 +1068,16 @@ fn resolved_cache() -> &'static Mutex<HashMap<String, (Instant, Resolved)>> {
     CACHE.get_or_init(Default::default)
 }
 
+/// A URI's host, scheme and port (the scheme's default when none is given).
+fn host_scheme_port(uri: &ureq::http::Uri) -> Option<(&str, &str, u16)> {
+    let (host, scheme) = (uri.host()?, uri.scheme()?);
+    let port = uri.port_u16().unwrap_or(match scheme.as_str() {
+        "http" => 80,
+        _ => 443,
+    });
+    Some((host, scheme.as_str(), port))
+}
+
 impl ureq::unversioned::resolver::Resolver for Resolver {
     fn resolve(
         &self,
@@ -1071,34 +1085,31 @@ impl ureq::unversioned::resolver::Resolver for Resolver {
         config: &ureq::config::Config,
         timeout: ureq::unversioned::transport::NextTimeout,
     ) -> std::result::Result<Resolved, ureq::Error> {
-        let default = || ureq::unversioned::resolver::DefaultResolver::default();
-        let (Some(host), Some(scheme)) = (uri.host(), uri.scheme()) else {
-            return default().resolve(uri, config, timeout);
-        };
-        let port = uri.port_u16().unwrap_or(match scheme.as_str() {
-            "http" => 80,
-            _ => 443,
-        });
         // A tls-server-name: connect to the server the kubeconfig names (looked up once: an
         // override never leads to another).
-        let target = dial_overrides()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&format!("{host}:{port}").to_ascii_lowercase())
-            .cloned();
+        let overridden = DIAL_OVERRIDDEN.load(std::sync::atomic::Ordering::Acquire);
+        let target =
+            host_scheme_port(uri)
+                .filter(|_| overridden)
+                .and_then(|(host, scheme, port)| {
+                    let (real, real_port) = dial_overrides()
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&format!("{host}:{port}").to_ascii_lowercase())
+                        .cloned()?;
+                    let real = if real.parse::<std::net::Ipv6Addr>().is_ok() {
+                        format!("[{real}]")
+                    } else {
+                        real
+                    };
+                    Some(format!("{scheme}://{real}:{real_port}"))
+                });
         match target {
-            Some((real, real_port)) => {
-                let bracketed = if real.parse::<std::net::Ipv6Addr>().is_ok() {
-                    format!("[{real}]")
-                } else {
-                    real
-                };
-                let uri: ureq::http::Uri = format!("{scheme}://{bracketed}:{real_port}")
-                    .parse()
-                    .map_err(|_| ureq::Error::BadUri(format!("{bracketed}:{real_port}")))?;
-                self.resolve_direct(&uri, real_port, config, timeout)
+            Some(t) => {
+                let uri: ureq::http::Uri = t.parse().map_err(|_| ureq::Error::BadUri(t))?;
+                self.resolve_direct(&uri, config, timeout)
             }
-            None => self.resolve_direct(uri, port, config, timeout),
+            None => self.resolve_direct(uri, config, timeout),
         }
     }
 }
@@ -1108,14 +1119,13 @@ impl Resolver {
     fn resolve_direct(
         &self,
         uri: &ureq::http::Uri,
-        port: u16,
         config: &ureq::config::Config,
         timeout: ureq::unversioned::transport::NextTimeout,
     ) -> std::result::Result<Resolved, ureq::Error> {
         use ureq::unversioned::resolver::Resolver as _;
-        let default = || ureq::unversioned::resolver::DefaultResolver::default();
-        let (Some(host), Some(scheme)) = (uri.host(), uri.scheme()) else {
-            return default().resolve(uri, config, timeout);
+        let Some((host, scheme, port)) = host_scheme_port(uri) else {
+            return ureq::unversioned::resolver::DefaultResolver::default()
+                .resolve(uri, config, timeout);
         };
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
@@ -1134,7 +1144,8 @@ impl Resolver {
                 return Ok(addrs.clone());
             }
         }
-        let addrs = default().resolve(uri, config, timeout)?;
+        let addrs = ureq::unversioned::resolver::DefaultResolver::default()
+            .resolve(uri, config, timeout)?;
         let mut cache = resolved_cache().lock().unwrap_or_else(|p| p.into_inner());
         cache.retain(|_, (at, _)| now.duration_since(*at) < RESOLVED_TTL);
         cache.insert(key, (now, addrs.clone()));
