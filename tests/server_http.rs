@@ -367,7 +367,7 @@ fn a_kubeconfig_tls_server_name_is_what_the_certificate_is_verified_against() {
         Health::new(),
     );
     let ca = srv.ca_pem().unwrap();
-    let client = |name: Option<&str>| {
+    let try_client = |name: Option<&str>| {
         let rest = edgekcm::api::kubeconfig::RestConfig {
             server: format!("https://127.0.0.1:{}", srv.addr().port()),
             ca_pem: Some(ca.clone().into_bytes()),
@@ -375,8 +375,9 @@ fn a_kubeconfig_tls_server_name_is_what_the_certificate_is_verified_against() {
             source: "kubeconfig test".into(),
             ..Default::default()
         };
-        edgekcm::api::client::Client::new(&rest, 0.0, 1, "test").unwrap()
+        edgekcm::api::client::Client::new(&rest, 0.0, 1, "test")
     };
+    let client = |name: Option<&str>| try_client(name).unwrap();
     assert_eq!(client(None).get_raw("/healthz").unwrap(), "ok");
     // Dialled by a name the certificate holds, at the kubeconfig's address.
     assert_eq!(client(Some("localhost")).get_raw("/healthz").unwrap(), "ok");
@@ -390,17 +391,7 @@ fn a_kubeconfig_tls_server_name_is_what_the_certificate_is_verified_against() {
         "{err}"
     );
     // Not a name at all: refused when the client is built, naming the setting.
-    let rest = edgekcm::api::kubeconfig::RestConfig {
-        server: format!("https://127.0.0.1:{}", srv.addr().port()),
-        ca_pem: Some(ca.clone().into_bytes()),
-        tls_server_name: Some("not a name".into()),
-        source: "kubeconfig test".into(),
-        ..Default::default()
-    };
-    let err = edgekcm::api::client::Client::new(&rest, 0.0, 1, "test")
-        .err()
-        .unwrap()
-        .to_string();
+    let err = try_client(Some("not a name")).err().unwrap().to_string();
     assert!(
         err.starts_with("kubeconfig test: tls-server-name:"),
         "{err}"
