@@ -1026,13 +1026,14 @@ impl Dial {
         dial_base
             .parse::<ureq::http::Uri>()
             .map_err(|e| format!("{name:?}: {e}"))?;
+        // `host` keeps an IPv6 address's brackets, so this parses as the server's own URI.
+        let real: ureq::http::Uri = format!("https://{host}:{port}")
+            .parse()
+            .map_err(|e| format!("server {base:?}: {e}"))?;
         dial_overrides()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                dial_authority.to_ascii_lowercase(),
-                (bare_host.to_string(), port),
-            );
+            .insert(dial_authority.to_ascii_lowercase(), real);
         DIAL_OVERRIDDEN.store(true, std::sync::atomic::Ordering::Release);
         Ok(Some(Dial {
             base: dial_base,
@@ -1044,9 +1045,9 @@ impl Dial {
 /// Set once a tls-server-name is in use: until then resolving skips the lookup below.
 static DIAL_OVERRIDDEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `<tls-server-name>:<port>` -> the server's own host and port.
-fn dial_overrides() -> &'static Mutex<HashMap<String, (String, u16)>> {
-    static OVERRIDES: OnceLock<Mutex<HashMap<String, (String, u16)>>> = OnceLock::new();
+/// `<tls-server-name>:<port>` -> `https://<server's host>:<port>`.
+fn dial_overrides() -> &'static Mutex<HashMap<String, ureq::http::Uri>> {
+    static OVERRIDES: OnceLock<Mutex<HashMap<String, ureq::http::Uri>>> = OnceLock::new();
     OVERRIDES.get_or_init(Default::default)
 }
 
@@ -1088,29 +1089,16 @@ impl ureq::unversioned::resolver::Resolver for Resolver {
         // A tls-server-name: connect to the server the kubeconfig names (looked up once: an
         // override never leads to another).
         let overridden = DIAL_OVERRIDDEN.load(std::sync::atomic::Ordering::Acquire);
-        let target =
-            host_scheme_port(uri)
-                .filter(|_| overridden)
-                .and_then(|(host, scheme, port)| {
-                    let (real, real_port) = dial_overrides()
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&format!("{host}:{port}").to_ascii_lowercase())
-                        .cloned()?;
-                    let real = if real.parse::<std::net::Ipv6Addr>().is_ok() {
-                        format!("[{real}]")
-                    } else {
-                        real
-                    };
-                    Some(format!("{scheme}://{real}:{real_port}"))
-                });
-        match target {
-            Some(t) => {
-                let uri: ureq::http::Uri = t.parse().map_err(|_| ureq::Error::BadUri(t))?;
-                self.resolve_direct(&uri, config, timeout)
-            }
-            None => self.resolve_direct(uri, config, timeout),
-        }
+        let target = host_scheme_port(uri)
+            .filter(|_| overridden)
+            .and_then(|(host, _, port)| {
+                dial_overrides()
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&format!("{host}:{port}").to_ascii_lowercase())
+                    .cloned()
+            });
+        self.resolve_direct(target.as_ref().unwrap_or(uri), config, timeout)
     }
 }
 
