@@ -20,8 +20,8 @@
 //!   edgekcm, for a side-by-side table.
 //! - `KCM_BENCH_SERVER_PIDS`: comma-separated PIDs of the API server and etcd when they run on
 //!   this machine. The bench then also prints the CPU seconds they, the controller manager and
-//!   the bench itself used during converge, and the converge time the machine's cores would
-//!   allow if the controller manager used no CPU at all.
+//!   the bench itself used during converge and during namespace deletion, and the time each
+//!   phase would take on the machine's cores if the controller manager used no CPU at all.
 //!
 //! Flags: `--deployments=N` (300), `--replicas=R` (5), `--timeout=SECONDS` (300) per phase,
 //! `--direct` (also time the same writes sent straight to the API server, with no
@@ -103,6 +103,9 @@ struct Row {
     /// CPU seconds of the `KCM_BENCH_SERVER_PIDS` processes and of the bench during converge.
     server_cpu_s: Option<f64>,
     bench_cpu_s: Option<f64>,
+    /// The same during namespace deletion.
+    server_delete_cpu_s: Option<f64>,
+    bench_delete_cpu_s: Option<f64>,
     delete_s: Option<f64>,
     delete_cpu_s: Option<f64>,
     peak_rss_kb: Option<u64>,
@@ -220,44 +223,66 @@ fn edgekcm_binary() -> Res<PathBuf> {
     Ok(bin)
 }
 
-/// Where the machine's CPU went during converge, when the API server's PIDs were given. On a
-/// machine whose cores are all busy, converge cannot be shorter than the API server's, etcd's
-/// and the bench's own CPU seconds spread over every core: the last column.
+/// Where the machine's CPU went during converge and during namespace deletion, when the API
+/// server's PIDs were given. On a machine whose cores are all busy, a phase cannot be shorter
+/// than the API server's, etcd's and the bench's own CPU seconds spread over every core: the
+/// last column.
 fn print_server_table(rows: &[Row]) {
     if rows.iter().all(|r| r.server_cpu_s.is_none()) {
         return;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    println!();
-    println!(
-        "CPU seconds during converge ({cores} cores; API server and etcd: KCM_BENCH_SERVER_PIDS)"
-    );
-    println!(
-        "{:<26} {:>11} {:>11} {:>16} {:>9} {:>11} {:>21}",
-        "controller manager",
-        "converge s",
-        "manager s",
-        "apiserver+etcd s",
-        "bench s",
-        "busy cores",
-        "converge at 0 CPU s"
-    );
-    for r in rows {
-        let (Some(wall), Some(server), Some(bench)) = (r.converge_s, r.server_cpu_s, r.bench_cpu_s)
-        else {
-            continue;
-        };
-        let manager = r.converge_cpu_s.unwrap_or(0.0);
+    // Per phase: wall seconds, the manager's, the servers' and the bench's CPU seconds.
+    type Pick = fn(&Row) -> [Option<f64>; 4];
+    let phases: [(&str, &str, Pick); 2] = [
+        ("converge", "converge", |r| {
+            [
+                r.converge_s,
+                r.converge_cpu_s,
+                r.server_cpu_s,
+                r.bench_cpu_s,
+            ]
+        }),
+        ("namespace deletion", "ns delete", |r| {
+            [
+                r.delete_s,
+                r.delete_cpu_s,
+                r.server_delete_cpu_s,
+                r.bench_delete_cpu_s,
+            ]
+        }),
+    ];
+    for (phase, short, pick) in phases {
+        println!();
         println!(
-            "{:<26} {:>11.2} {:>11.2} {:>16.2} {:>9.2} {:>11.2} {:>21.2}",
-            r.name,
-            wall,
-            manager,
-            server,
-            bench,
-            (manager + server + bench) / wall,
-            (server + bench) / cores
+            "CPU seconds during {phase} ({cores} cores; API server and etcd: KCM_BENCH_SERVER_PIDS)"
         );
+        println!(
+            "{:<26} {:>11} {:>11} {:>16} {:>9} {:>11} {:>22}",
+            "controller manager",
+            format!("{short} s"),
+            "manager s",
+            "apiserver+etcd s",
+            "bench s",
+            "busy cores",
+            format!("{short} at 0 CPU s")
+        );
+        for r in rows {
+            let [Some(wall), manager, Some(server), Some(bench)] = pick(r) else {
+                continue;
+            };
+            let manager = manager.unwrap_or(0.0);
+            println!(
+                "{:<26} {:>11.2} {:>11.2} {:>16.2} {:>9.2} {:>11.2} {:>22.2}",
+                r.name,
+                wall,
+                manager,
+                server,
+                bench,
+                (manager + server + bench) / wall,
+                (server + bench) / cores
+            );
+        }
     }
 }
 
@@ -642,8 +667,12 @@ fn run_workload(
         }
     }
 
+    let (server1, bench1) = (server_cpu_seconds(), pid_cpu_seconds("self"));
     let deleted = delete_namespace(admin, &ns, opts.timeout);
     let cpu2 = p.cpu_seconds().unwrap_or(cpu1);
+    let deleted_delta = |a, b| cpu_delta(a, b).filter(|_| deleted.is_some());
+    let server_delete_cpu_s = deleted_delta(server1, server_cpu_seconds());
+    let bench_delete_cpu_s = deleted_delta(bench1, pid_cpu_seconds("self"));
     match deleted {
         Some(s) => println!("namespace deleted in {s:.2} s"),
         None => println!("namespace not deleted within {:?}", opts.timeout),
@@ -660,6 +689,8 @@ fn run_workload(
         converge_cpu_s: converged.map(|_| cpu1 - cpu0),
         server_cpu_s,
         bench_cpu_s,
+        server_delete_cpu_s,
+        bench_delete_cpu_s,
         delete_s: deleted,
         delete_cpu_s: deleted.map(|_| cpu2 - cpu1),
         peak_rss_kb: peak,
