@@ -651,9 +651,11 @@ fn run_workload(
     })
     .map(|_| t0.elapsed().as_secs_f64());
     let cpu1 = p.cpu_seconds().unwrap_or(cpu0);
+    // The end of converge is the start of deletion.
+    let (server1, bench1) = (server_cpu_seconds(), pid_cpu_seconds("self"));
     let delta = |a, b| cpu_delta(a, b).filter(|_| converged.is_some());
-    let server_cpu_s = delta(server0, server_cpu_seconds());
-    let bench_cpu_s = delta(bench0, pid_cpu_seconds("self"));
+    let server_cpu_s = delta(server0, server1);
+    let bench_cpu_s = delta(bench0, bench1);
     stop.store(true, Ordering::SeqCst);
     match converged {
         Some(s) => println!("converged in {s:.2} s"),
@@ -667,7 +669,6 @@ fn run_workload(
         }
     }
 
-    let (server1, bench1) = (server_cpu_seconds(), pid_cpu_seconds("self"));
     let deleted = delete_namespace(admin, &ns, opts.timeout);
     let cpu2 = p.cpu_seconds().unwrap_or(cpu1);
     let deleted_delta = |a, b| cpu_delta(a, b).filter(|_| deleted.is_some());
