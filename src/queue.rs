@@ -756,6 +756,26 @@ mod tests {
     }
 
     #[test]
+    fn an_event_queues_a_key_in_backoff_at_once() {
+        let (q, clock) = fake_queue("t");
+        // "a" failed 14 times before: its next retry waits 5 ms * 2^14 = 82 s.
+        for _ in 0..14 {
+            lock(&q.limiter).when(&s("a"));
+        }
+        q.add_rate_limited(s("a"));
+        assert_eq!(q.num_requeues(&s("a")), 15);
+        clock.advance(1000 * MS);
+        assert_eq!(q.len(), 0);
+        // A new event for it (the watch, a re-list) does not wait for the backoff.
+        q.add(s("a"));
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.get(), Some(s("a")));
+        q.forget(&s("a"));
+        q.done(&s("a"));
+        assert_eq!(q.num_requeues(&s("a")), 0);
+    }
+
+    #[test]
     fn add_after_zero_is_add_and_dedups_with_queue() {
         let (q, clock) = fake_queue("t");
         q.add_after(s("a"), Duration::ZERO);

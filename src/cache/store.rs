@@ -458,7 +458,8 @@ impl Store {
     }
 
     /// Swap the whole content atomically (after a list). Returns the deltas against the old
-    /// content: objects gone, new, or with another resourceVersion.
+    /// content: objects gone (Deleted), new (Added), and an update for every other listed
+    /// object, changed or not (a resync, as client-go's `Replace`).
     pub fn replace(&self, mut items: Vec<Value>, resource_version: &str) -> Vec<Delta> {
         for o in &mut items {
             self.shape(o);
@@ -494,14 +495,15 @@ impl Store {
                     old: Some(o),
                     new: None,
                 })),
-                Some(n) if obj::resource_version(n) != &*o.resource_version => {
-                    deltas.extend(o.text().decode_metadata().map(|o| Delta {
-                        kind: DeltaKind::Updated,
-                        old: Some(o),
-                        new: Some(n.clone()),
-                    }))
-                }
-                Some(_) => {}
+                // Changed, or not: every listed object is handed to the handlers again, as
+                // client-go's `Replace` does, so that a controller looks once more at every
+                // object after a re-list (a key that failed while the server was away is not
+                // left to its backoff).
+                Some(n) => deltas.extend(o.text().decode_metadata().map(|o| Delta {
+                    kind: DeltaKind::Updated,
+                    old: Some(o),
+                    new: Some(n.clone()),
+                })),
             }
         }
         for (k, n) in decoded {
@@ -642,8 +644,16 @@ mod tests {
             vec![
                 ("change".to_string(), DeltaKind::Updated),
                 ("gone".to_string(), DeltaKind::Deleted),
+                ("keep".to_string(), DeltaKind::Updated),
                 ("new".to_string(), DeltaKind::Added)
             ]
+        );
+        // The unchanged one is a resync: the same version before and after.
+        let keep = deltas.iter().find(|d| obj::name(d.object()) == "keep");
+        assert_eq!(
+            keep.and_then(|d| d.old.as_deref())
+                .map(obj::resource_version),
+            Some("1")
         );
         assert_eq!(s.resource_version(), "9");
         assert_eq!(s.len(), 3);
