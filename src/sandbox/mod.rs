@@ -150,8 +150,12 @@ pub struct RequestRecord {
 
 struct FailRule {
     remaining: usize,
+    /// Until then, however many requests match (`remaining` is not counted down).
+    until: Option<Instant>,
+    /// 0: the request is served, then its connection is reset before the answer is written.
     code: u16,
     path_contains: Option<String>,
+    method: Option<String>,
 }
 
 #[derive(Default)]
@@ -243,18 +247,21 @@ impl Shared {
             .is_some_and(|u| Instant::now() < u)
     }
 
-    fn take_fault(&self, target: &str) -> Option<u16> {
+    fn take_fault(&self, method: &str, target: &str) -> Option<u16> {
         let mut f = lock(&self.faults);
+        let now = Instant::now();
+        f.rules
+            .retain(|r| r.until.map_or(r.remaining > 0, |u| now < u));
         let rule = f.rules.iter_mut().find(|r| {
-            r.remaining > 0
-                && r.path_contains
-                    .as_deref()
-                    .is_none_or(|p| target.contains(p))
+            r.path_contains
+                .as_deref()
+                .is_none_or(|p| target.contains(p))
+                && r.method.as_deref().is_none_or(|m| m == method)
         })?;
-        rule.remaining -= 1;
-        let code = rule.code;
-        f.rules.retain(|r| r.remaining > 0);
-        Some(code)
+        if rule.until.is_none() {
+            rule.remaining -= 1;
+        }
+        Some(rule.code)
     }
 
     fn shutdown_connections(&self) {
@@ -283,8 +290,36 @@ impl Faults {
     pub fn fail_next(&self, n: usize, code: u16, path_contains: Option<&str>) {
         lock(&self.shared.faults).rules.push(FailRule {
             remaining: n,
+            until: None,
             code,
             path_contains: path_contains.map(str::to_string),
+            method: None,
+        });
+    }
+
+    /// Answer every request whose path contains `path_contains` (all when `None`) with `code`
+    /// for the next `d` (kube-apiserver answers 403 for a few seconds after it starts, while
+    /// its RBAC cache warms up).
+    pub fn fail_for(&self, d: Duration, code: u16, path_contains: Option<&str>) {
+        lock(&self.shared.faults).rules.push(FailRule {
+            remaining: 0,
+            until: Some(Instant::now() + d),
+            code,
+            path_contains: path_contains.map(str::to_string),
+            method: None,
+        });
+    }
+
+    /// Carry out the next `n` requests of `method` whose path contains `path_contains`, then
+    /// reset their connections instead of answering: the client cannot know whether its
+    /// write happened.
+    pub fn lose_answers(&self, n: usize, method: &str, path_contains: Option<&str>) {
+        lock(&self.shared.faults).rules.push(FailRule {
+            remaining: n,
+            until: None,
+            code: 0,
+            path_contains: path_contains.map(str::to_string),
+            method: Some(method.to_string()),
         });
     }
 
@@ -596,6 +631,12 @@ fn fault_reply(code: u16) -> (u16, Value, Vec<(String, String)>) {
             "Timeout",
             "the server was unable to return a response in the time allotted",
         ),
+        401 => ("Unauthorized", "Unauthorized"),
+        403 => (
+            "Forbidden",
+            "forbidden: User \"system:kube-controller-manager\" cannot perform this request \
+             (injected fault)",
+        ),
         _ => ("InternalError", "injected fault"),
     };
     let mut e = meta::ApiError::new(code, reason, message);
@@ -658,7 +699,16 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
         };
         let user = token.as_deref().and_then(|t| shared.authenticate(t));
         record.user = user.clone();
-        let (reply, headers) = if let Some(code) = shared.take_fault(&req.target) {
+        let fault = shared.take_fault(&req.method, &req.target);
+        if fault == Some(0) {
+            // Carried out, never answered.
+            let _ = rest::handle(shared, &req);
+            record.status = 0;
+            push_record(shared, record);
+            let _ = out.shutdown(Shutdown::Both);
+            return Ok(());
+        }
+        let (reply, headers) = if let Some(code) = fault {
             let (c, v, h) = fault_reply(code);
             (Reply::Json(c, v), h)
         } else if shared.opts.require_auth && user.is_none() && !is_public_path(&req.path) {
