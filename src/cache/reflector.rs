@@ -12,26 +12,39 @@ use std::time::{Duration, Instant};
 
 pub type Handler = Arc<dyn Fn(&Delta) + Send + Sync>;
 
-/// Backoff for list/watch failures: 800 ms doubling to 30 s, with jitter, reset after 2 min
-/// of good behaviour.
+/// Backoff for list/watch failures: exponential with jitter (between d and 2d, capped),
+/// reset after 2 min of good behaviour.
 pub struct Backoff {
+    initial: Duration,
+    max: Duration,
     next: Duration,
     last_failure: Option<Instant>,
 }
 
 impl Default for Backoff {
+    /// client-go's reflector backoff: 800 ms doubling to 30 s.
     fn default() -> Self {
-        Backoff {
-            next: Self::INITIAL,
-            last_failure: None,
-        }
+        Backoff::new(Duration::from_millis(800), Duration::from_secs(30))
     }
 }
 
 impl Backoff {
-    const INITIAL: Duration = Duration::from_millis(800);
-    const MAX: Duration = Duration::from_secs(30);
     const RESET: Duration = Duration::from_secs(120);
+
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        Backoff {
+            initial,
+            max,
+            next: initial,
+            last_failure: None,
+        }
+    }
+
+    /// For an unreachable server: 500 ms doubling to 5 s. Trying again costs nothing, and an
+    /// edge device wants to be back within seconds of the apiserver.
+    pub fn unreachable() -> Self {
+        Backoff::new(Duration::from_millis(500), Duration::from_secs(5))
+    }
 
     /// The wait before the next attempt (jitter factor 1: between d and 2d, capped).
     pub fn next_delay(&mut self, now: Instant) -> Duration {
@@ -39,13 +52,104 @@ impl Backoff {
             .last_failure
             .is_some_and(|t| now.saturating_duration_since(t) > Self::RESET)
         {
-            self.next = Self::INITIAL;
+            self.next = self.initial;
         }
         self.last_failure = Some(now);
         let base = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
+        self.next = (self.next * 2).min(self.max);
         let jittered = base.mul_f64(1.0 + fastrand::f64());
-        jittered.min(Self::MAX)
+        jittered.min(self.max)
+    }
+
+    /// True once the delays have reached their cap.
+    fn at_cap(&self) -> bool {
+        self.next >= self.max
+    }
+}
+
+/// The log of one cache's failures, without repeating itself: a line for each backoff step
+/// while the delay grows or the error changes, then (same error, delay at its cap) one line a
+/// minute that counts what it did not show. Each line gives the real wait before the next
+/// attempt, and how long the failed attempt took when its client retried within it.
+#[derive(Default)]
+struct FailureLog {
+    failures: u32,
+    since: Option<Instant>,
+    last_line: Option<(Instant, String)>,
+    hidden: u32,
+}
+
+impl FailureLog {
+    const REPEAT: Duration = Duration::from_secs(60);
+
+    fn failed(
+        &mut self,
+        kind: &Kind,
+        what: &str,
+        e: &Error,
+        wait: Duration,
+        took: Duration,
+        at_cap: bool,
+    ) {
+        if let Some(line) = self.line(Instant::now(), kind, what, e, wait, took, at_cap) {
+            log::warn!("{line}");
+        }
+    }
+
+    /// The line to log for this failure, if any.
+    #[allow(clippy::too_many_arguments)]
+    fn line(
+        &mut self,
+        now: Instant,
+        kind: &Kind,
+        what: &str,
+        e: &Error,
+        wait: Duration,
+        took: Duration,
+        at_cap: bool,
+    ) -> Option<String> {
+        self.failures += 1;
+        self.since.get_or_insert(now);
+        let text = e.to_string();
+        let show = match &self.last_line {
+            None => true,
+            Some((t, last)) => {
+                *last != text || !at_cap || now.saturating_duration_since(*t) >= Self::REPEAT
+            }
+        };
+        if !show {
+            self.hidden += 1;
+            return None;
+        }
+        let mut line = format!("cache {kind}: {what} failed: {text}");
+        if took >= Duration::from_secs(1) {
+            line.push_str(&format!(" (after {:.1}s)", took.as_secs_f64()));
+        }
+        if self.hidden > 0 {
+            line.push_str(&format!(
+                " ({} similar failures not shown, failing for {:.0}s)",
+                self.hidden,
+                self.since
+                    .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64())
+            ));
+            self.hidden = 0;
+        }
+        line.push_str(&format!("; retrying in {:.1}s", wait.as_secs_f64()));
+        self.last_line = Some((now, text));
+        Some(line)
+    }
+
+    /// A list or watch worked again: one line if anything failed before.
+    fn recovered(&mut self, kind: &Kind) {
+        if self.failures > 0 {
+            let secs = self.since.map_or(0.0, |s| s.elapsed().as_secs_f64());
+            log::info!(
+                "cache {kind}: back after {} failed attempt{} over {secs:.1}s",
+                self.failures,
+                if self.failures == 1 { "" } else { "s" }
+            );
+        }
+        *self = FailureLog::default();
     }
 }
 
@@ -270,25 +374,29 @@ impl Informer {
         if self.started.swap(true, Ordering::SeqCst) {
             return;
         }
+        // Refusals (403 while the server's RBAC warms up, 5xx) back off as client-go does; an
+        // unreachable server is tried again sooner.
         let mut backoff = Backoff::default();
+        let mut unreachable = Backoff::unreachable();
+        let mut failures = FailureLog::default();
         // First list: from the watch cache, as client-go does.
         let mut next_list: Option<(Option<String>, bool)> = Some((Some("0".into()), true));
         while !self.stopped() {
             if let Some((rv, paginate)) = next_list.take() {
+                let started = Instant::now();
                 if let Err(e) = self.list(client, rv.as_deref(), paginate) {
                     if self.stopped() {
                         break;
                     }
-                    let wait = if matches!(e, Error::Transport(_)) {
-                        Duration::from_millis(500 + fastrand::u64(0..500))
-                    } else {
-                        backoff.next_delay(Instant::now())
+                    let b = match e {
+                        Error::Transport(_) => &mut unreachable,
+                        _ => &mut backoff,
                     };
-                    log::warn!(
-                        "cache {}: list failed: {e}; retrying in {:.1}s",
-                        self.kind,
-                        wait.as_secs_f64()
-                    );
+                    let wait = e
+                        .retry_after()
+                        .unwrap_or_else(|| b.next_delay(Instant::now()));
+                    let took = started.elapsed();
+                    failures.failed(&self.kind, "list", &e, wait, took, b.at_cap());
                     // After a 410 the next list must be a fresh consistent one.
                     let again = if e.is_gone() {
                         (Some(String::new()), true)
@@ -299,7 +407,9 @@ impl Informer {
                     self.sleep(wait);
                     continue;
                 }
+                failures.recovered(&self.kind);
             }
+            let started = Instant::now();
             match self.watch(client) {
                 Ok(()) => {} // normal end (timeout): watch again from the last resourceVersion
                 Err(Error::Cancelled) => break,
@@ -312,20 +422,14 @@ impl Informer {
                     if self.stopped() {
                         break;
                     }
-                    let wait = match e.retry_after() {
-                        Some(ra) => ra,
-                        // The server is unreachable: trying again costs nothing, and an edge
-                        // device wants to be back within a second of the apiserver.
-                        None if matches!(e, Error::Transport(_)) => {
-                            Duration::from_millis(500 + fastrand::u64(0..500))
-                        }
-                        None => backoff.next_delay(Instant::now()),
+                    let b = match e {
+                        Error::Transport(_) => &mut unreachable,
+                        _ => &mut backoff,
                     };
-                    log::warn!(
-                        "cache {}: watch failed: {e}; retrying in {:.1}s",
-                        self.kind,
-                        wait.as_secs_f64()
-                    );
+                    let wait = e
+                        .retry_after()
+                        .unwrap_or_else(|| b.next_delay(Instant::now()));
+                    failures.failed(&self.kind, "watch", &e, wait, started.elapsed(), b.at_cap());
                     self.sleep(wait);
                     // Catch up with what was missed: re-list at the last resourceVersion.
                     next_list = Some((Some(self.store.resource_version()), false));
@@ -389,6 +493,59 @@ mod tests {
         assert!(!inf.stopped());
         inf.remove();
         assert!(inf.stopped());
+    }
+
+    #[test]
+    fn failures_are_logged_once_per_step_then_once_a_minute() {
+        let mut log = FailureLog::default();
+        let t0 = Instant::now();
+        let refused = Error::Transport("connection refused".into());
+        let mut b = Backoff::unreachable();
+        let mut lines = Vec::new();
+        // Five minutes of an unreachable server, one attempt per backoff delay.
+        let mut t = t0;
+        let mut attempts = 0;
+        while t < t0 + Duration::from_secs(300) {
+            let wait = b.next_delay(t);
+            let took = Duration::from_millis(3);
+            lines.extend(log.line(t, &CONFIGMAPS, "list", &refused, wait, took, b.at_cap()));
+            t += wait;
+            attempts += 1;
+        }
+        assert!(attempts > 60, "{attempts}");
+        // The growing steps (0.5, 1, 2, 4 s), then one line a minute.
+        assert!((6..=10).contains(&lines.len()), "{lines:#?}");
+        assert!(
+            lines[0].starts_with("cache configmaps: list failed: "),
+            "{}",
+            lines[0]
+        );
+        assert!(lines
+            .last()
+            .is_some_and(|l| l.contains("similar failures not shown")));
+        // Another error is shown at once.
+        let forbidden = Error::api(403, "Forbidden", "configmaps is forbidden");
+        let shown = log.line(
+            t,
+            &CONFIGMAPS,
+            "list",
+            &forbidden,
+            Duration::from_secs(5),
+            Duration::ZERO,
+            true,
+        );
+        assert!(shown.is_some_and(|l| l.contains("forbidden") && l.ends_with("retrying in 5.0s")));
+        // A slow attempt says how long it took.
+        let slow = log.line(
+            t,
+            &CONFIGMAPS,
+            "watch",
+            &refused,
+            Duration::from_secs(1),
+            Duration::from_secs(3),
+            false,
+        );
+        assert!(slow.is_some_and(|l| l.contains("(after 3.0s); retrying in 1.0s")));
     }
 
     #[test]
