@@ -93,6 +93,9 @@ pub struct ListOptions {
     pub metadata_only: bool,
     /// Decode items trimmed to what the cache keeps (`list_all`/`list` only).
     pub shape: Option<super::trim::Shape>,
+    /// The caller retries with its own backoff (a reflector): a transport error or 5xx is
+    /// returned at once instead of being retried here.
+    pub caller_retries: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -458,7 +461,7 @@ impl Client {
         accept: &str,
     ) -> Result<Vec<u8>> {
         let started = Instant::now();
-        let res = self.request_with_retries(method, path_and_query, body, accept);
+        let res = self.request_with_retries(method, path_and_query, body, accept, MAX_READ_RETRIES);
         crate::metrics::rest_request_latency(&self.inner.base, method, started.elapsed());
         res
     }
@@ -469,6 +472,7 @@ impl Client {
         path_and_query: &str,
         body: Option<(&str, &str)>,
         accept: &str,
+        max_read_retries: u32,
     ) -> Result<Vec<u8>> {
         let url = format!("{}{}", self.inner.base, path_and_query);
         let idempotent = method == "GET";
@@ -480,7 +484,7 @@ impl Client {
             let res = self.send_once(&self.inner.agent, method, &url, accept, body);
             let resp = match res {
                 Ok(r) => r,
-                Err(e) if idempotent && read_tries < MAX_READ_RETRIES => {
+                Err(e) if idempotent && read_tries < max_read_retries => {
                     read_tries += 1;
                     log::debug!("{e}; retrying");
                     std::thread::sleep(Duration::from_millis(200 << read_tries));
@@ -520,7 +524,7 @@ impl Client {
                     continue;
                 }
             }
-            if idempotent && status >= 500 && read_tries < MAX_READ_RETRIES {
+            if idempotent && status >= 500 && read_tries < max_read_retries {
                 read_tries += 1;
                 std::thread::sleep(Duration::from_millis(200 << read_tries));
                 continue;
@@ -598,7 +602,15 @@ impl Client {
         } else {
             "application/json"
         };
-        let bytes = self.request_bytes("GET", &path, None, accept)?;
+        let started = Instant::now();
+        let retries = if opts.caller_retries {
+            0
+        } else {
+            MAX_READ_RETRIES
+        };
+        let res = self.request_with_retries("GET", &path, None, accept, retries);
+        crate::metrics::rest_request_latency(&self.inner.base, "GET", started.elapsed());
+        let bytes = res?;
         let doc: ListDoc<T> = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Transport(format!("GET {path}: the answer is not a list: {e}")))?;
         let nonempty = |s: String| (!s.is_empty()).then_some(s);

@@ -312,6 +312,7 @@ impl Informer {
             field_selector: self.selector(),
             metadata_only: self.metadata_only(),
             shape: Some(self.shape()),
+            caller_retries: true,
             ..Default::default()
         };
         let list = client.list_all(&self.kind, None, &opts)?;
