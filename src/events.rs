@@ -12,8 +12,9 @@ use crate::api::resources::EVENTS;
 use crate::controllers::{EventSpec, EventType};
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Events queued at most before new ones are dropped (client-go's broadcaster queue length).
@@ -35,7 +36,14 @@ pub struct Recorder {
     /// the same one, so their order and aggregation are kept.
     tx: Mutex<Vec<SyncSender<Msg>>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Set by `shutdown`: an event waiting to be tried again is given up.
+    stopping: Arc<AtomicBool>,
 }
+
+/// Tries of one event while the server cannot be reached, and the wait between them
+/// (client-go's recorder: 12 tries, 10 s apart, the first wait random).
+const MAX_TRIES: u32 = 12;
+const RETRY_SLEEP: Duration = Duration::from_secs(10);
 
 /// Sender threads. One sends an event at a time, as client-go's sink does; a burst of pod
 /// creations makes events faster than one sender writes them, and a full queue drops them.
@@ -286,12 +294,14 @@ impl Recorder {
     pub fn start() -> Self {
         let mut txs = Vec::new();
         let mut threads = Vec::new();
+        let stopping = Arc::new(AtomicBool::new(false));
         for i in 0..SENDERS {
             let (tx, rx) = sync_channel::<Msg>(QUEUE_LEN);
+            let stop = stopping.clone();
             if let Ok(t) = std::thread::Builder::new()
                 .name(format!("events-{i}"))
                 .stack_size(256 * 1024)
-                .spawn(move || sender(rx))
+                .spawn(move || sender(rx, &stop))
             {
                 txs.push(tx);
                 threads.push(t);
@@ -300,6 +310,7 @@ impl Recorder {
         Recorder {
             tx: Mutex::new(txs),
             threads: Mutex::new(threads),
+            stopping,
         }
     }
 
@@ -334,6 +345,7 @@ impl Recorder {
 
     /// Send what is queued, then stop (bounded by `timeout`).
     pub fn shutdown(&self, timeout: Duration) {
+        self.stopping.store(true, Ordering::SeqCst);
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).clear();
         let threads: Vec<_> = self
             .threads
@@ -353,7 +365,7 @@ impl Recorder {
     }
 }
 
-fn sender(rx: Receiver<Msg>) {
+fn sender(rx: Receiver<Msg>, stopping: &AtomicBool) {
     let mut c = Correlator::default();
     // Namespaces an event was refused in because they are terminating: the events queued
     // for them meanwhile would be refused too, so they are dropped unsent.
@@ -372,33 +384,46 @@ fn sender(rx: Receiver<Msg>) {
             );
             continue;
         }
-        let res = match c.decide(m.component, &m.spec, m.at, Instant::now()) {
-            Send::Drop => continue,
-            Send::Create(ev) => {
-                let ns = ev["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or("default")
-                    .to_string();
-                m.client.create_unanswered(&EVENTS, Some(&ns), &ev)
-            }
-            Send::Patch {
-                namespace,
-                name,
-                patch,
-            } => {
-                match m.client.patch_unanswered(
-                    &EVENTS,
-                    Some(&namespace),
-                    &name,
-                    PatchType::Strategic,
-                    &patch,
-                ) {
-                    Err(e) if e.is_not_found() => {
-                        let ev = c.recreate(m.component, &m.spec, m.at);
-                        m.client.create_unanswered(&EVENTS, Some(&namespace), &ev)
+        let send = c.decide(m.component, &m.spec, m.at, Instant::now());
+        if matches!(send, Send::Drop) {
+            continue;
+        }
+        // An unreachable server is waited for (as client-go's recorder does); an answer,
+        // even a refusal, is final.
+        let mut tries = 0;
+        let res = loop {
+            let res = write(&mut c, &m, &send);
+            tries += 1;
+            match &res {
+                Err(e @ crate::Error::Transport(_))
+                    if tries < MAX_TRIES && !stopping.load(Ordering::SeqCst) =>
+                {
+                    let wait = if tries == 1 {
+                        RETRY_SLEEP.mul_f64(fastrand::f64())
+                    } else {
+                        RETRY_SLEEP
+                    };
+                    let line = format!(
+                        "events: could not write {} event about {}/{}: {e}; retrying in {:.1}s",
+                        m.spec.reason,
+                        m.spec.involved.namespace,
+                        m.spec.involved.name,
+                        wait.as_secs_f64()
+                    );
+                    // One line per event, the first time; the rest at debug level.
+                    if tries == 1 {
+                        log::warn!("{line}");
+                    } else {
+                        log::debug!("{line}");
                     }
-                    other => other,
+                    let end = Instant::now() + wait;
+                    while Instant::now() < end && !stopping.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
                 }
+                // The first try was carried out after all.
+                Err(e) if tries > 1 && e.is_already_exists() => break Ok(()),
+                _ => break res,
             }
         };
         if let Err(e) = &res {
@@ -408,11 +433,46 @@ fn sender(rx: Receiver<Msg>) {
         }
         if let Err(e) = res {
             log::warn!(
-                "events: could not write {} event about {}/{}: {e}",
+                "events: could not write {} event about {}/{}{}: {e}",
                 m.spec.reason,
                 m.spec.involved.namespace,
-                m.spec.involved.name
+                m.spec.involved.name,
+                if tries > 1 {
+                    format!(" (gave up after {tries} tries)")
+                } else {
+                    String::new()
+                }
             );
+        }
+    }
+}
+
+/// One attempt at writing what the correlator decided.
+fn write(c: &mut Correlator, m: &Msg, send: &Send) -> crate::Result<()> {
+    match send {
+        Send::Drop => Ok(()),
+        Send::Create(ev) => {
+            let ns = ev["metadata"]["namespace"].as_str().unwrap_or("default");
+            m.client.create_unanswered(&EVENTS, Some(ns), ev)
+        }
+        Send::Patch {
+            namespace,
+            name,
+            patch,
+        } => {
+            match m.client.patch_unanswered(
+                &EVENTS,
+                Some(namespace),
+                name,
+                PatchType::Strategic,
+                patch,
+            ) {
+                Err(e) if e.is_not_found() => {
+                    let ev = c.recreate(m.component, &m.spec, m.at);
+                    m.client.create_unanswered(&EVENTS, Some(namespace), &ev)
+                }
+                other => other,
+            }
         }
     }
 }
