@@ -203,3 +203,121 @@ fn real_apiserver_crash_loses_nothing() {
         assert!(st.success(), "restart command failed: {st}");
     });
 }
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The API server away for `outage` while Deployments are scaled behind edgekcm's back:
+/// memory stays flat, the log says each cache's failure once per backoff step (then once a
+/// minute), and everything converges once the server is back.
+fn scenario_outage(outage: Duration) {
+    let t = sandbox();
+    let sb = t.sandbox().expect("sandbox");
+    let mut kcm = start_with(&t, "outage", "--controllers=*");
+    let ns = Ns::with_cleanup(&t, "outage", &[DEPLOYMENTS, REPLICASETS, PODS]);
+    let n = 20;
+    create_all(&ns.admin, &ns.name, n, 2);
+    wait_converged(&mut kcm, &ns.admin, &ns.name, n, 2);
+    let pid = kcm.child.id();
+    let before = rss_kib(pid);
+    let lines_before = kcm.log_text().lines().count();
+
+    sb.stop_listening();
+    let t0 = Instant::now();
+    let mut peak = before;
+    let mut scaled = false;
+    while t0.elapsed() < outage {
+        if !scaled && t0.elapsed() > outage / 2 {
+            // Changed while edgekcm cannot see it.
+            for i in 0..n {
+                let mut d = sb
+                    .get(&DEPLOYMENTS, Some(&ns.name), &format!("d{i}"))
+                    .expect("deployment");
+                d["spec"]["replicas"] = json!(3);
+                sb.update(&DEPLOYMENTS, d).expect("scale");
+            }
+            scaled = true;
+        }
+        peak = peak.max(rss_kib(pid));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let log = kcm.log_text();
+    let during: Vec<&str> = log
+        .lines()
+        .skip(lines_before)
+        .filter(|l| !l.starts_with("D "))
+        .collect();
+    sb.resume_listening();
+    let took = wait_converged(&mut kcm, &ns.admin, &ns.name, n, 3);
+    // The Events of the writes around the outage were waited with, not dropped: every pod
+    // has its SuccessfulCreate.
+    eventually(
+        Duration::from_secs(40),
+        "every pod's SuccessfulCreate",
+        || {
+            let events = list(&ns.admin, &edgekcm::api::resources::EVENTS, &ns.name)?;
+            let pods = list(&ns.admin, &PODS, &ns.name)?;
+            pods.iter()
+                .all(|p| {
+                    let msg = format!(
+                        "Created pod: {}",
+                        p["metadata"]["name"].as_str().unwrap_or("")
+                    );
+                    events
+                        .iter()
+                        .any(|e| e["reason"] == "SuccessfulCreate" && e["message"] == msg.as_str())
+                })
+                .then_some(())
+        },
+    );
+    let caches = log.matches("cache ").count().max(1);
+    eprintln!(
+        "outage {outage:?}: RSS {before} KiB before, peak {peak} KiB during; {} log lines \
+         during ({} bytes), longest {}; converged {took:?} after the server came back; \
+         {caches} cache mentions",
+        during.len(),
+        during.iter().map(|l| l.len() + 1).sum::<usize>(),
+        during.iter().map(|l| l.len()).max().unwrap_or(0),
+    );
+    if std::env::var("SHOW_OUTAGE_LOG").is_ok() {
+        eprintln!("{}", during.join("\n"));
+    }
+    assert!(
+        peak <= before + 2048,
+        "RSS grew from {before} to {peak} KiB"
+    );
+    // Every cache: its growing backoff steps (0.5, 1, 2, 4 s), then a line a minute; the
+    // workers' failures of the few writes in flight.
+    let minutes = outage.as_secs() / 60 + 1;
+    let per_cache = 6 + minutes as usize;
+    let watched = during
+        .iter()
+        .filter_map(|l| l.split("cache ").nth(1)?.split(':').next())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    assert!(
+        during.len() <= watched * per_cache + 20,
+        "{} lines for {watched} caches:\n{}",
+        during.len(),
+        during.join("\n")
+    );
+}
+
+#[test]
+fn sandbox_outage_keeps_memory_and_log_bounded() {
+    scenario_outage(Duration::from_secs(20));
+}
+
+/// The same for five minutes: `cargo test --test reliability -- --ignored five_minute`.
+#[test]
+#[ignore = "takes five minutes"]
+fn sandbox_five_minute_outage() {
+    scenario_outage(Duration::from_secs(300));
+}
