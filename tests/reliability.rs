@@ -179,15 +179,41 @@ fn sandbox_lost_answers_403s_and_410s() {
     f.lose_answers(15, "POST", Some("/pods"));
     f.lose_answers(5, "POST", Some("/replicasets"));
     f.lose_answers(10, "PUT", Some("/status"));
-    let (admin, name) = (ns.admin.clone(), ns.name.clone());
-    let creator = std::thread::spawn(move || create_all(&admin, &name, 60, 5));
-    std::thread::sleep(Duration::from_millis(700));
-    f.fail_next(40, 403, None);
-    std::thread::sleep(Duration::from_millis(700));
+    create_all(&ns.admin, &ns.name, 30, 5);
+    // Mid-workload: every watch ends and its history is gone (410 on resuming), and the next
+    // 40 requests, whoever sends them, are refused.
     f.expire_history();
     f.drop_watches();
+    f.fail_next(40, 403, None);
+    let end = Instant::now() + Duration::from_secs(30);
+    while sb.requests().iter().filter(|r| r.status == 403).count() < 40 {
+        assert!(Instant::now() < end, "the 403s were not all answered");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (admin, name) = (ns.admin.clone(), ns.name.clone());
+    let creator = std::thread::spawn(move || {
+        for i in 30..60 {
+            let d = deployment(i, 5);
+            admin.create(&DEPLOYMENTS, Some(&name), &d).expect("create");
+        }
+    });
     creator.join().expect("creator");
-    wait_converged(&mut kcm, &ns.admin, &ns.name, 60, 5);
+    let took = wait_converged(&mut kcm, &ns.admin, &ns.name, 60, 5);
+    eprintln!("converged {took:?} after the last Deployment was created");
+    // Every planned fault happened: 30 writes carried out and not answered, 40 refusals, a
+    // re-list after 410.
+    let reqs = sb.requests();
+    assert_eq!(reqs.iter().filter(|r| r.status == 0).count(), 30);
+    let refused = reqs.iter().position(|r| r.status == 403).unwrap_or(0);
+    assert!(
+        reqs[refused..].iter().any(|r| r.method == "GET"
+            && r.path.starts_with("/api/v1/pods?")
+            && !r.path.contains("watch=true")),
+        "no re-list of pods after the faults"
+    );
+    if std::env::var("SHOW_LOG").is_ok() {
+        eprintln!("{}", kcm.log_text());
+    }
 }
 
 #[test]
