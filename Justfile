@@ -33,9 +33,10 @@ demo:
 sandbox port="0":
     cargo run --example sandbox -- --port {{port}} --kubeconfig-out sandbox.kubeconfig
 
-# e2e scenarios against a real kube-apiserver: KCM_E2E_KUBECONFIG=/path/admin.kubeconfig just e2e
+# The real_* scenarios against a real kube-apiserver (ignored by plain `cargo test`):
+# KCM_E2E_KUBECONFIG=/path/admin.kubeconfig KCM_E2E_KCM_ARGS="--kubeconfig=... --use-service-account-credentials=true" just e2e
 e2e:
-    cargo test --test 'e2e*' -- --nocapture --test-threads=1
+    cargo test --tests -- --ignored real_ --skip real_bench --nocapture --test-threads=1
 
 # Benchmark: 300 Deployments x 5 replicas, then the namespace deleted; prints wall, CPU, RSS.
 # Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).

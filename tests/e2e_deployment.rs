@@ -584,10 +584,10 @@ fn sandbox_deployment_create_scale() {
 }
 
 #[test]
+#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
 fn real_deployment_create_scale() {
-    if let Some(t) = real("deployment create/scale") {
-        scenario_create_scale(&t);
-    }
+    let t = real("deployment create/scale");
+    scenario_create_scale(&t);
 }
 
 #[test]
@@ -596,10 +596,10 @@ fn sandbox_deployment_rolling_update() {
 }
 
 #[test]
+#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
 fn real_deployment_rolling_update() {
-    if let Some(t) = real("deployment rolling update") {
-        scenario_rolling_update(&t);
-    }
+    let t = real("deployment rolling update");
+    scenario_rolling_update(&t);
 }
 
 #[test]
@@ -608,10 +608,10 @@ fn sandbox_deployment_recreate() {
 }
 
 #[test]
+#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
 fn real_deployment_recreate() {
-    if let Some(t) = real("deployment recreate") {
-        scenario_recreate(&t);
-    }
+    let t = real("deployment recreate");
+    scenario_recreate(&t);
 }
 
 #[test]
@@ -620,10 +620,10 @@ fn sandbox_deployment_paused() {
 }
 
 #[test]
+#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
 fn real_deployment_paused() {
-    if let Some(t) = real("deployment paused") {
-        scenario_paused(&t);
-    }
+    let t = real("deployment paused");
+    scenario_paused(&t);
 }
 
 #[test]
@@ -632,10 +632,10 @@ fn sandbox_deployment_progress_deadline() {
 }
 
 #[test]
+#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
 fn real_deployment_progress_deadline() {
-    if let Some(t) = real("deployment progress deadline") {
-        scenario_progress_deadline(&t);
-    }
+    let t = real("deployment progress deadline");
+    scenario_progress_deadline(&t);
 }
 
 #[test]
@@ -644,10 +644,10 @@ fn sandbox_deployment_adopt_existing() {
 }
 
 #[test]
+#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
 fn real_deployment_adopt_existing() {
-    if let Some(t) = real("deployment adopts an existing ReplicaSet") {
-        scenario_adopt_existing(&t);
-    }
+    let t = real("deployment adopts an existing ReplicaSet");
+    scenario_adopt_existing(&t);
 }
 
 /// A new ReplicaSet that cannot be created: Progressing False ReplicaSetCreateError and a
@@ -765,10 +765,10 @@ fn sandbox_deployment_create_error() {
 }
 
 #[test]
+#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
 fn real_deployment_create_error() {
-    if let Some(t) = real("deployment ReplicaSet creation error") {
-        scenario_create_error(&t);
-    }
+    let t = real("deployment ReplicaSet creation error");
+    scenario_create_error(&t);
 }
 
 #[test]

@@ -219,7 +219,7 @@ fn sandbox_lost_answers_403s_and_410s() {
 #[test]
 #[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG and KCM_E2E_APISERVER_RESTART"]
 fn real_apiserver_crash_loses_nothing() {
-    let t = real("apiserver crash").expect("KCM_E2E_KUBECONFIG");
+    let t = real("apiserver crash");
     let restart = std::env::var("KCM_E2E_APISERVER_RESTART").expect("KCM_E2E_APISERVER_RESTART");
     scenario_crash(&t, 100, || {
         let st = std::process::Command::new("sh")

@@ -46,17 +46,18 @@ pub fn sandbox() -> Target {
     sandbox_with(SandboxOptions::default())
 }
 
-/// The real cluster, or None with a printed notice.
-pub fn real(scenario: &str) -> Option<Target> {
+/// The real cluster of `KCM_E2E_KUBECONFIG`. The `real_*` scenarios are ignored unless asked
+/// for (`just e2e`), so a missing configuration is a failure, never a silent pass.
+pub fn real(scenario: &str) -> Target {
     match std::env::var("KCM_E2E_KUBECONFIG") {
-        Ok(p) if !p.is_empty() => Some(Target::Real {
+        Ok(p) if !p.is_empty() => Target::Real {
             kubeconfig: PathBuf::from(p),
             dir: TempDir::new("e2e"),
-        }),
-        _ => {
-            eprintln!("NOTICE: e2e scenario {scenario:?} skipped: KCM_E2E_KUBECONFIG is not set");
-            None
-        }
+        },
+        _ => panic!(
+            "e2e scenario {scenario:?} needs a real kube-apiserver: set KCM_E2E_KUBECONFIG \
+             (and KCM_E2E_KCM_ARGS) and run `just e2e`"
+        ),
     }
 }
 
