@@ -239,3 +239,119 @@ fn certificate_from_another_ca_is_refused_by_the_test_server() {
     assert!(err.contains("HandshakeFailure"), "{err}");
     assert!(srv.verifier.seen.lock().unwrap().is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// The secure port: a client presenting a v1 certificate (Prometheus with an openssl-made
+// certificate, say) gets through the TLS handshake, and still has to prove it holds the key.
+
+fn secure_port() -> edgekcm::server::RunningServer {
+    use edgekcm::server::{Health, ServeConfig, Server};
+    let mut s = Server::new(
+        ServeConfig {
+            bind_address: "127.0.0.1".parse().unwrap(),
+            port: 0,
+            cert_dir: None,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+        },
+        Health::new(),
+    );
+    s.set_ephemeral_port(true);
+    s.start().unwrap()
+}
+
+/// GET /healthz with a bare rustls client limited to one TLS version, sending `cert` with
+/// `key` whether or not they belong together.
+fn healthz_with(
+    srv: &edgekcm::server::RunningServer,
+    version: &'static rustls::SupportedProtocolVersion,
+    cert: &str,
+    key: &str,
+) -> std::io::Result<String> {
+    use std::io::Read;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(der_of(&srv.ca_pem().unwrap())).unwrap();
+    let key = provider
+        .key_provider
+        .load_private_key(rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap())
+        .unwrap();
+    let certified = rustls::sign::CertifiedKey::new(vec![der_of(cert)], key);
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified)));
+    let conn = rustls::ClientConnection::new(
+        Arc::new(config),
+        rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap(),
+    )
+    .unwrap();
+    let sock = std::net::TcpStream::connect(srv.addr())?;
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let mut out = String::new();
+    tls.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+#[test]
+fn secure_port_takes_v1_client_certificates_with_their_keys() {
+    let srv = secure_port();
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        for (crt, key) in [(RSA_CRT, RSA_KEY), (EC_CRT, EC_KEY)] {
+            let answer = healthz_with(&srv, version, crt, key).unwrap();
+            assert!(answer.starts_with("HTTP/1.1 200"), "{version:?}: {answer}");
+            assert!(answer.ends_with("\r\n\r\nok"), "{version:?}: {answer}");
+        }
+    }
+    // edgekcm's own client too.
+    let cfg = RestConfig {
+        server: format!("https://127.0.0.1:{}", srv.addr().port()),
+        ca_pem: srv.ca_pem().map(String::into_bytes),
+        client_cert_pem: Some(RSA_CRT.as_bytes().to_vec()),
+        client_key_pem: Some(RSA_KEY.as_bytes().to_vec()),
+        ..RestConfig::default()
+    };
+    let client = Client::new(&cfg, 0.0, 1, "edgekcm-test").unwrap();
+    assert_eq!(client.get_raw("/healthz").unwrap(), "ok");
+}
+
+#[test]
+fn secure_port_refuses_a_v1_client_certificate_sent_without_its_key() {
+    let srv = secure_port();
+    let p256 = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        for (crt, key) in [
+            (RSA_CRT, OTHER_RSA_KEY.to_string()),
+            (EC_CRT, p256.serialize_pem()),
+        ] {
+            let err = healthz_with(&srv, version, crt, &key).unwrap_err();
+            assert!(
+                err.to_string().contains("DecryptError")
+                    || err.to_string().contains("BadSignature"),
+                "{version:?}: {err}"
+            );
+        }
+    }
+    // v3 certificates are checked as before.
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["client".into()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let ok = healthz_with(
+        &srv,
+        &rustls::version::TLS13,
+        &cert.pem(),
+        &key.serialize_pem(),
+    );
+    assert!(ok.unwrap().starts_with("HTTP/1.1 200"));
+    let bad = healthz_with(
+        &srv,
+        &rustls::version::TLS13,
+        &cert.pem(),
+        &p256.serialize_pem(),
+    );
+    assert!(bad.is_err());
+}

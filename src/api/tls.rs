@@ -7,7 +7,7 @@
 //! certificates, which kube-apiserver and client-go accept as client certificates. A client
 //! never needs to parse its own certificate (it only sends it), so the configuration is built
 //! here: the certificate chain goes out as it is, and the key check compares the
-//! certificate's SubjectPublicKeyInfo with the key's public key, read with `certs::der`.
+//! certificate's SubjectPublicKeyInfo with the key's public key, read with `certs::spki`.
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -27,6 +27,7 @@ use ureq::unversioned::transport::{
 
 use crate::api::kubeconfig::RestConfig;
 use crate::certs::der;
+use crate::certs::spki::PublicKey;
 use crate::error::{Error, Result};
 
 fn provider() -> Arc<CryptoProvider> {
@@ -113,7 +114,8 @@ fn client_identity(cfg: &RestConfig, provider: &CryptoProvider) -> Result<Option
 }
 
 /// Whether `key` is the private key of `cert`'s public key: the algorithm (and curve) and the
-/// public key bits of the certificate's SubjectPublicKeyInfo are the key's. Any X.509 version.
+/// public key bits of the certificate's SubjectPublicKeyInfo are the key's (`certs::spki`).
+/// Any X.509 version.
 fn key_matches(cert: &CertificateDer<'_>, key: &dyn SigningKey) -> std::result::Result<(), String> {
     let info = der::parse_cert(cert)
         .ok_or("the client certificate is not a well-formed X.509 certificate")?;
@@ -124,48 +126,13 @@ fn key_matches(cert: &CertificateDer<'_>, key: &dyn SigningKey) -> std::result::
         .ok_or("the public key of the client key cannot be determined")?;
     let key_key = PublicKey::read(key_spki.as_ref())
         .ok_or("the public key of the client key cannot be read")?;
-    if cert_key != key_key {
+    if !cert_key.same_key(&key_key) {
         return Err(
             "the client certificate and key do not match (the certificate is for another key)"
                 .into(),
         );
     }
     Ok(())
-}
-
-/// A SubjectPublicKeyInfo's algorithm, its OID parameter (the curve of an EC key; a NULL or
-/// absent parameter is `None`) and the public key bits.
-#[derive(PartialEq)]
-struct PublicKey<'a> {
-    algorithm: &'a [u8],
-    parameter: Option<&'a [u8]>,
-    bits: &'a [u8],
-}
-
-impl<'a> PublicKey<'a> {
-    fn read(spki: &'a [u8]) -> Option<PublicKey<'a>> {
-        let seq = der::read_exact(spki, der::SEQUENCE)?;
-        let [alg, bits] = <[der::Tlv<'_>; 2]>::try_from(der::children(seq.content)?).ok()?;
-        if alg.tag != der::SEQUENCE || bits.tag != der::BIT_STRING {
-            return None;
-        }
-        let mut alg = der::children(alg.content)?.into_iter();
-        let algorithm = alg.next().filter(|t| t.tag == der::OID)?.content;
-        let parameter = match alg.next() {
-            None => None,
-            Some(t) if t.tag == der::NULL => None,
-            Some(t) if t.tag == der::OID => Some(t.content),
-            Some(_) => return None,
-        };
-        if alg.next().is_some() {
-            return None;
-        }
-        Some(PublicKey {
-            algorithm,
-            parameter,
-            bits: bits.content.strip_prefix(&[0u8])?,
-        })
-    }
 }
 
 fn parse_certs(pem: &[u8]) -> std::result::Result<Vec<CertificateDer<'static>>, String> {
@@ -539,41 +506,5 @@ mod tests {
         assert!(err.contains("no certificate authority to verify"), "{err}");
         no_ca.insecure_skip_tls_verify = true;
         client_config(&no_ca).unwrap();
-    }
-
-    #[test]
-    fn public_key_comparison() {
-        // An RSA algorithm identifier with or without its NULL parameter names the same key.
-        let alg_null = der::write(
-            der::SEQUENCE,
-            &[
-                der::write(der::OID, der::OID_RSA_ENCRYPTION),
-                der::write(der::NULL, &[]),
-            ]
-            .concat(),
-        );
-        let alg_bare = der::write(
-            der::SEQUENCE,
-            &der::write(der::OID, der::OID_RSA_ENCRYPTION),
-        );
-        let bits = der::write(der::BIT_STRING, &[0, 0x30, 0x00]);
-        let spki = |alg: &[u8]| der::write(der::SEQUENCE, &[alg, &bits[..]].concat());
-        let (a, b) = (spki(&alg_null), spki(&alg_bare));
-        assert!(PublicKey::read(&a).unwrap() == PublicKey::read(&b).unwrap());
-        // The curve counts.
-        let ec = |curve: &[u8]| {
-            let alg = der::write(
-                der::SEQUENCE,
-                &[
-                    der::write(der::OID, der::OID_EC_PUBLIC_KEY),
-                    der::write(der::OID, curve),
-                ]
-                .concat(),
-            );
-            spki(&alg)
-        };
-        let (p256, p384) = (ec(der::OID_P256), ec(der::OID_P384));
-        assert!(PublicKey::read(&p256).unwrap() != PublicKey::read(&p384).unwrap());
-        assert!(PublicKey::read(&p256[..p256.len() - 1]).is_none());
     }
 }
