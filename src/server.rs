@@ -35,6 +35,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
+use crate::certs::spki;
 use crate::error::{Error, Result};
 
 /// Longest request head (request line + headers) accepted.
@@ -515,7 +516,9 @@ fn load_tls(cfg: &ServeConfig) -> Result<TlsMaterial> {
 }
 
 /// Requests a client certificate, accepts any chain (authentication happens above the TLS
-/// layer), but still checks that the client owns the key of the certificate it sent.
+/// layer), but still checks that the client owns the key of the certificate it sent. That
+/// check parses the certificate with webpki, which reads only X.509 v3; for a v1 certificate
+/// (which Go servers accept) the signature is checked with its SubjectPublicKeyInfo instead.
 #[derive(Debug)]
 struct AnyClientCert {
     algs: WebPkiSupportedAlgorithms,
@@ -545,7 +548,10 @@ impl ClientCertVerifier for AnyClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+        match spki::v1_spki(cert) {
+            Some(key) => spki::verify_tls12_signature_with_spki(message, key, dss, &self.algs),
+            None => rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs),
+        }
     }
     fn verify_tls13_signature(
         &self,
@@ -553,7 +559,10 @@ impl ClientCertVerifier for AnyClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+        match spki::v1_spki(cert) {
+            Some(key) => spki::verify_tls13_signature_with_spki(message, key, dss, &self.algs),
+            None => rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs),
+        }
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algs.supported_schemes()

@@ -6,14 +6,12 @@ use crate::api::resources::Kind;
 use crate::api::watch::{status_error, EventReader};
 use crate::error::{Error, Result};
 use crate::queue::TokenBucket;
-use rustls_pki_types::pem::PemObject;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
-use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 
 /// Supplies bearer tokens that may change over time (service-account credentials).
 pub trait TokenSource: Send + Sync {
@@ -188,7 +186,6 @@ struct Inner {
     /// resolver connects it to the server's own address (`dial_overrides`). None otherwise.
     dial: Option<Dial>,
     agent: ureq::Agent,
-    tls: Option<TlsConfig>,
     /// Makes the connections of `agent` and of every watch agent.
     connector: SharedConnector,
     auth: Auth,
@@ -223,43 +220,6 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-fn tls_config(cfg: &RestConfig) -> Result<TlsConfig> {
-    let mut b = TlsConfig::builder()
-        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
-    if cfg.insecure_skip_tls_verify {
-        b = b.disable_verification(true);
-    } else if let Some(ca) = &cfg.ca_pem {
-        let certs: Vec<Certificate<'static>> = rustls_pki_types::CertificateDer::pem_slice_iter(ca)
-            .filter_map(|c| c.ok())
-            .map(|c| Certificate::from_der(c.as_ref()).to_owned())
-            .collect();
-        if certs.is_empty() {
-            return Err(Error::Config(format!(
-                "{}: the certificate authority holds no usable certificate",
-                cfg.source
-            )));
-        }
-        b = b.root_certs(RootCerts::new_with_certs(&certs));
-    } else {
-        return Err(Error::Config(format!(
-            "{}: no certificate authority to verify {} against (set certificate-authority(-data), or insecure-skip-tls-verify)",
-            cfg.source, cfg.server
-        )));
-    }
-    if let (Some(cert), Some(key)) = (&cfg.client_cert_pem, &cfg.client_key_pem) {
-        let chain: Vec<Certificate<'static>> =
-            rustls_pki_types::CertificateDer::pem_slice_iter(cert)
-                .filter_map(|c| c.ok())
-                .map(|c| Certificate::from_der(c.as_ref()).to_owned())
-                .collect();
-        let key = PrivateKey::from_pem(key)
-            .map_err(|e| Error::Config(format!("{}: client key: {e}", cfg.source)))?
-            .to_owned();
-        b = b.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
-    }
-    Ok(b.build())
-}
-
 impl Client {
     /// Build a client for `cfg`. `qps <= 0` disables the client-side limiter.
     pub fn new(cfg: &RestConfig, qps: f32, burst: u32, user_agent: &str) -> Result<Client> {
@@ -283,9 +243,11 @@ impl Client {
                 cfg.source, cfg.server
             )));
         }
-        let tls = if https { Some(tls_config(cfg)?) } else { None };
-        let config = agent_config(tls.as_ref(), user_agent, None, timeout);
+        let config = agent_config(user_agent, None, timeout);
         let connector = SharedConnector::for_identity(cfg);
+        if https && !connector.0.has_config() {
+            connector.0.set_config(super::tls::client_config(cfg)?);
+        }
         let base = cfg.server.trim_end_matches('/').to_string();
         let dial = match &cfg.tls_server_name {
             Some(name) if https => Dial::new(&base, name)
@@ -307,7 +269,6 @@ impl Client {
                 base,
                 dial,
                 agent: new_agent(config, &connector),
-                tls,
                 connector,
                 auth,
                 limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
@@ -330,7 +291,6 @@ impl Client {
             base: c.inner.base.clone(),
             dial: c.inner.dial.clone(),
             agent: c.inner.agent.clone(),
-            tls: c.inner.tls.clone(),
             connector: c.inner.connector.clone(),
             auth: Auth::Source(source),
             limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
@@ -687,12 +647,7 @@ impl Client {
         // server); a little more than that detects a half-open connection.
         let per_read = Duration::from_secs(opts.timeout_seconds.max(60) + 30);
         let agent = new_agent(
-            agent_config(
-                self.inner.tls.as_ref(),
-                &self.inner.user_agent,
-                Some(per_read),
-                REQUEST_TIMEOUT,
-            ),
+            agent_config(&self.inner.user_agent, Some(per_read), REQUEST_TIMEOUT),
             &self.inner.connector,
         );
         let accept = if opts.metadata_only {
@@ -958,20 +913,19 @@ fn tls_identity(cfg: &RestConfig) -> [u8; 32] {
     out
 }
 
-/// ureq's default connector (TCP, then TLS), shared by every agent with the same TLS
-/// settings. Its TLS half builds the rustls configuration once, on first use, and that
+/// The connector (TCP, then TLS; `api::tls`), shared by every agent with the same TLS
+/// settings. The first client of those settings gives it the rustls configuration, and that
 /// configuration holds the session cache: connections after the first resume a session
 /// instead of a full handshake, which with a client certificate costs an RSA signature on
 /// each side. Every informer watch has its own agent (and re-watches make new ones), so
 /// with a connector each, a start made about fifty full handshakes and as many parses of
 /// the client key.
 #[derive(Debug, Clone)]
-struct SharedConnector(Arc<ureq::unversioned::transport::DefaultConnector>);
+struct SharedConnector(Arc<super::tls::Connector>);
 
 impl SharedConnector {
     fn for_identity(cfg: &RestConfig) -> SharedConnector {
-        type Shared =
-            HashMap<[u8; 32], std::sync::Weak<ureq::unversioned::transport::DefaultConnector>>;
+        type Shared = HashMap<[u8; 32], std::sync::Weak<super::tls::Connector>>;
         static SHARED: OnceLock<Mutex<Shared>> = OnceLock::new();
         let id = tls_identity(cfg);
         let mut shared = SHARED
@@ -982,7 +936,7 @@ impl SharedConnector {
             return SharedConnector(c);
         }
         shared.retain(|_, c| c.strong_count() > 0);
-        let c = Arc::new(ureq::unversioned::transport::DefaultConnector::default());
+        let c = Arc::new(super::tls::Connector::default());
         shared.insert(id, Arc::downgrade(&c));
         SharedConnector(c)
     }
@@ -1156,12 +1110,11 @@ impl Resolver {
 /// The agent configuration: ordinary requests get a global timeout; a watch agent (own pool,
 /// so that it can be shut down alone) gets only a per-read timeout.
 fn agent_config(
-    tls: Option<&TlsConfig>,
     user_agent: &str,
     watch_per_read: Option<Duration>,
     timeout: Duration,
 ) -> ureq::config::Config {
-    let mut b = ureq::Agent::config_builder()
+    let b = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .proxy(ureq::Proxy::try_from_env())
         .timeout_connect(Some(Duration::from_secs(10)))
@@ -1173,9 +1126,6 @@ fn agent_config(
         // whenever a request has a body. Bodies stream through either in chunks.
         .input_buffer_size(if watch_per_read.is_some() { 4 } else { 10 } * 1024)
         .output_buffer_size(4 * 1024);
-    if let Some(t) = tls {
-        b = b.tls_config(t.clone());
-    }
     match watch_per_read {
         Some(per_read) => b
             .timeout_global(None)

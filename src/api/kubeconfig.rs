@@ -3,11 +3,8 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use base64::Engine as _;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -398,54 +395,15 @@ impl RestConfig {
                 self.server
             )));
         }
-        if let Some(ca) = &self.ca_pem {
-            let certs = parse_certs(ca)
-                .map_err(|e| Error::Config(format!("{src}: certificate authority: {e}")))?;
-            let mut roots = rustls::RootCertStore::empty();
-            for c in certs {
-                roots
-                    .add(c)
-                    .map_err(|e| Error::Config(format!("{src}: certificate authority: {e}")))?;
-            }
-        }
-        if let (Some(cert), Some(key)) = (&self.client_cert_pem, &self.client_key_pem) {
-            let chain = parse_certs(cert)
-                .map_err(|e| Error::Config(format!("{src}: client certificate: {e}")))?;
-            let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| {
-                Error::Config(format!(
-                    "{src}: client key: no usable PEM private key ({e})"
-                ))
-            })?;
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|e| Error::Config(format!("{src}: TLS setup: {e}")))?
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| {
-                    Error::Config(format!(
-                        "{src}: client certificate and key cannot be used together: {e}"
-                    ))
-                })?;
-        }
-        Ok(())
+        super::tls::check(self)
     }
-}
-
-fn parse_certs(pem: &[u8]) -> std::result::Result<Vec<CertificateDer<'static>>, String> {
-    let mut out = Vec::new();
-    for c in CertificateDer::pem_slice_iter(pem) {
-        out.push(c.map_err(|e| format!("bad PEM: {e}"))?);
-    }
-    if out.is_empty() {
-        return Err("no PEM certificates found".to_string());
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::PrivateKeyDer;
 
     fn b64(b: &[u8]) -> String {
         base64::engine::general_purpose::STANDARD.encode(b)

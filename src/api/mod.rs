@@ -4,6 +4,7 @@ pub mod client;
 pub mod discovery;
 pub mod kubeconfig;
 pub mod resources;
+mod tls;
 pub mod trim;
 pub mod watch;
 

@@ -174,6 +174,8 @@ pub struct CertInfo<'a> {
     pub subject: &'a [u8],
     /// The issuer Name element, as encoded.
     pub issuer: &'a [u8],
+    /// The SubjectPublicKeyInfo element, as encoded.
+    pub spki: &'a [u8],
     /// The subjectPublicKey bits (RSAPublicKey DER, or the EC point).
     pub public_key: &'a [u8],
     pub not_before: SystemTime,
@@ -236,6 +238,7 @@ pub fn parse_cert(der: &[u8]) -> Option<CertInfo<'_>> {
     Some(CertInfo {
         subject: subject.raw,
         issuer: issuer.raw,
+        spki: spki.raw,
         public_key,
         not_before,
         not_after,

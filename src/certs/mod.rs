@@ -15,6 +15,7 @@
 //! the CA, valid now, the names asked for) unless `--force`. Keys and kubeconfigs are 0600.
 
 pub mod der;
+pub mod spki;
 
 use std::fmt;
 use std::net::IpAddr;
