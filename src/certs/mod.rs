@@ -31,19 +31,18 @@ use rcgen::{
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 
-use crate::cli::Command;
 use crate::error::{Error, Result};
 
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/pki";
 pub const DEFAULT_SERVER: &str = "https://127.0.0.1:6443";
 pub const DEFAULT_DAYS: u32 = 365;
 pub const DEFAULT_CLUSTER_NAME: &str = "kubernetes";
-const CA_DAYS: u32 = 3650;
+pub(crate) const CA_DAYS: u32 = 3650;
 /// Certificates start a little in the past, for clocks slightly behind.
 const BACKDATE: Duration = Duration::from_secs(300);
 /// The first address of kubeadm's default service CIDR (10.96.0.0/12): the `kubernetes`
 /// Service's ClusterIP, which in-cluster clients connect to.
-const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+pub(crate) const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 const APISERVER_NAMES: &[&str] = &[
     "kubernetes",
     "kubernetes.default",
@@ -100,7 +99,7 @@ impl CertsOptions {
     }
 }
 
-fn default_kubeconfig_dir(dir: &Path) -> PathBuf {
+pub(crate) fn default_kubeconfig_dir(dir: &Path) -> PathBuf {
     match (dir.file_name(), dir.parent()) {
         (Some(n), Some(p)) if n == "pki" && !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => dir.to_path_buf(),
@@ -111,65 +110,8 @@ fn cfg_err(msg: impl Into<String>) -> Error {
     Error::Config(msg.into())
 }
 
-/// `edgekcm certs --help`.
-pub fn help_text() -> String {
-    format!(
-        "edgekcm certs writes the certificates, keys and kubeconfigs a fresh single-node cluster
-needs (kube-apiserver and edgekcm), and prints the flags to use them.
-
-Usage:
-  edgekcm certs [flags]
-
-Flags:
-      --dir path              where certificates and keys go (default {DEFAULT_DIR})
-      --kubeconfig-dir path   where controller-manager.conf and admin.conf go (default: the
-                              parent of --dir when it is named pki, else --dir)
-      --server url            API server URL in the kubeconfigs (default {DEFAULT_SERVER})
-      --san names             extra DNS names/IPs for edgekcm's serving certificate
-                              (localhost and 127.0.0.1 are always in; repeat or comma-separate)
-      --apiserver-san names   extra DNS names/IPs for kube-apiserver's serving certificate
-                              (kubernetes.default.svc..., localhost, 127.0.0.1, {KUBERNETES_SERVICE_IP} and
-                              the --server host are always in)
-      --ca-cert path          sign with this CA certificate instead of <dir>/ca.crt
-      --ca-key path           ... and this key (RSA or ECDSA; PKCS#1, SEC1 or PKCS#8 PEM)
-      --cluster-name name     cluster name in the kubeconfigs (default {DEFAULT_CLUSTER_NAME})
-      --days n                lifetime of the certificates made (default {DEFAULT_DAYS}; a new CA: {CA_DAYS})
-      --force                 replace existing files (a new CA and service-account key
-                              invalidate every certificate and token made with the old ones)
-  -h, --help                  show this help
-
-Existing files are kept when they still fit (key matches certificate, signed by the CA,
-valid now, names asked for present); otherwise the command stops and says why. Private
-keys and kubeconfigs are written with mode 0600.
-"
-    )
-}
-
-fn check_name(flag: &str, name: &str) -> Result<()> {
-    if name.parse::<IpAddr>().is_ok() {
-        return Ok(());
-    }
-    let ok = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').enumerate().all(|(i, label)| {
-            (i == 0 && label == "*")
-                || (!label.is_empty()
-                    && label.len() <= 63
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(cfg_err(format!(
-            "invalid value {name:?} for --{flag}: not an IP address or DNS name"
-        )))
-    }
-}
-
 /// The host part of an https URL (brackets of an IPv6 literal removed).
-fn url_host(url: &str) -> Option<&str> {
+pub(crate) fn url_host(url: &str) -> Option<&str> {
     let rest = url.strip_prefix("https://")?;
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -179,131 +121,6 @@ fn url_host(url: &str) -> Option<&str> {
         authority.split(':').next()?
     };
     (!host.is_empty()).then_some(host)
-}
-
-/// Parse the arguments after `certs`.
-pub fn parse_args(args: &[String]) -> Result<Command> {
-    let mut dir: Option<PathBuf> = None;
-    let mut kubeconfig_dir: Option<PathBuf> = None;
-    let mut o = CertsOptions::new(DEFAULT_DIR);
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        i += 1;
-        if arg == "-h" {
-            return Ok(Command::Help(help_text()));
-        }
-        let Some(body) = arg.strip_prefix("--") else {
-            return Err(cfg_err(format!(
-                "\"edgekcm certs\" takes flags only, got {arg:?}"
-            )));
-        };
-        let (given, inline) = match body.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (body, None),
-        };
-        let name = given.replace('_', "-");
-        if name == "help" || name == "force" {
-            let on = match inline.as_deref() {
-                None => true,
-                Some(v) => crate::config::parse_go_bool(v).map_err(|e| {
-                    cfg_err(format!("invalid argument {v:?} for \"--{name}\" flag: {e}"))
-                })?,
-            };
-            if name == "help" && on {
-                return Ok(Command::Help(help_text()));
-            }
-            if name == "force" {
-                o.force = on;
-            }
-            continue;
-        }
-        let known = [
-            "dir",
-            "kubeconfig-dir",
-            "server",
-            "san",
-            "apiserver-san",
-            "ca-cert",
-            "ca-key",
-            "cluster-name",
-            "days",
-        ];
-        if !known.contains(&name.as_str()) {
-            return Err(cfg_err(format!(
-                "unknown flag: --{given} (see edgekcm certs --help)"
-            )));
-        }
-        let value = match inline {
-            Some(v) => v,
-            None => match args.get(i) {
-                Some(v) => {
-                    i += 1;
-                    v.clone()
-                }
-                None => return Err(cfg_err(format!("flag needs an argument: --{given}"))),
-            },
-        };
-        let nonempty = |v: String| -> Result<String> {
-            if v.trim().is_empty() {
-                Err(cfg_err(format!("--{name} must not be empty")))
-            } else {
-                Ok(v)
-            }
-        };
-        match name.as_str() {
-            "dir" => dir = Some(nonempty(value)?.into()),
-            "kubeconfig-dir" => kubeconfig_dir = Some(nonempty(value)?.into()),
-            "server" => o.server = nonempty(value)?,
-            "san" | "apiserver-san" => {
-                for s in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    check_name(&name, s)?;
-                    let list = if name == "san" {
-                        &mut o.sans
-                    } else {
-                        &mut o.apiserver_sans
-                    };
-                    if !list.iter().any(|x| x == s) {
-                        list.push(s.to_string());
-                    }
-                }
-            }
-            "ca-cert" => o.ca_cert = Some(nonempty(value)?.into()),
-            "ca-key" => o.ca_key = Some(nonempty(value)?.into()),
-            "cluster-name" => o.cluster_name = nonempty(value)?,
-            "days" => {
-                o.days = match value.parse::<u32>() {
-                    Ok(d) if (1..=36500).contains(&d) => d,
-                    _ => {
-                        return Err(cfg_err(format!(
-                            "invalid argument {value:?} for \"--days\" flag: a whole number of days from 1 to 36500"
-                        )))
-                    }
-                }
-            }
-            _ => unreachable!("checked against the known list"),
-        }
-    }
-    if let Some(d) = dir {
-        o.kubeconfig_dir = default_kubeconfig_dir(&d);
-        o.dir = d;
-    }
-    if let Some(k) = kubeconfig_dir {
-        o.kubeconfig_dir = k;
-    }
-    match (&o.ca_cert, &o.ca_key) {
-        (Some(_), None) | (None, Some(_)) => {
-            return Err(cfg_err("--ca-cert and --ca-key must be given together"))
-        }
-        _ => {}
-    }
-    if o.server.contains(char::is_whitespace) || url_host(&o.server).is_none() {
-        return Err(cfg_err(format!(
-            "invalid argument {:?} for \"--server\" flag: an https:// URL with a host is needed",
-            o.server
-        )));
-    }
-    Ok(Command::Certs(Box::new(o)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1222,59 +1039,6 @@ fn generate_at(o: &CertsOptions, now: SystemTime) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
-
-    fn opts(s: &str) -> CertsOptions {
-        match parse_args(&args(s)).unwrap() {
-            Command::Certs(o) => *o,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn defaults_follow_kubeadm_layout() {
-        let o = opts("");
-        assert_eq!(o.dir, PathBuf::from("/etc/kubernetes/pki"));
-        assert_eq!(o.kubeconfig_dir, PathBuf::from("/etc/kubernetes"));
-        assert_eq!(o.server, "https://127.0.0.1:6443");
-        assert_eq!(o.days, 365);
-        assert!(!o.force);
-        let o = opts("--dir /tmp/x");
-        assert_eq!(o.kubeconfig_dir, PathBuf::from("/tmp/x"));
-        let o = opts("--dir=/srv/pki --kubeconfig-dir /srv/kc");
-        assert_eq!(o.kubeconfig_dir, PathBuf::from("/srv/kc"));
-    }
-
-    #[test]
-    fn flag_spellings() {
-        let o = opts("--san a.example,10.0.0.1 --san=b --san a.example --apiserver_san node1 --force --days=30");
-        assert_eq!(o.sans, vec!["a.example", "10.0.0.1", "b"]);
-        assert_eq!(o.apiserver_sans, vec!["node1"]);
-        assert!(o.force);
-        assert_eq!(o.days, 30);
-        assert!(!opts("--force=false").force);
-        assert!(matches!(
-            parse_args(&args("--help")).unwrap(),
-            Command::Help(_)
-        ));
-        assert!(matches!(parse_args(&args("-h")).unwrap(), Command::Help(_)));
-    }
-
-    #[test]
-    fn bad_flags_name_the_problem() {
-        let err = |s: &str| parse_args(&args(s)).unwrap_err().to_string();
-        assert!(err("--nope").contains("unknown flag: --nope"));
-        assert!(err("--dir").contains("flag needs an argument: --dir"));
-        assert!(err("--ca-cert /x").contains("--ca-cert and --ca-key must be given together"));
-        assert!(err("--server http://x").contains("https:// URL"));
-        assert!(err("--days 0").contains("--days"));
-        assert!(err("--san bad/name").contains("bad/name"));
-        assert!(err("stray").contains("takes flags only"));
-        assert!(err("--force=maybe").contains("--force"));
-    }
 
     #[test]
     fn url_hosts() {
