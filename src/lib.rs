@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod gofmt;
 pub mod leader;
+pub mod logging;
 pub mod manager;
 pub mod metrics;
 pub mod notify;

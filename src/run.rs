@@ -244,9 +244,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         s.set_filter(auth.filter());
         s.route("/metrics", crate::metrics::handler());
         s.route_tree(garbagecollector::dump::BASE_PATH, gc_debug.handler());
-        let s = s.start()?;
-        log::info!("serving securely on {}", s.addr());
-        Some(s)
+        Some(s.start()?)
     } else {
         None
     };
@@ -377,7 +375,6 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
             };
             e.run(
                 move || {
-                    log::info!("successfully acquired lease as {}", e1.identity());
                     if let Ok(Some(lease)) = api_for_event.get() {
                         lease_event(
                             &rec1,

@@ -584,7 +584,7 @@ fn every_upstream_flag_spelling_is_consumed_correctly() {
 #[test]
 fn flag_table_sizes() {
     let (acted, accepted, removed) = edgekcm::cli::flag_counts();
-    assert_eq!(acted, 79);
+    assert_eq!(acted, 80);
     assert!(accepted >= 65, "{accepted}");
     assert!(removed >= 25, "{removed}");
 }

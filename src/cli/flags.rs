@@ -106,6 +106,9 @@ pub struct RunFlags {
     /// log verbosity
     #[argh(option)]
     pub v: Option<String>,
+    /// log format
+    #[argh(option)]
+    pub logging_format: Option<String>,
     /// delay between controller starts
     #[argh(option)]
     pub controller_start_interval: Option<String>,
@@ -326,6 +329,7 @@ pub(super) static ACTED: &[Acted] = &[
     a(NODE, "node-monitor-grace-period", "40s", "How long a node may be silent before it is marked unhealthy."),
     a(NODE, "node-startup-grace-period", "1m0s", "The same for a node that is starting."),
     a(LOGS, "v", "0", "Log verbosity (-v or --v)."),
+    a(LOGS, "logging-format", "text", "Log format: \"text\" (klog's header) or \"json\" (component-base's JSON lines)."),
     a(MISC, "kubeconfig", "", "Kubeconfig with the API server location and credentials."),
     a(MISC, "master", "", "API server URL (overrides the kubeconfig's server)."),
 ];
@@ -370,7 +374,6 @@ static ACCEPTED: &[(&str, bool)] = &[
     ("log-flush-frequency", false),
     ("log-json-info-buffer-size", false),
     ("log-json-split-stream", true),
-    ("logging-format", false),
     ("max-endpoints-per-slice", false),
     ("mirroring-endpointslice-updates-batch-period", false),
     ("mirroring-max-endpoints-per-subset", false),

@@ -209,6 +209,8 @@ pub struct Config {
     // Logging
     /// `-v` / `--v`.
     pub verbosity: u32,
+    /// `--logging-format`.
+    pub logging_format: crate::logging::Format,
     /// One line per ignored, renamed or removed flag; logged once at start.
     pub warnings: Vec<String>,
 }
@@ -283,6 +285,7 @@ impl Default for Config {
             authorization_webhook_cache_authorized_ttl: Duration::from_secs(10),
             authorization_webhook_cache_unauthorized_ttl: Duration::from_secs(10),
             verbosity: 0,
+            logging_format: crate::logging::Format::Text,
             warnings: Vec::new(),
         }
     }
@@ -525,6 +528,9 @@ impl Config {
         if let Some(v) = f.v {
             // klog's Level is an int32; negative levels behave as 0.
             c.verbosity = parse_i32("v", &v)?.max(0) as u32;
+        }
+        if let Some(v) = f.logging_format {
+            c.logging_format = v.parse().map_err(Error::Config)?;
         }
         c.validate()?;
         Ok(c)
