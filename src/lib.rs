@@ -22,6 +22,7 @@ pub mod queue;
 pub mod run;
 pub mod sandbox;
 pub mod server;
+pub mod startup;
 pub mod timefmt;
 
 pub use error::{Error, Result};

@@ -252,19 +252,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     wait_for_apiserver(&root, &stop)?;
 
     let controllers = build_controllers(&cfg, &rest, &gc_debug)?;
-    // Only what upstream would start here: not the ones waiting on a feature gate, a cloud
-    // provider or a flag.
-    let skipped: Vec<&str> = registry::known()
-        .iter()
-        .filter(|i| i.needs.is_empty())
-        .map(|i| i.name)
-        .filter(|n| cfg.controllers.is_enabled(n) && !IMPLEMENTED.contains(n))
-        .collect();
-    if !skipped.is_empty() {
-        log::info!(
-            "enabled but not implemented in this edgekcm yet: {}",
-            skipped.join(", ")
-        );
+    if let Some(line) = crate::startup::not_implemented_line(&cfg, IMPLEMENTED) {
+        log::warn!("{line}");
     }
 
     let recorder = Arc::new(Recorder::start());

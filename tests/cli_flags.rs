@@ -506,6 +506,45 @@ fn help_and_version() {
 }
 
 #[test]
+fn help_marks_what_is_not_acted_on_yet() {
+    let Command::Help(t) = parse(&args("--help")).unwrap() else {
+        panic!("no help")
+    };
+    let note = |flag: &str| -> Option<String> {
+        let mut lines = t.lines();
+        lines.find(|l| {
+            l.trim_start().starts_with(&format!("--{flag} ")) || l.trim() == format!("--{flag}")
+        })?;
+        lines.next().map(str::to_string)
+    };
+    for (flag, why) in [
+        ("cluster-signing-cert-file", "csrsigning"),
+        ("cluster-signing-kubelet-serving-key-file", "csrsigning"),
+        ("service-account-private-key-file", "serviceaccount-token"),
+        ("allocate-node-cidrs", "nodeipam"),
+        ("cluster-cidr", "nodeipam"),
+        ("terminated-pod-gc-threshold", "podgc"),
+    ] {
+        let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
+        assert!(
+            n.contains(&format!("Not acted on yet: {why} is not in edgekcm yet.")),
+            "--{flag}: {n}"
+        );
+    }
+    for flag in [
+        "root-ca-file",
+        "kubeconfig",
+        "leader-elect",
+        "use-service-account-credentials",
+    ] {
+        let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
+        assert!(!n.contains("Not acted on yet"), "--{flag}: {n}");
+    }
+    assert!(t.contains("--concurrent-job-syncs int (default 5)  not acted on yet"));
+    assert!(t.contains("--concurrent-deployment-syncs int (default 5)\n"));
+}
+
+#[test]
 fn subcommands() {
     let c = run("run --kubeconfig=/x");
     assert_eq!(c.kubeconfig, p("/x"));

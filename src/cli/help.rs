@@ -1,6 +1,6 @@
 //! `edgekcm --help`.
 
-use super::flags::{ACTED, GENERIC};
+use super::flags::{not_acted_on_yet, ACTED, GENERIC};
 use crate::config::CONCURRENT_SYNCS;
 
 /// `--help` output: the flags edgekcm acts on, grouped, with defaults.
@@ -34,17 +34,34 @@ pub fn help_text() -> String {
             } else {
                 format!(" (default {})", f.default)
             };
-            out.push_str(&format!("  {spelled}\n        {}{default}\n", f.help));
+            let pending = not_acted_on_yet(f.name)
+                .map(|why| format!(" Not acted on yet: {why}."))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {spelled}\n        {}{default}{pending}\n",
+                f.help
+            ));
         }
         if g == GENERIC {
             out.push_str("\nConcurrency flags (workers per controller):\n");
             for (name, default) in CONCURRENT_SYNCS {
-                out.push_str(&format!("      --{name} int (default {default})\n"));
+                let pending = if not_acted_on_yet(name).is_some() {
+                    "  not acted on yet: its controller is not in edgekcm yet"
+                } else {
+                    ""
+                };
+                out.push_str(&format!(
+                    "      --{name} int (default {default}){pending}\n"
+                ));
             }
         }
     }
     out.push_str(
         "\n  -h, --help       Show this help.\n      --version    Print the version.\n\n\
+         Flags marked \"Not acted on yet\" are read and checked (files included) but do\n\
+         nothing until what acts on them is in edgekcm; at start, one log line names the\n\
+         controllers kube-controller-manager would run with the flags given that edgekcm\n\
+         does not have yet.\n\
          Every other kube-controller-manager v1.28 flag is accepted with a warning and ignored;\n\
          flags removed upstream (--address, --port, klog file flags, ...) are accepted with a\n\
          warning too. Flag names may use '_' or '-'.\n",

@@ -21,6 +21,8 @@ pub struct ControllerInfo {
     /// Empty, or why the controller may not start even when enabled: `cloud`,
     /// `feature-gate`, or the flag it needs (`--allocate-node-cidrs`, ...).
     pub needs: &'static str,
+    /// A name from a kube-controller-manager release after 1.28 (1.28 itself would refuse it).
+    pub later_release: bool,
 }
 
 const fn c(
@@ -35,6 +37,7 @@ const fn c(
         disabled_by_default: false,
         sa_name,
         needs,
+        later_release: false,
     }
 }
 
@@ -50,7 +53,14 @@ const fn off(
         disabled_by_default: true,
         sa_name,
         needs,
+        later_release: false,
     }
+}
+
+/// Marks an entry as a name from a release after 1.28.
+const fn later(mut info: ControllerInfo) -> ControllerInfo {
+    info.later_release = true;
+    info
 }
 
 static KNOWN: &[ControllerInfo] = &[
@@ -298,54 +308,54 @@ static KNOWN: &[ControllerInfo] = &[
         "feature-gate",
     ),
     // Names introduced by later kube-controller-manager releases.
-    c(
+    later(c(
         "taint-eviction-controller",
         &[],
         Some("node-controller"),
         "",
-    ),
-    c(
+    )),
+    later(c(
         "service-cidr-controller",
         &[],
         Some("service-cidrs-controller"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "storage-version-migrator-controller",
         &["svm"],
         Some("storage-version-migrator-controller"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "volumeattributesclass-protection-controller",
         &[],
         Some("volumeattributesclass-protection-controller"),
         "feature-gate",
-    ),
-    off(
+    )),
+    later(off(
         "selinux-warning-controller",
         &[],
         Some("selinux-warning-controller"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "kube-apiserver-serving-clustertrustbundle-publisher-controller",
         &[],
         Some("kube-apiserver-serving-clustertrustbundle-publisher"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "device-taint-eviction-controller",
         &[],
         Some("device-taint-eviction-controller"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "podcertificaterequest-cleaner-controller",
         &[],
         Some("podcertificaterequestcleaner"),
         "feature-gate",
-    ),
+    )),
 ];
 
 /// Every controller name `--controllers` accepts.
