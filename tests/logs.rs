@@ -6,6 +6,7 @@ mod common;
 
 use common::{create_namespace, eventually, free_port, kubeconfig_arg, sandbox, unique, Kcm};
 use edgekcm::api::resources::SERVICEACCOUNTS;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -213,5 +214,51 @@ fn a_closed_stderr_keeps_the_exit_status() {
         let st = child.wait().unwrap();
         let want = if args == ["--help"] { 0 } else { 1 };
         assert_eq!(st.code(), Some(want), "{args:?}: {st:?}");
+    }
+}
+
+#[test]
+fn the_demo_warns_of_nothing() {
+    // `cargo test` builds the examples next to the test binaries.
+    let exe = std::env::current_exe().unwrap();
+    let demo = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("examples").join("demo"))
+        .unwrap();
+    assert!(
+        demo.exists(),
+        "{} is not built: run `cargo test` (it builds the examples) or `cargo build --examples`",
+        demo.display()
+    );
+    let out = Command::new(&demo).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("ConfigMap demo/kube-root-ca.crt"),
+        "{stdout}"
+    );
+    // A real CA in kube-root-ca.crt, not a placeholder.
+    let cm = stdout
+        .split("ConfigMap demo/kube-root-ca.crt:\n")
+        .nth(1)
+        .unwrap();
+    let cm: serde_json::Value = serde_json::from_str(cm.split("\n\n").next().unwrap()).unwrap();
+    let ca = cm["data"]["ca.crt"].as_str().unwrap();
+    assert!(
+        edgekcm::certs::der::parse_cert(
+            rustls_pki_types::pem::PemObject::from_pem_slice(ca.as_bytes())
+                .map(|c: rustls_pki_types::CertificateDer<'static>| c.to_vec())
+                .unwrap()
+                .as_slice()
+        )
+        .is_some_and(|c| c.is_ca),
+        "{ca}"
+    );
+    // The binary's own log, and no warning in it.
+    assert!(!stderr.is_empty());
+    for l in stderr.lines() {
+        assert_eq!(klog_header(l), Some('I'), "{l}\n{stderr}");
     }
 }
