@@ -65,8 +65,8 @@ impl LeaseApi for LeaseClient {
 /// The root CA published to namespaces: `--root-ca-file`, else the kubeconfig's inline CA.
 fn root_ca(cfg: &Config, rest: &RestConfig) -> Result<String> {
     if let Some(p) = &cfg.root_ca_file {
-        return std::fs::read_to_string(p)
-            .map_err(|e| Error::Config(format!("--root-ca-file {}: {e}", p.display())));
+        let pem = crate::config::files::read_ca(p)?;
+        return Ok(String::from_utf8_lossy(&pem).into_owned());
     }
     Ok(rest
         .ca_inline
@@ -203,6 +203,7 @@ fn lease_event(recorder: &Recorder, client: &Client, lease: &Value, message: Str
 
 /// Run until `stop` is set (returns EXIT_OK) or leadership is lost (EXIT_LOST_LEADERSHIP).
 pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
+    crate::config::files::check(&cfg)?;
     let rest = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())?;
     rest.validate()?;
     let base_ua = user_agent_base();

@@ -579,7 +579,19 @@ fn signing_and_serving_validation() {
     assert_eq!(
         err("--cluster-signing-cert-file=a --cluster-signing-key-file=b \
             --cluster-signing-kubelet-serving-cert-file=c --cluster-signing-kubelet-serving-key-file=d"),
-        "cannot specify default and per controller certs at the same time"
+        "cannot specify --cluster-signing-{cert,key}-file and other --cluster-signing-*-file flags at the same time"
+    );
+    // Each signer's pair whole; every problem named at once, as upstream aggregates them.
+    assert_eq!(
+        err("--cluster-signing-kubelet-serving-cert-file=a"),
+        "\"cluster-signing-kubelet-serving\": cannot specify cert without key"
+    );
+    assert_eq!(
+        err("--cluster-signing-cert-file=a --cluster-signing-kubelet-serving-cert-file=x \
+            --cluster-signing-legacy-unknown-key-file=y"),
+        "[\"cluster-signing-kubelet-serving\": cannot specify cert without key, \
+         \"cluster-signing-legacy-unknown\": cannot specify key without cert, \
+         cannot specify --cluster-signing-{cert,key}-file and other --cluster-signing-*-file flags at the same time]"
     );
     assert!(err("--tls-cert-file=/s.crt").contains("missing filename for serving cert"));
     // With serving off the pair is not needed.
