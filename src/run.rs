@@ -14,7 +14,7 @@ use crate::controllers::rootca::RootCaPublisher;
 use crate::controllers::serviceaccount::ServiceAccountController;
 use crate::controllers::{Controller, EventSpec, EventType, ObjectRef};
 use crate::credentials::ServiceAccountTokens;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::Recorder;
 use crate::leader::{LeaderElectionConfig, LeaderElector, LeaseApi};
 use crate::manager::Manager;
@@ -22,7 +22,7 @@ use crate::server::{Health, ServeConfig, Server};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Process exit status after a clean stop.
 pub const EXIT_OK: i32 = 0;
@@ -171,23 +171,6 @@ fn build_controllers(
     Ok(out)
 }
 
-/// Upstream polls /healthz for up to 10 s before anything else and exits if it never answers.
-fn wait_for_apiserver(client: &Client, stop: &AtomicBool) -> Result<()> {
-    let end = Instant::now() + Duration::from_secs(10);
-    let mut last = Error::Transport("no answer".into());
-    while Instant::now() < end && !stop.load(Ordering::SeqCst) {
-        match client.get_raw("/healthz") {
-            Ok(_) => return Ok(()),
-            Err(e) => last = e,
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    Err(Error::Transport(format!(
-        "the API server at {} did not become healthy within 10s: {last}",
-        client.base_url()
-    )))
-}
-
 fn lease_event(recorder: &Recorder, client: &Client, lease: &Value, message: String) {
     recorder.record(
         client,
@@ -250,7 +233,12 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         None
     };
 
-    wait_for_apiserver(&root, &stop)?;
+    if crate::startup::wait_for_apiserver(&rest, &stop)? == crate::startup::Waited::Stopped {
+        if let Some(s) = server {
+            s.stop();
+        }
+        return Ok(EXIT_OK);
+    }
 
     let controllers = build_controllers(&cfg, &rest, &gc_debug)?;
     if let Some(line) = crate::startup::not_implemented_line(&cfg, IMPLEMENTED) {

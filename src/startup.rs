@@ -1,8 +1,14 @@
 //! Start-up, before any controller runs: which controllers kube-controller-manager would run
-//! with this command line that edgekcm cannot run yet.
+//! with this command line that edgekcm cannot run yet, and the wait for the API server.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::api::client::{user_agent_base, Client};
+use crate::api::kubeconfig::RestConfig;
 use crate::config::Config;
 use crate::controllers::registry::{self, ControllerInfo};
+use crate::error::{Error, Result};
 
 /// Whether kube-controller-manager v1.28 starts an enabled controller with this configuration:
 /// not the feature-gated ones (their gates are off by default) nor the cloud ones (no cloud
@@ -49,6 +55,137 @@ pub fn not_implemented_line(cfg: &Config, implemented: &[&str]) -> Option<String
         names.len(),
         names.join(", ")
     ))
+}
+
+/// How long upstream waits for `/healthz`, and how often it asks.
+const WAIT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_secs(1);
+/// One `/healthz` request may take this long (a server that takes the connection and never
+/// answers must not hold the whole wait).
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// While waiting, a progress line at most this often (and whenever the cause changes).
+const PROGRESS_EVERY: Duration = Duration::from_secs(3);
+
+/// How the wait for the API server ended, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    Healthy,
+    /// SIGTERM or SIGINT came first.
+    Stopped,
+}
+
+/// The failures that waiting does not cure, said in words (`{url}` is the server): edgekcm's
+/// credentials refused, a certificate on either side not trusted, something that is not a
+/// Kubernetes API server. None for the ones that can heal (refused or reset connections,
+/// timeouts, DNS, 5xx, 429, and the 403s of an API server whose authorizer is still starting).
+pub fn permanent(e: &Error) -> Option<&'static str> {
+    match e {
+        Error::Api { code: 401, .. } => {
+            Some("the API server at {url} refuses edgekcm's credentials")
+        }
+        Error::Api { code, .. } if (400..500).contains(code) && ![403, 408, 429].contains(code) => {
+            Some("{url}/healthz does not answer as a Kubernetes API server")
+        }
+        Error::Transport(m) if m.contains("invalid peer certificate") => {
+            Some("edgekcm does not trust the certificate of the API server at {url}")
+        }
+        Error::Transport(m) if m.contains("received fatal alert") => Some(
+            "the API server at {url} refused the TLS handshake (edgekcm's client certificate?)",
+        ),
+        Error::Transport(m)
+            if m.contains("corrupt message") || m.contains("peer is incompatible") =>
+        {
+            Some("the server at {url} does not speak TLS as the kubeconfig expects")
+        }
+        Error::Config(_) => Some("the client for {url} cannot be used"),
+        _ => None,
+    }
+}
+
+/// The cause as client-go would put it: a Status's message (`Unauthorized`) rather than the
+/// whole body.
+fn cause(e: &Error) -> String {
+    match e {
+        Error::Api { code, message, .. } => {
+            let status: Option<serde_json::Value> = serde_json::from_str(message).ok();
+            match status.as_ref().and_then(|s| s["message"].as_str()) {
+                Some(m) => format!("{code} {m}"),
+                None => format!(
+                    "{code} {}",
+                    message.trim().chars().take(200).collect::<String>()
+                ),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// kube-controller-manager polls `/healthz` every second for 10 s before anything else and
+/// exits if it never answers 200. edgekcm does the same for failures that may heal, saying
+/// what it waits for; a failure that cannot heal ends the wait at once with its cause, and a
+/// stop signal ends it quietly.
+pub fn wait_for_apiserver(rest: &RestConfig, stop: &AtomicBool) -> Result<Waited> {
+    let client = Client::new_with_timeout(
+        rest,
+        0.0,
+        1,
+        &format!("{} shared-informers", user_agent_base()),
+        ATTEMPT_TIMEOUT,
+    )?;
+    let url = client.base_url().to_string();
+    let start = Instant::now();
+    let mut logged: Option<(Instant, String)> = None;
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(Waited::Stopped);
+        }
+        let e = match client.get_raw("/healthz") {
+            Ok(_) => {
+                if logged.is_some() {
+                    log::info!("the API server at {url} is healthy");
+                }
+                return Ok(Waited::Healthy);
+            }
+            Err(e) => e,
+        };
+        if stop.load(Ordering::SeqCst) {
+            return Ok(Waited::Stopped);
+        }
+        let why = cause(&e);
+        if let Some(what) = permanent(&e) {
+            return Err(Error::Config(format!(
+                "{} ({}): {why}",
+                what.replace("{url}", &url),
+                rest.source
+            )));
+        }
+        let waited = start.elapsed();
+        if waited >= WAIT {
+            return Err(Error::Config(format!(
+                "failed to wait for apiserver being healthy: timed out waiting for the condition: failed to get apiserver /healthz status: {why}"
+            )));
+        }
+        let due = match &logged {
+            None => true,
+            Some((at, last)) => *last != why || at.elapsed() >= PROGRESS_EVERY,
+        };
+        if due {
+            log::warn!(
+                "waiting for the API server at {url} ({}s of {}s): {why}",
+                waited.as_secs(),
+                WAIT.as_secs()
+            );
+            logged = Some((Instant::now(), why));
+        }
+        // The next attempt a second after this one began, in steps that notice a stop.
+        let next = start + POLL * (waited.as_secs() as u32 + 1);
+        while Instant::now() < next {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(Waited::Stopped);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -126,6 +263,48 @@ mod tests {
         assert!(
             not_implemented_line(&cfg("--controllers=deployment"), crate::run::IMPLEMENTED)
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn what_waiting_cures() {
+        let api = |code: u16| Error::api(code, "", "{}");
+        assert!(permanent(&api(401)).is_some());
+        assert!(permanent(&api(404)).is_some());
+        assert!(permanent(&api(400)).is_some());
+        for code in [403, 408, 429, 500, 503] {
+            assert_eq!(permanent(&api(code)), None, "{code}");
+        }
+        let t = |m: &str| Error::Transport(m.to_string());
+        assert!(permanent(&t(
+            "GET https://x/healthz: io: invalid peer certificate: UnknownIssuer"
+        ))
+        .is_some());
+        assert!(permanent(&t(
+            "GET https://x/healthz: io: received fatal alert: BadCertificate"
+        ))
+        .is_some());
+        assert_eq!(
+            permanent(&t(
+                "GET https://x/healthz: io: Connection refused (os error 111)"
+            )),
+            None
+        );
+        assert_eq!(
+            permanent(&t("GET https://x/healthz: timeout: global")),
+            None
+        );
+        assert_eq!(
+            cause(&Error::api(
+                401,
+                "",
+                r#"{"kind":"Status","message":"Unauthorized","code":401}"#
+            )),
+            "401 Unauthorized"
+        );
+        assert_eq!(
+            cause(&Error::api(500, "", "[-]etcd failed\n")),
+            "500 [-]etcd failed"
         );
     }
 

@@ -67,7 +67,8 @@
 //!   else; CSR `approval` changes `status.conditions` only.
 //! - **Authentication** (`require_auth`): bearer tokens only (the admin token, tokens minted by
 //!   the `token` subresource, and tokens found in `kubernetes.io/service-account-token` Secrets);
-//!   no client certificates. `/healthz`, `/livez`, `/readyz` and `/version` need no token.
+//!   no client certificates. `/healthz`, `/livez`, `/readyz` and `/version` need no token, but
+//!   a token that does not authenticate is answered 401 there too, as kube-apiserver does.
 //!   Without `require_auth` nothing is checked: any token (or none) is accepted, and the
 //!   recorded user is filled in only for tokens the sandbox knows.
 //! - **`metadata.generation`** is set to 1 on create and maintained for every kind (bumped when
@@ -711,7 +712,12 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
         let (reply, headers) = if let Some(code) = fault {
             let (c, v, h) = fault_reply(code);
             (Reply::Json(c, v), h)
-        } else if shared.opts.require_auth && user.is_none() && !is_public_path(&req.path) {
+        } else if shared.opts.require_auth
+            && user.is_none()
+            && (token.is_some() || !is_public_path(&req.path))
+        {
+            // As kube-apiserver: a token that does not authenticate is refused everywhere;
+            // only a request without one may read the public paths.
             let e = meta::ApiError::new(401, "Unauthorized", "Unauthorized");
             (Reply::Json(401, e.to_status()), Vec::new())
         } else {
