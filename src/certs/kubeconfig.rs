@@ -56,7 +56,8 @@ pub(super) fn kubeconfig(
 ) -> Result<()> {
     let path = o.kubeconfig_dir.join(file);
     let existed = path.exists();
-    if existed && !o.force {
+    if existed && !o.replaces(file) {
+        let does_not_fit = |path: &Path, why: &str| does_not_fit(o, file, path, why);
         let text =
             String::from_utf8(read(&path)?).map_err(|_| does_not_fit(&path, "not UTF-8 text"))?;
         let origin = format!("kubeconfig {}", path.display());

@@ -135,18 +135,36 @@ pub(super) fn pair_paths(dir: &Path, base: &str) -> (PathBuf, PathBuf) {
     )
 }
 
-pub(super) fn one_without_other(have: &Path, missing: &Path) -> Error {
+/// The fix for a file that no longer fits: replace that pair or kubeconfig alone with
+/// `--renew`, never `--force` (which makes a new CA and service-account key and so stops every
+/// certificate and token made with the old ones).
+fn renew_hint(o: &CertsOptions, name: &str) -> String {
+    format!(
+        "replace it alone (the CA, the service-account key and the other files stay) with: {}",
+        o.renew_command(name)
+    )
+}
+
+pub(super) fn one_without_other(
+    o: &CertsOptions,
+    name: &str,
+    have: &Path,
+    missing: &Path,
+) -> Error {
     cfg_err(format!(
-        "{} exists but {} does not; remove it or run with --force",
+        "{} exists but {} does not; {}",
         have.display(),
-        missing.display()
+        missing.display(),
+        renew_hint(o, name)
     ))
 }
 
-pub(super) fn does_not_fit(path: &Path, why: &str) -> Error {
+/// A kept file that does not fit; `name` is what `--renew` calls it.
+pub(super) fn does_not_fit(o: &CertsOptions, name: &str, path: &Path, why: &str) -> Error {
     cfg_err(format!(
-        "existing {} does not fit: {why}; remove it or run with --force to replace it",
-        path.display()
+        "existing {} does not fit: {why}; {}",
+        path.display(),
+        renew_hint(o, name)
     ))
 }
 
@@ -164,7 +182,8 @@ pub(super) fn serving_pair(
     let (crt, key) = pair_paths(&o.dir, base);
     let usage = Usage::Server(names.to_vec());
     let (has_crt, has_key) = (crt.exists(), key.exists());
-    if !o.force {
+    if !o.replaces(base) {
+        let does_not_fit = |path: &Path, why: &str| does_not_fit(o, base, path, why);
         match (has_crt, has_key) {
             (true, true) => {
                 let cert = first_cert(&read(&crt)?, &crt)?;
@@ -187,8 +206,8 @@ pub(super) fn serving_pair(
                 r.add(&key, kept(&key, true)?, "its private key");
                 return Ok(());
             }
-            (true, false) => return Err(one_without_other(&crt, &key)),
-            (false, true) => return Err(one_without_other(&key, &crt)),
+            (true, false) => return Err(one_without_other(o, base, &crt, &key)),
+            (false, true) => return Err(one_without_other(o, base, &key, &crt)),
             (false, false) => {}
         }
     }

@@ -45,9 +45,11 @@ pub const DEFAULT_CLUSTER_NAME: &str = "kubernetes";
 pub(crate) const CA_DAYS: u32 = 3650;
 /// Certificates start a little in the past, for clocks slightly behind.
 const BACKDATE: Duration = Duration::from_secs(300);
-/// The first address of kubeadm's default service CIDR (10.96.0.0/12): the `kubernetes`
-/// Service's ClusterIP, which in-cluster clients connect to.
-pub(crate) const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+/// kubeadm's default service CIDR. kube-apiserver's own default is 10.0.0.0/24: the range
+/// is printed among its flags so that both agree.
+pub const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/12";
+/// Besides these, kube-apiserver's certificate names the `kubernetes` Service's ClusterIP (the
+/// first address of the service range), which in-cluster clients connect to.
 const APISERVER_NAMES: &[&str] = &[
     "kubernetes",
     "kubernetes.default",
@@ -55,7 +57,13 @@ const APISERVER_NAMES: &[&str] = &[
     "kubernetes.default.svc.cluster.local",
     "localhost",
     "127.0.0.1",
-    KUBERNETES_SERVICE_IP,
+];
+/// What `--renew` replaces, by name: a serving pair (`<name>.crt`/`.key`) or a kubeconfig.
+pub const RENEWABLE: &[&str] = &[
+    "apiserver",
+    "kube-controller-manager",
+    "controller-manager.conf",
+    "admin.conf",
 ];
 const LOCAL_NAMES: &[&str] = &["localhost", "127.0.0.1"];
 const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
@@ -79,7 +87,12 @@ pub struct CertsOptions {
     pub cluster_name: String,
     /// Lifetime of the leaf certificates.
     pub days: u32,
-    /// Replace existing files.
+    /// kube-apiserver's `--service-cluster-ip-range` (one range, or an IPv4 and an IPv6 one);
+    /// the first address of the first is in its certificate.
+    pub service_cluster_ip_range: String,
+    /// Replace these ([`RENEWABLE`] names) even if they still fit; keep everything else.
+    pub renew: Vec<String>,
+    /// Replace every file (a new CA and service-account key too).
     pub force: bool,
 }
 
@@ -99,8 +112,109 @@ impl CertsOptions {
             ca_key: None,
             cluster_name: DEFAULT_CLUSTER_NAME.to_string(),
             days: DEFAULT_DAYS,
+            service_cluster_ip_range: DEFAULT_SERVICE_CIDR.to_string(),
+            renew: Vec::new(),
             force: false,
         }
+    }
+
+    /// Whether the file or pair `name` is to be written again even if it fits.
+    pub(crate) fn replaces(&self, name: &str) -> bool {
+        self.force || self.renew.iter().any(|r| r == name)
+    }
+
+    /// The `edgekcm certs` command that made these files, with `--renew=<name>`: the one
+    /// command that replaces that pair alone.
+    pub fn renew_command(&self, name: &str) -> String {
+        let mut c = format!(
+            "edgekcm certs --dir={}",
+            quote_arg(&self.dir.display().to_string())
+        );
+        if self.kubeconfig_dir != default_kubeconfig_dir(&self.dir) {
+            c.push_str(&format!(
+                " --kubeconfig-dir={}",
+                quote_arg(&self.kubeconfig_dir.display().to_string())
+            ));
+        }
+        if self.server != DEFAULT_SERVER {
+            c.push_str(&format!(" --server={}", quote_arg(&self.server)));
+        }
+        if !self.sans.is_empty() {
+            c.push_str(&format!(" --san={}", quote_arg(&self.sans.join(","))));
+        }
+        if !self.apiserver_sans.is_empty() {
+            c.push_str(&format!(
+                " --apiserver-san={}",
+                quote_arg(&self.apiserver_sans.join(","))
+            ));
+        }
+        if let (Some(crt), Some(key)) = (&self.ca_cert, &self.ca_key) {
+            c.push_str(&format!(
+                " --ca-cert={} --ca-key={}",
+                quote_arg(&crt.display().to_string()),
+                quote_arg(&key.display().to_string())
+            ));
+        }
+        if self.cluster_name != DEFAULT_CLUSTER_NAME {
+            c.push_str(&format!(
+                " --cluster-name={}",
+                quote_arg(&self.cluster_name)
+            ));
+        }
+        if self.days != DEFAULT_DAYS {
+            c.push_str(&format!(" --days={}", self.days));
+        }
+        if self.service_cluster_ip_range != DEFAULT_SERVICE_CIDR {
+            c.push_str(&format!(
+                " --service-cluster-ip-range={}",
+                quote_arg(&self.service_cluster_ip_range)
+            ));
+        }
+        c.push_str(&format!(" --renew={name}"));
+        c
+    }
+
+    /// The `kubernetes` Service's ClusterIP: the first address of the first service range.
+    pub fn kubernetes_service_ip(&self) -> Result<IpAddr> {
+        service_ip(&self.service_cluster_ip_range)
+    }
+}
+
+/// The first address of the first range of a `--service-cluster-ip-range` value.
+pub(crate) fn service_ip(ranges: &str) -> Result<IpAddr> {
+    let bad = |why: &str| {
+        cfg_err(format!(
+            "invalid argument {ranges:?} for \"--service-cluster-ip-range\" flag: {why}"
+        ))
+    };
+    let parts: Vec<&str> = ranges.split(',').map(str::trim).collect();
+    if parts.len() > 2 {
+        return Err(bad("at most two ranges (one IPv4, one IPv6)"));
+    }
+    let cidrs = parts
+        .iter()
+        .map(|p| p.parse::<crate::config::Cidr>())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| bad(&e))?;
+    if let [a, b] = cidrs.as_slice() {
+        if a.addr.is_ipv4() == b.addr.is_ipv4() {
+            return Err(bad("two ranges must be one IPv4 and one IPv6"));
+        }
+    }
+    cidrs[0]
+        .first_host()
+        .ok_or_else(|| bad("the range has no address for the kubernetes Service"))
+}
+
+/// A shell word: as is when it is plain, else in single quotes.
+fn quote_arg(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:,=@".contains(&b))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
@@ -273,12 +387,19 @@ fn the_ca(o: &CertsOptions, r: &mut Report, now: SystemTime) -> Result<Ca> {
             }
             (true, false) => {
                 return Err(cfg_err(format!(
-                    "{} exists but {} does not: pass the CA's key with --ca-cert/--ca-key, or run with --force to make a new CA",
+                    "{} exists but {} does not: pass the CA's key with --ca-cert/--ca-key, or run with --force to make a new CA (every file is replaced, and every certificate and token made with the old CA and service-account key stops working)",
                     crt.display(),
                     key.display()
                 )))
             }
-            (false, true) => return Err(one_without_other(&key, &crt)),
+            (false, true) => {
+                return Err(cfg_err(format!(
+                    "{} exists but {} does not: put the CA's certificate back, or remove {} and run with --force to make a new CA (every file is replaced, and every certificate and token made with the old CA and service-account key stops working)",
+                    key.display(),
+                    crt.display(),
+                    key.display()
+                )))
+            }
             (false, false) => {}
         }
     }
@@ -310,6 +431,7 @@ fn generate_at(o: &CertsOptions, now: SystemTime) -> Result<Report> {
     service_account_keys(o, &mut r)?;
 
     let mut apiserver_names: Vec<String> = APISERVER_NAMES.iter().map(|s| s.to_string()).collect();
+    apiserver_names.push(o.kubernetes_service_ip()?.to_string());
     let mut kcm_names: Vec<String> = LOCAL_NAMES.iter().map(|s| s.to_string()).collect();
     let host = url_host(&o.server).unwrap_or("127.0.0.1").to_string();
     for n in std::iter::once(&host).chain(&o.apiserver_sans) {
@@ -389,6 +511,7 @@ fn generate_at(o: &CertsOptions, now: SystemTime) -> Result<Report> {
         format!("--service-account-issuer={SERVICE_ACCOUNT_ISSUER}"),
         format!("--service-account-key-file={}", p(&o.dir.join("sa.pub"))),
         format!("--service-account-signing-key-file={sa_key}"),
+        format!("--service-cluster-ip-range={}", o.service_cluster_ip_range),
         "--authorization-mode=Node,RBAC".to_string(),
     ];
     Ok(r)

@@ -11,6 +11,14 @@ pub(super) fn spki_bits(pem_bytes: &[u8]) -> Option<Vec<u8>> {
     Some(bits.content.strip_prefix(&[0u8])?.to_vec())
 }
 
+/// sa.pub is only the public half of sa.key: written again from it, nothing is lost.
+fn pub_does_not_fit(path: &Path, why: &str) -> Error {
+    cfg_err(format!(
+        "existing {} does not fit: {why}; remove it and run again: it is written anew from sa.key",
+        path.display()
+    ))
+}
+
 pub(super) fn service_account_keys(o: &CertsOptions, r: &mut Report) -> Result<()> {
     let key_path = o.dir.join("sa.key");
     let pub_path = o.dir.join("sa.pub");
@@ -29,12 +37,12 @@ pub(super) fn service_account_keys(o: &CertsOptions, r: &mut Report) -> Result<(
                     r.add(&pub_path, Status::Kept, "service-account verification key")
                 }
                 Some(_) => {
-                    return Err(does_not_fit(
+                    return Err(pub_does_not_fit(
                         &pub_path,
                         &format!("it is not the public key of {}", key_path.display()),
                     ))
                 }
-                None => return Err(does_not_fit(&pub_path, "no PEM PUBLIC KEY in it")),
+                None => return Err(pub_does_not_fit(&pub_path, "no PEM PUBLIC KEY in it")),
             }
         } else {
             write_file(&pub_path, key.public_key_pem().as_bytes(), 0o644)?;
@@ -47,7 +55,12 @@ pub(super) fn service_account_keys(o: &CertsOptions, r: &mut Report) -> Result<(
         return Ok(());
     }
     if !o.force && has_pub {
-        return Err(one_without_other(&pub_path, &key_path));
+        return Err(cfg_err(format!(
+            "{} exists but {} does not: put the key back, or remove {} to make a new pair (tokens signed with the old key stop working)",
+            pub_path.display(),
+            key_path.display(),
+            pub_path.display()
+        )));
     }
     let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
         .map_err(|e| cfg_err(format!("cannot generate a key: {e}")))?;

@@ -4,8 +4,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use crate::certs::{
-    default_kubeconfig_dir, url_host, CertsOptions, CA_DAYS, DEFAULT_CLUSTER_NAME, DEFAULT_DAYS,
-    DEFAULT_DIR, DEFAULT_SERVER, KUBERNETES_SERVICE_IP,
+    default_kubeconfig_dir, service_ip, url_host, CertsOptions, CA_DAYS, DEFAULT_CLUSTER_NAME,
+    DEFAULT_DAYS, DEFAULT_DIR, DEFAULT_SERVER, DEFAULT_SERVICE_CIDR, RENEWABLE,
 };
 use crate::cli::Command;
 use crate::error::{Error, Result};
@@ -16,6 +16,7 @@ fn cfg_err(msg: impl Into<String>) -> Error {
 
 /// `edgekcm certs --help`.
 pub fn help_text() -> String {
+    let renewable = RENEWABLE.join(", ");
     format!(
         "edgekcm certs writes the certificates, keys and kubeconfigs a fresh single-node cluster
 needs (kube-apiserver and edgekcm), and prints the flags to use them.
@@ -31,19 +32,33 @@ Flags:
       --san names             extra DNS names/IPs for edgekcm's serving certificate
                               (localhost and 127.0.0.1 are always in; repeat or comma-separate)
       --apiserver-san names   extra DNS names/IPs for kube-apiserver's serving certificate
-                              (kubernetes.default.svc..., localhost, 127.0.0.1, {KUBERNETES_SERVICE_IP} and
-                              the --server host are always in)
+                              (kubernetes.default.svc..., localhost, 127.0.0.1, the first
+                              address of --service-cluster-ip-range and the --server host are
+                              always in)
+      --service-cluster-ip-range cidrs
+                              kube-apiserver's Service range, printed among its flags; its
+                              first address is the kubernetes Service's ClusterIP that
+                              in-cluster clients connect to (default {DEFAULT_SERVICE_CIDR},
+                              kubeadm's; an IPv4 and an IPv6 range for dual-stack)
       --ca-cert path          sign with this CA certificate instead of <dir>/ca.crt
       --ca-key path           ... and this key (RSA or ECDSA; PKCS#1, SEC1 or PKCS#8 PEM)
       --cluster-name name     cluster name in the kubeconfigs (default {DEFAULT_CLUSTER_NAME})
       --days n                lifetime of the certificates made (default {DEFAULT_DAYS}; a new CA: {CA_DAYS})
-      --force                 replace existing files (a new CA and service-account key
-                              invalidate every certificate and token made with the old ones)
+      --renew names           make these again even if they still fit, and keep everything
+                              else, CA and service-account key included: {renewable}
+                              (repeat or comma-separate)
+      --force                 replace every file, the CA and the service-account key too: every
+                              certificate and token made with the old ones stops working
   -h, --help                  show this help
 
 Existing files are kept when they still fit (key matches certificate, signed by the CA,
-valid now, names asked for present); otherwise the command stops and says why. Private
-keys and kubeconfigs are written with mode 0600.
+valid now, names asked for present); otherwise the command stops, says why and prints the
+command that replaces that file alone. Private keys and kubeconfigs are written with mode
+0600.
+
+Renewing: run the command that made the files again with --renew, e.g. before
+kube-apiserver's certificate expires, or to add a name to it:
+  edgekcm certs --dir /etc/kubernetes/pki --renew=apiserver
 "
     )
 }
@@ -118,6 +133,8 @@ pub fn parse_args(args: &[String]) -> Result<Command> {
             "ca-key",
             "cluster-name",
             "days",
+            "service-cluster-ip-range",
+            "renew",
         ];
         if !known.contains(&name.as_str()) {
             return Err(cfg_err(format!(
@@ -161,6 +178,24 @@ pub fn parse_args(args: &[String]) -> Result<Command> {
             "ca-cert" => o.ca_cert = Some(nonempty(value)?.into()),
             "ca-key" => o.ca_key = Some(nonempty(value)?.into()),
             "cluster-name" => o.cluster_name = nonempty(value)?,
+            "service-cluster-ip-range" => {
+                let v = nonempty(value)?;
+                service_ip(&v)?;
+                o.service_cluster_ip_range = v;
+            }
+            "renew" => {
+                for r in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    if !RENEWABLE.contains(&r) {
+                        return Err(cfg_err(format!(
+                            "invalid argument {r:?} for \"--renew\" flag: one of {}",
+                            RENEWABLE.join(", ")
+                        )));
+                    }
+                    if !o.renew.iter().any(|x| x == r) {
+                        o.renew.push(r.to_string());
+                    }
+                }
+            }
             "days" => {
                 o.days = match value.parse::<u32>() {
                     Ok(d) if (1..=36500).contains(&d) => d,
@@ -232,6 +267,9 @@ mod tests {
         assert_eq!(o.apiserver_sans, vec!["node1"]);
         assert!(o.force);
         assert_eq!(o.days, 30);
+        let o = opts("--renew apiserver,admin.conf --renew=apiserver --service-cluster-ip-range=10.0.0.0/24,fd00::/108");
+        assert_eq!(o.renew, vec!["apiserver", "admin.conf"]);
+        assert_eq!(o.service_cluster_ip_range, "10.0.0.0/24,fd00::/108");
         assert!(!opts("--force=false").force);
         assert!(matches!(
             parse_args(&args("--help")).unwrap(),
@@ -251,5 +289,12 @@ mod tests {
         assert!(err("--san bad/name").contains("bad/name"));
         assert!(err("stray").contains("takes flags only"));
         assert!(err("--force=maybe").contains("--force"));
+        assert_eq!(
+            err("--renew=ca"),
+            "invalid argument \"ca\" for \"--renew\" flag: one of apiserver, kube-controller-manager, controller-manager.conf, admin.conf"
+        );
+        assert!(err("--service-cluster-ip-range=10.0.0.0").contains("invalid CIDR address"));
+        assert!(err("--service-cluster-ip-range=10.0.0.0/31").contains("no address"));
+        assert!(err("--service-cluster-ip-range=10.0.0.0/24,10.1.0.0/24").contains("IPv6"));
     }
 }

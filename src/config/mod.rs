@@ -180,6 +180,37 @@ impl FromStr for Cidr {
     }
 }
 
+impl Cidr {
+    /// The first address after the network address (`10.96.0.0/12` -> `10.96.0.1`); None for a
+    /// range with no room for it (/32, /31, /128, /127).
+    pub fn first_host(&self) -> Option<IpAddr> {
+        match self.addr {
+            IpAddr::V4(a) => {
+                if self.prefix >= 31 {
+                    return None;
+                }
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                Some(IpAddr::V4(std::net::Ipv4Addr::from(
+                    (u32::from(a) & mask) + 1,
+                )))
+            }
+            IpAddr::V6(a) => {
+                if self.prefix >= 127 {
+                    return None;
+                }
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                Some(IpAddr::V6(std::net::Ipv6Addr::from(
+                    (u128::from(a) & mask) + 1,
+                )))
+            }
+        }
+    }
+}
+
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.addr, self.prefix)
@@ -739,6 +770,18 @@ mod tests {
         assert!("fd00::/108".parse::<Cidr>().is_ok());
         assert!("10.0.0.0/33".parse::<Cidr>().is_err());
         assert!("10.0.0.0".parse::<Cidr>().is_err());
+        let first = |s: &str| {
+            s.parse::<Cidr>()
+                .unwrap()
+                .first_host()
+                .map(|a| a.to_string())
+        };
+        assert_eq!(first("10.96.0.0/12").as_deref(), Some("10.96.0.1"));
+        assert_eq!(first("10.96.3.7/12").as_deref(), Some("10.96.0.1"));
+        assert_eq!(first("10.0.0.0/24").as_deref(), Some("10.0.0.1"));
+        assert_eq!(first("0.0.0.0/0").as_deref(), Some("0.0.0.1"));
+        assert_eq!(first("fd00:10:96::/112").as_deref(), Some("fd00:10:96::1"));
+        assert_eq!(first("10.0.0.0/31"), None);
     }
 
     #[test]
