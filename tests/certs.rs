@@ -551,7 +551,23 @@ fn certs_subcommand() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Error: unknown flag: --bogus"));
+    // Its errors point to its own help.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Error: unknown flag: --bogus (see edgekcm certs --help)\n\
+         Run 'edgekcm certs --help' for the flags.\n"
+    );
+    let out = Command::new(bin)
+        .args(["certs", "--dir", dir.to_str().unwrap(), "--san=edge-2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not cover edge-2")
+            && err.ends_with("Run 'edgekcm certs --help' for the flags.\n"),
+        "{err}"
+    );
 
     let out = Command::new(bin)
         .args(["certs", "--help"])

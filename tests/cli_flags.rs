@@ -422,14 +422,21 @@ fn controllers_rules() {
     assert!(c
         .controllers
         .is_enabled("storage-version-migrator-controller"));
-    assert_eq!(
-        err("--controllers=*,foo"),
-        "\"foo\" is not in the list of known controllers"
+    // Upstream's message, then the names that are accepted.
+    let e = err("--controllers=*,foo");
+    assert!(
+        e.starts_with("\"foo\" is not in the list of known controllers\nknown controllers (short names in parentheses): bootstrap-signer-controller (bootstrapsigner),"),
+        "{e}"
     );
-    assert_eq!(
-        err("--controllers=-nope"),
-        "\"nope\" is not in the list of known controllers"
-    );
+    for name in [
+        "deployment-controller (deployment)",
+        "node-ipam-controller (nodeipam)",
+        "ttl-controller (ttl)",
+    ] {
+        assert!(e.contains(name), "{name}: {e}");
+    }
+    assert!(err("--controllers=-nope")
+        .starts_with("\"nope\" is not in the list of known controllers\n"));
     // A value may start with '-'.
     let c = run("--controllers -service,*");
     assert!(!c.controllers.is_enabled("service-lb-controller"));
@@ -499,10 +506,53 @@ fn help_and_version() {
         parse(&args("--version=raw")).unwrap(),
         Command::Version(_)
     ));
+    // `edgekcm help`, `edgekcm help certs` and `-V` as well.
+    assert_eq!(
+        parse(&args("help")).unwrap(),
+        parse(&args("--help")).unwrap()
+    );
+    assert_eq!(
+        parse(&args("help certs")).unwrap(),
+        parse(&args("certs --help")).unwrap()
+    );
+    assert_eq!(
+        parse(&args("-V")).unwrap(),
+        parse(&args("--version")).unwrap()
+    );
     assert!(matches!(
         parse(&args("--version=false")).unwrap(),
         Command::Run(_)
     ));
+}
+
+#[test]
+fn help_lists_the_controller_names() {
+    let Command::Help(t) = parse(&args("--help")).unwrap() else {
+        panic!("no help")
+    };
+    let block: Vec<&str> = t
+        .lines()
+        .skip_while(|l| !l.contains("--controllers strings"))
+        .take_while(|l| !l.contains("--controller-start-interval"))
+        .collect();
+    let block = block.join("\n");
+    for want in [
+        "All controllers (short names in parentheses): bootstrap-signer-controller (bootstrapsigner),",
+        "certificatesigningrequest-signing-controller (csrsigning),",
+        "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
+        "In edgekcm today: deployment-controller, garbage-collector-controller, namespace-controller,",
+        "Accepted from later releases (not run): ",
+    ] {
+        assert!(block.contains(want), "{want}:\n{block}");
+    }
+    // The lists are wrapped.
+    assert!(
+        block
+            .lines()
+            .filter(|l| !l.contains("Controllers to run"))
+            .all(|l| l.len() <= 100),
+        "{block}"
+    );
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 use super::flags::{not_acted_on_yet, ACTED, GENERIC};
 use crate::config::CONCURRENT_SYNCS;
+use crate::controllers::registry;
 
 /// `--help` output: the flags edgekcm acts on, grouped, with defaults.
 pub fn help_text() -> String {
@@ -41,6 +42,9 @@ pub fn help_text() -> String {
                 "  {spelled}\n        {}{default}{pending}\n",
                 f.help
             ));
+            if f.name == "controllers" {
+                out.push_str(&controllers_help());
+            }
         }
         if g == GENERIC {
             out.push_str("\nConcurrency flags (workers per controller):\n");
@@ -67,4 +71,41 @@ pub fn help_text() -> String {
          warning too. Flag names may use '_' or '-'.\n",
     );
     out
+}
+
+/// The names `--controllers` takes, as upstream's help lists them, and which edgekcm runs.
+fn controllers_help() -> String {
+    const INDENT: &str = "        ";
+    let block = |head: &str, items: Vec<String>| {
+        format!(
+            "{INDENT}{}\n",
+            registry::wrap_list(head, &items, 100, INDENT)
+        )
+    };
+    let disabled: Vec<String> = registry::known()
+        .iter()
+        .filter(|c| c.disabled_by_default && !c.later_release)
+        .map(|c| c.name.to_string())
+        .collect();
+    let mut running: Vec<String> = crate::run::IMPLEMENTED
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    running.sort();
+    [
+        block(
+            "All controllers (short names in parentheses):",
+            registry::described_names(),
+        ),
+        block("Disabled-by-default controllers:", disabled),
+        block("In edgekcm today:", running),
+        block(
+            "Accepted from later releases (not run):",
+            registry::later_names()
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    ]
+    .concat()
 }

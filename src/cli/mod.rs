@@ -41,6 +41,12 @@ pub fn parse(args: &[String]) -> Result<Command> {
         if !first.starts_with('-') {
             match first.as_str() {
                 "run" => rest = &rest[1..],
+                "help" => {
+                    return Ok(Command::Help(match rest.get(1).map(String::as_str) {
+                        Some("certs") => certs::help_text(),
+                        _ => help_text(),
+                    }))
+                }
                 "certs" => return certs::parse_args(&rest[1..]),
                 other => {
                     return Err(Error::Config(format!(
@@ -127,6 +133,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
                         value,
                     });
                 }
+                'V' if tail.is_empty() => return Ok(Command::Version(version_text())),
                 'h' if tail.is_empty() || tail.starts_with('=') => {
                     occurrences.push(Occurrence {
                         name: "help",
