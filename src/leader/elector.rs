@@ -1,227 +1,10 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease, following client-go's
-//! `tools/leaderelection` algorithm (v1.28):
-//!
-//! * Acquire: every `retry_period` (jittered by up to 1.2x) GET the Lease. Missing: POST a new
-//!   one naming us. Held by someone else and not expired: wait. Otherwise PUT the fetched object
-//!   back with our record; the PUT carries the fetched `resourceVersion`, so a concurrent writer
-//!   makes it fail with 409 and we simply try again next period.
-//! * Expiry is judged by the *local* monotonic time at which this process last saw the record
-//!   change, plus the record's `leaseDurationSeconds`; the timestamps written in the Lease are
-//!   never compared with our clock, so clock skew between hosts does not matter.
-//! * Renew: while leading, try every `retry_period`; if no attempt succeeds within a
-//!   `renew_deadline` window, leadership is lost. The Lease is never released.
-//!
-//! `decide` is the pure core of one attempt; `LeaderElector` adds the API calls and the loops.
+//! The elector: the acquire and renew loops around `decide`, and the API calls.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::{json, Map, Value};
-
-use crate::error::{Error, Result};
-use crate::timefmt;
-
-/// client-go's `JitterFactor` for the acquire loop.
-pub const JITTER_FACTOR: f64 = 1.2;
-
-/// How long past `lease_duration` a leader that failed to renew still reports healthy
-/// (kube-controller-manager passes 20 s to the healthz adaptor).
-pub const HEALTHZ_TOLERANCE: Duration = Duration::from_secs(20);
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaderElectionConfig {
-    pub lock_namespace: String,
-    pub lock_name: String,
-    pub identity: String,
-    pub lease_duration: Duration,
-    pub renew_deadline: Duration,
-    pub retry_period: Duration,
-}
-
-impl LeaderElectionConfig {
-    /// The checks client-go's NewLeaderElector makes.
-    pub fn validate(&self) -> Result<()> {
-        if self.lease_duration <= self.renew_deadline {
-            return Err(Error::config(
-                "leaseDuration must be greater than renewDeadline",
-            ));
-        }
-        let jittered = Duration::try_from_secs_f64(self.retry_period.as_secs_f64() * JITTER_FACTOR)
-            .unwrap_or(Duration::MAX);
-        if self.renew_deadline <= jittered {
-            return Err(Error::config(
-                "renewDeadline must be greater than retryPeriod*JitterFactor",
-            ));
-        }
-        if self.lease_duration.is_zero() {
-            return Err(Error::config("leaseDuration must be greater than zero"));
-        }
-        if self.renew_deadline.is_zero() {
-            return Err(Error::config("renewDeadline must be greater than zero"));
-        }
-        if self.retry_period.is_zero() {
-            return Err(Error::config("retryPeriod must be greater than zero"));
-        }
-        if self.identity.is_empty() {
-            return Err(Error::config("Lock identity is empty"));
-        }
-        Ok(())
-    }
-
-    /// `namespace/name`, as used in log lines.
-    pub fn describe(&self) -> String {
-        format!("{}/{}", self.lock_namespace, self.lock_name)
-    }
-}
-
-fn hostname() -> String {
-    let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
-    from_proc
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "localhost".to_string())
-}
-
-/// A random (version 4) UUID in its canonical lowercase 8-4-4-4-12 form.
-fn new_uuid() -> String {
-    let mut b = [0u8; 16];
-    for x in &mut b {
-        *x = fastrand::u8(..);
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-/// `<hostname>_<uuid>`, the identity kube-controller-manager uses.
-pub fn default_identity() -> String {
-    format!("{}_{}", hostname(), new_uuid())
-}
-
-/// The Lease API for one lock object, implemented over the real client elsewhere.
-pub trait LeaseApi: Send + Sync {
-    /// The Lease, or None if it does not exist (404).
-    fn get(&self) -> Result<Option<Value>>;
-    fn create(&self, lease: &Value) -> Result<Value>;
-    /// PUT; the object carries `metadata.resourceVersion`, so a stale write fails with 409.
-    fn update(&self, lease: &Value) -> Result<Value>;
-}
-
-/// The leader election record as stored in a Lease's spec.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LeaseRecord {
-    pub holder_identity: String,
-    pub lease_duration_seconds: i64,
-    pub acquire_time: Option<SystemTime>,
-    pub renew_time: Option<SystemTime>,
-    pub lease_transitions: i64,
-}
-
-impl LeaseRecord {
-    /// Read the record from a Lease object; absent fields read as empty/zero.
-    pub fn from_lease(lease: &Value) -> Self {
-        let spec = &lease["spec"];
-        let time = |f: &str| spec[f].as_str().and_then(timefmt::parse_rfc3339);
-        LeaseRecord {
-            holder_identity: spec["holderIdentity"].as_str().unwrap_or("").to_string(),
-            lease_duration_seconds: spec["leaseDurationSeconds"].as_i64().unwrap_or(0),
-            acquire_time: time("acquireTime"),
-            renew_time: time("renewTime"),
-            lease_transitions: spec["leaseTransitions"].as_i64().unwrap_or(0),
-        }
-    }
-
-    /// Write the record into `lease.spec`, leaving every other field of the object alone.
-    pub fn write_into(&self, lease: &mut Value) {
-        if !lease.is_object() {
-            *lease = Value::Object(Map::new());
-        }
-        let Some(obj) = lease.as_object_mut() else {
-            return;
-        };
-        let spec = obj
-            .entry("spec")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !spec.is_object() {
-            *spec = Value::Object(Map::new());
-        }
-        let Some(spec) = spec.as_object_mut() else {
-            return;
-        };
-        let time = |t: Option<SystemTime>| match t {
-            Some(t) => Value::String(timefmt::rfc3339_micro(t)),
-            None => Value::Null,
-        };
-        spec.insert("holderIdentity".into(), json!(self.holder_identity));
-        spec.insert(
-            "leaseDurationSeconds".into(),
-            json!(self.lease_duration_seconds),
-        );
-        spec.insert("acquireTime".into(), time(self.acquire_time));
-        spec.insert("renewTime".into(), time(self.renew_time));
-        spec.insert("leaseTransitions".into(), json!(self.lease_transitions));
-    }
-
-    /// A new Lease object holding this record, for POST.
-    pub fn new_lease(&self, namespace: &str, name: &str) -> Value {
-        let mut lease = json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": name, "namespace": namespace},
-        });
-        self.write_into(&mut lease);
-        lease
-    }
-}
-
-/// What one acquire-or-renew attempt should do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// No Lease exists: create it naming us (transitions 0).
-    Create,
-    /// Someone else holds an unexpired lease.
-    Wait(String),
-    /// We hold it: keep acquireTime and leaseTransitions, bump renewTime.
-    Renew,
-    /// Free or expired: take it with this transition count and a new acquireTime.
-    TakeOver(i64),
-}
-
-/// The pure decision. `observed_at` is the local time at which `current` was first seen in its
-/// present form; the lease is valid until `observed_at + current.lease_duration_seconds`.
-pub fn decide(
-    current: Option<&LeaseRecord>,
-    observed_at: Instant,
-    me: &str,
-    now: Instant,
-) -> Decision {
-    let Some(cur) = current else {
-        return Decision::Create;
-    };
-    let duration = Duration::from_secs(cur.lease_duration_seconds.max(0) as u64);
-    let valid = observed_at
-        .checked_add(duration)
-        .is_none_or(|expiry| expiry > now);
-    if !cur.holder_identity.is_empty() && valid && cur.holder_identity != me {
-        return Decision::Wait(cur.holder_identity.clone());
-    }
-    if cur.holder_identity == me {
-        Decision::Renew
-    } else {
-        Decision::TakeOver(cur.lease_transitions + 1)
-    }
-}
+use super::{decide, Decision, LeaderElectionConfig, LeaseApi, LeaseRecord, JITTER_FACTOR};
 
 struct Observed {
     /// The record we last saw or wrote.
@@ -500,10 +283,14 @@ impl LeaderElector {
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{Error, Result};
+    use crate::leader::tests::cfg;
+    use crate::leader::HEALTHZ_TOLERANCE;
+    use crate::timefmt;
+    use serde_json::{json, Value};
     use std::sync::atomic::AtomicUsize;
     use std::thread;
 
@@ -564,19 +351,6 @@ mod tests {
         }
     }
 
-    fn cfg(id: &str) -> LeaderElectionConfig {
-        LeaderElectionConfig {
-            lock_namespace: "kube-system".into(),
-            lock_name: "kube-controller-manager".into(),
-            identity: id.into(),
-            // Short, but with room for a loaded test machine: a leader thread has to be
-            // starved for a whole second before it loses the lease.
-            lease_duration: Duration::from_secs(2),
-            renew_deadline: Duration::from_secs(1),
-            retry_period: Duration::from_millis(100),
-        }
-    }
-
     /// Poll `f` until true; a generous bound only so that a broken build fails, not hangs.
     fn eventually(what: &str, f: impl Fn() -> bool) {
         let end = Instant::now() + Duration::from_secs(20);
@@ -621,129 +395,6 @@ mod tests {
             stopped,
             thread,
         }
-    }
-
-    #[test]
-    fn config_validation() {
-        assert!(cfg("a").validate().is_ok());
-        let mut c = cfg("a");
-        c.renew_deadline = c.lease_duration;
-        assert!(c.validate().is_err());
-        let mut c = cfg("a");
-        c.retry_period = Duration::from_millis(900); // 1.2 * 900 = 1080 >= 1000
-        assert!(c.validate().is_err());
-        let mut c = cfg("");
-        c.identity.clear();
-        assert!(c.validate().is_err());
-        assert_eq!(cfg("a").describe(), "kube-system/kube-controller-manager");
-    }
-
-    #[test]
-    fn identity_format() {
-        let id = default_identity();
-        let (host, uuid) = id.rsplit_once('_').unwrap();
-        assert!(!host.is_empty());
-        let parts: Vec<_> = uuid.split('-').collect();
-        assert_eq!(
-            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
-            [8, 4, 4, 4, 12]
-        );
-        assert!(uuid
-            .chars()
-            .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c)));
-        assert!(parts[2].starts_with('4'));
-        assert!(matches!(
-            parts[3].chars().next(),
-            Some('8' | '9' | 'a' | 'b')
-        ));
-        assert_ne!(default_identity(), id);
-    }
-
-    #[test]
-    fn decide_table() {
-        let t0 = Instant::now();
-        let s = Duration::from_secs;
-        let rec = |holder: &str, secs: i64, tr: i64| LeaseRecord {
-            holder_identity: holder.into(),
-            lease_duration_seconds: secs,
-            lease_transitions: tr,
-            ..Default::default()
-        };
-        let cases: Vec<(Option<LeaseRecord>, Duration, Decision)> = vec![
-            (None, s(0), Decision::Create),
-            (
-                Some(rec("other", 15, 3)),
-                s(0),
-                Decision::Wait("other".into()),
-            ),
-            (
-                Some(rec("other", 15, 3)),
-                s(14),
-                Decision::Wait("other".into()),
-            ),
-            // Exactly at expiry the lease is no longer valid.
-            (Some(rec("other", 15, 3)), s(15), Decision::TakeOver(4)),
-            (Some(rec("other", 15, 3)), s(100), Decision::TakeOver(4)),
-            (Some(rec("me", 15, 3)), s(0), Decision::Renew),
-            // Our own lease, even expired, is renewed (acquireTime and transitions kept).
-            (Some(rec("me", 15, 3)), s(100), Decision::Renew),
-            // Released / empty holder: take it at once.
-            (Some(rec("", 15, 7)), s(0), Decision::TakeOver(8)),
-            // A zero duration expires immediately.
-            (Some(rec("other", 0, 0)), s(0), Decision::TakeOver(1)),
-        ];
-        for (cur, elapsed, want) in cases {
-            assert_eq!(
-                decide(cur.as_ref(), t0, "me", t0 + elapsed),
-                want,
-                "{cur:?} after {elapsed:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn record_round_trip_keeps_unknown_fields() {
-        let mut lease = json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": "kube-controller-manager", "namespace": "kube-system",
-                         "resourceVersion": "42", "labels": {"x": "y"}},
-            "spec": {
-                "holderIdentity": "old",
-                "leaseDurationSeconds": 15,
-                "acquireTime": "2024-01-02T03:04:05.123456Z",
-                "renewTime": "2024-01-02T03:04:06.000001Z",
-                "leaseTransitions": 2,
-                "preferredHolder": "keep-me"
-            }
-        });
-        let r = LeaseRecord::from_lease(&lease);
-        assert_eq!(r.holder_identity, "old");
-        assert_eq!(r.lease_duration_seconds, 15);
-        assert_eq!(r.lease_transitions, 2);
-        assert_eq!(
-            r.acquire_time,
-            timefmt::parse_rfc3339("2024-01-02T03:04:05.123456Z")
-        );
-        let new = LeaseRecord {
-            holder_identity: "me".into(),
-            lease_transitions: 3,
-            ..r.clone()
-        };
-        new.write_into(&mut lease);
-        assert_eq!(lease["metadata"]["resourceVersion"], "42");
-        assert_eq!(lease["metadata"]["labels"]["x"], "y");
-        assert_eq!(lease["spec"]["preferredHolder"], "keep-me");
-        assert_eq!(lease["spec"]["holderIdentity"], "me");
-        assert_eq!(lease["spec"]["leaseTransitions"], 3);
-        assert_eq!(lease["spec"]["acquireTime"], "2024-01-02T03:04:05.123456Z");
-        assert_eq!(lease["spec"]["renewTime"], "2024-01-02T03:04:06.000001Z");
-        assert_eq!(LeaseRecord::from_lease(&lease), new);
-        // Missing spec reads as the empty record.
-        assert_eq!(LeaseRecord::from_lease(&json!({})), LeaseRecord::default());
-        let mut odd = json!("not an object");
-        new.write_into(&mut odd);
-        assert_eq!(odd["spec"]["holderIdentity"], "me");
     }
 
     #[test]
