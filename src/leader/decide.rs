@@ -71,6 +71,19 @@ impl LeaseRecord {
         self.write_into(&mut lease);
         lease
     }
+
+    /// The record that gives the lease up, as client-go's `release` (`ReleaseOnCancel`)
+    /// writes it: no holder, a one-second duration, acquire and renew times both `now`, the
+    /// transition count kept. A candidate takes a lease without a holder at once.
+    pub fn released(&self, now: SystemTime) -> LeaseRecord {
+        LeaseRecord {
+            holder_identity: String::new(),
+            lease_duration_seconds: 1,
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            lease_transitions: self.lease_transitions,
+        }
+    }
 }
 
 /// What one acquire-or-renew attempt should do.
@@ -147,6 +160,14 @@ mod tests {
             (Some(rec("", 15, 7)), s(0), Decision::TakeOver(8)),
             // A zero duration expires immediately.
             (Some(rec("other", 0, 0)), s(0), Decision::TakeOver(1)),
+            // A one-second lease (the duration a release writes) held by someone else is
+            // valid for one second from when it was seen.
+            (
+                Some(rec("other", 1, 2)),
+                Duration::from_millis(999),
+                Decision::Wait("other".into()),
+            ),
+            (Some(rec("other", 1, 2)), s(1), Decision::TakeOver(3)),
         ];
         for (cur, elapsed, want) in cases {
             assert_eq!(
@@ -200,5 +221,41 @@ mod tests {
         let mut odd = json!("not an object");
         new.write_into(&mut odd);
         assert_eq!(odd["spec"]["holderIdentity"], "me");
+    }
+
+    #[test]
+    fn released_record_is_free_at_once() {
+        let held = LeaseRecord {
+            holder_identity: "a".into(),
+            lease_duration_seconds: 15,
+            acquire_time: timefmt::parse_rfc3339("2024-01-02T03:04:05Z"),
+            renew_time: timefmt::parse_rfc3339("2024-01-02T03:05:00Z"),
+            lease_transitions: 6,
+        };
+        let now = timefmt::parse_rfc3339("2024-01-02T03:05:01.5Z").unwrap();
+        let r = held.released(now);
+        assert_eq!(
+            r,
+            LeaseRecord {
+                holder_identity: String::new(),
+                lease_duration_seconds: 1,
+                acquire_time: Some(now),
+                renew_time: Some(now),
+                lease_transitions: 6,
+            }
+        );
+        // As a Lease: an empty holder (not an absent one), as client-go writes it.
+        let mut lease = json!({"metadata": {"resourceVersion": "9"}});
+        r.write_into(&mut lease);
+        assert_eq!(lease["spec"]["holderIdentity"], "");
+        assert_eq!(lease["spec"]["leaseDurationSeconds"], 1);
+        assert_eq!(lease["spec"]["acquireTime"], "2024-01-02T03:05:01.500000Z");
+        assert_eq!(lease["spec"]["renewTime"], lease["spec"]["acquireTime"]);
+        assert_eq!(lease["spec"]["leaseTransitions"], 6);
+        assert_eq!(lease["metadata"]["resourceVersion"], "9");
+        // Another candidate takes it the moment it sees it; so would the old holder.
+        let t0 = Instant::now();
+        assert_eq!(decide(Some(&r), t0, "b", t0), Decision::TakeOver(7));
+        assert_eq!(decide(Some(&r), t0, "a", t0), Decision::TakeOver(7));
     }
 }

@@ -5,6 +5,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{decide, Decision, LeaderElectionConfig, LeaseApi, LeaseRecord, JITTER_FACTOR};
+use crate::error::Result;
+
+/// How `LeaderElector::run` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// `stop` was raised before the lease was acquired: nothing was written.
+    NeverLed,
+    /// `stop` was raised while leading; the lease is ours until released or expired.
+    Stopped,
+    /// No renewal succeeded for a whole `renew_deadline`.
+    Lost,
+}
 
 struct Observed {
     /// The record we last saw or wrote.
@@ -211,36 +223,37 @@ impl LeaderElector {
         }
     }
 
-    /// Block: acquire the lease, call `on_started_leading`, keep renewing; when renewal fails
-    /// for a whole `renew_deadline` (or `stop` is raised while leading) call
-    /// `on_stopped_leading` and return. Raising `stop` before the lease was acquired returns
-    /// without calling either callback. The lease is never released.
+    /// Block: acquire the lease, call `on_started_leading`, keep renewing until `stop` is
+    /// raised or no renewal succeeds for a whole `renew_deadline`; say which. The lease is not
+    /// released here: after `Ended::Stopped`, the caller stops its writers and then calls
+    /// `release`.
     ///
-    /// The callbacks run on this thread, so `on_started_leading` must return promptly (start
-    /// the work elsewhere); renewals begin once it has returned.
-    pub fn run(
-        self: &Arc<Self>,
-        on_started_leading: impl FnOnce(),
-        on_stopped_leading: impl FnOnce(),
-        stop: &AtomicBool,
-    ) {
+    /// The callback runs on this thread, so it must return promptly (start the work
+    /// elsewhere); renewals begin once it has returned. It is not called if `stop` was raised
+    /// while the lease was being acquired.
+    pub fn run(self: &Arc<Self>, on_started_leading: impl FnOnce(), stop: &AtomicBool) -> Ended {
         let desc = self.cfg.describe();
         log::info!("attempting to acquire leader lease {desc}...");
         loop {
             if stop.load(Ordering::SeqCst) {
-                return;
+                return Ended::NeverLed;
             }
             if self.try_acquire_or_renew() {
                 break;
             }
             log::debug!("failed to acquire lease {desc}");
             if !sleep_unless_stopped(self.standby_wait(), stop) {
-                return;
+                return Ended::NeverLed;
             }
+        }
+        log::info!("successfully acquired lease {desc}");
+        if stop.load(Ordering::SeqCst) {
+            // Acquired by an attempt that began before the stop: ours to release, nothing
+            // to start.
+            return Ended::Stopped;
         }
         self.leading.store(true, Ordering::SeqCst);
         crate::metrics::set_leader(&self.cfg.lock_name, true);
-        log::info!("successfully acquired lease {desc}");
         on_started_leading();
 
         let lost = self.renew_loop(stop);
@@ -248,8 +261,44 @@ impl LeaderElector {
         crate::metrics::set_leader(&self.cfg.lock_name, false);
         if lost {
             log::info!("failed to renew lease {desc}: timed out waiting for the condition");
+            Ended::Lost
+        } else {
+            Ended::Stopped
         }
-        on_stopped_leading();
+    }
+
+    /// Give the lease up if this elector still holds it, as client-go's `ReleaseOnCancel`
+    /// does: the record becomes `LeaseRecord::released`, so a candidate takes the lease the
+    /// next time it looks instead of waiting out the lease duration. Call it only once `run`
+    /// has returned `Ended::Stopped` and nothing acts as leader any more.
+    ///
+    /// Nothing is sent if this elector never held the lease or last saw someone else hold it
+    /// (Ok(false)). Otherwise the lease is fetched, and written back only if it still names
+    /// us, with the fetched resourceVersion: if anyone wrote it since, the PUT fails with 409
+    /// and their record stands.
+    pub fn release(&self) -> Result<bool> {
+        let me = self.cfg.identity.as_str();
+        if self.leader() != me {
+            return Ok(false);
+        }
+        let Some(mut lease) = self.api.get()? else {
+            return Ok(false);
+        };
+        let current = LeaseRecord::from_lease(&lease);
+        if current.holder_identity != me {
+            log::info!(
+                "lease {} is held by {}; not releasing it",
+                self.cfg.describe(),
+                current.holder_identity
+            );
+            return Ok(false);
+        }
+        let record = current.released(SystemTime::now());
+        record.write_into(&mut lease);
+        self.api.update(&lease)?;
+        self.set_observed(record);
+        log::info!("released lease {}", self.cfg.describe());
+        Ok(true)
     }
 
     /// Renew until a `renew_deadline` window passes without success (true) or `stop` (false).
@@ -303,6 +352,8 @@ mod tests {
         fail_holder: Mutex<Option<String>>,
         /// The next update loses a race (someone else wrote first).
         race_next_update: AtomicBool,
+        /// Creates and updates received.
+        writes: AtomicUsize,
     }
 
     impl FakeLeases {
@@ -322,6 +373,7 @@ mod tests {
             Ok(self.stored())
         }
         fn create(&self, lease: &Value) -> Result<Value> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
             let mut obj = self.obj.lock().unwrap();
             if obj.is_some() {
                 return Err(Error::api(409, "AlreadyExists", "exists"));
@@ -331,6 +383,7 @@ mod tests {
             Ok(v)
         }
         fn update(&self, lease: &Value) -> Result<Value> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
             let mut obj = self.obj.lock().unwrap();
             let Some(cur) = obj.as_mut() else {
                 return Err(Error::api(404, "NotFound", "gone"));
@@ -364,25 +417,19 @@ mod tests {
         le: Arc<LeaderElector>,
         stop: Arc<AtomicBool>,
         started: Arc<AtomicUsize>,
-        stopped: Arc<AtomicUsize>,
-        thread: thread::JoinHandle<()>,
+        thread: thread::JoinHandle<Ended>,
     }
 
     fn spawn(id: &str, api: &Arc<FakeLeases>) -> Running {
         let le = LeaderElector::new(cfg(id), api.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let started = Arc::new(AtomicUsize::new(0));
-        let stopped = Arc::new(AtomicUsize::new(0));
         let thread = {
-            let (le, stop, started, stopped) =
-                (le.clone(), stop.clone(), started.clone(), stopped.clone());
+            let (le, stop, started) = (le.clone(), stop.clone(), started.clone());
             thread::spawn(move || {
                 le.run(
                     || {
                         started.fetch_add(1, Ordering::SeqCst);
-                    },
-                    || {
-                        stopped.fetch_add(1, Ordering::SeqCst);
                     },
                     &stop,
                 )
@@ -392,7 +439,6 @@ mod tests {
             le,
             stop,
             started,
-            stopped,
             thread,
         }
     }
@@ -468,10 +514,9 @@ mod tests {
         assert_eq!(r.le.leader(), "a");
         assert!(r.le.healthy(HEALTHZ_TOLERANCE).is_ok());
         r.stop.store(true, Ordering::SeqCst);
-        r.thread.join().unwrap();
+        assert_eq!(r.thread.join().unwrap(), Ended::Stopped);
         assert!(!r.le.is_leader());
-        assert_eq!(r.stopped.load(Ordering::SeqCst), 1);
-        // Not released: the lease still names us.
+        // Not released by run(): the lease still names us until release().
         assert_eq!(api.stored().unwrap()["spec"]["holderIdentity"], "a");
     }
 
@@ -495,15 +540,14 @@ mod tests {
 
         // The leader stops renewing; the follower takes over once the lease expires.
         leader.stop.store(true, Ordering::SeqCst);
-        leader.thread.join().unwrap();
+        assert_eq!(leader.thread.join().unwrap(), Ended::Stopped);
         eventually("follower takes over", || follower.le.is_leader());
         let spec = api.stored().unwrap()["spec"].clone();
         assert_eq!(spec["holderIdentity"], follower.le.identity());
         assert_eq!(spec["leaseTransitions"], 1);
         follower.stop.store(true, Ordering::SeqCst);
-        follower.thread.join().unwrap();
+        assert_eq!(follower.thread.join().unwrap(), Ended::Stopped);
         assert_eq!(follower.started.load(Ordering::SeqCst), 1);
-        assert_eq!(follower.stopped.load(Ordering::SeqCst), 1);
     }
 
     #[test]
@@ -513,14 +557,13 @@ mod tests {
         eventually("a leads", || r.le.is_leader());
         *api.fail_holder.lock().unwrap() = Some("a".into());
         // run() returns by itself once the renew deadline has passed.
-        r.thread.join().unwrap();
+        assert_eq!(r.thread.join().unwrap(), Ended::Lost);
         assert_eq!(r.started.load(Ordering::SeqCst), 1);
-        assert_eq!(r.stopped.load(Ordering::SeqCst), 1);
         assert!(!r.le.is_leader());
     }
 
     #[test]
-    fn stop_before_acquiring_calls_no_callback() {
+    fn stop_before_acquiring_calls_no_callback_and_releases_nothing() {
         let api = Arc::new(FakeLeases::default());
         let other = LeaseRecord {
             holder_identity: "other".into(),
@@ -532,9 +575,79 @@ mod tests {
         let r = spawn("a", &api);
         eventually("a observed the holder", || r.le.leader() == "other");
         r.stop.store(true, Ordering::SeqCst);
-        r.thread.join().unwrap();
+        assert_eq!(r.thread.join().unwrap(), Ended::NeverLed);
         assert_eq!(r.started.load(Ordering::SeqCst), 0);
-        assert_eq!(r.stopped.load(Ordering::SeqCst), 0);
+        let writes = api.writes.load(Ordering::SeqCst);
+        // Never held: nothing to release, and no request for it.
+        assert!(!r.le.release().unwrap());
+        assert_eq!(api.writes.load(Ordering::SeqCst), writes);
+        assert_eq!(api.stored().unwrap()["spec"]["holderIdentity"], "other");
+    }
+
+    #[test]
+    fn stopped_leader_releases_and_a_standby_takes_over_at_once() {
+        let api = Arc::new(FakeLeases::default());
+        let a = spawn("a", &api);
+        eventually("a leads", || a.le.is_leader());
+        let transitions = api.stored().unwrap()["spec"]["leaseTransitions"].clone();
+        let b = spawn("b", &api);
+        eventually("b saw a", || b.le.leader() == "a");
+        a.stop.store(true, Ordering::SeqCst);
+        assert_eq!(a.thread.join().unwrap(), Ended::Stopped);
+        let before = api.stored().unwrap();
+        assert!(a.le.release().unwrap());
+        let after = api.stored().unwrap();
+        let spec = &after["spec"];
+        assert_eq!(spec["holderIdentity"], "");
+        assert_eq!(spec["leaseDurationSeconds"], 1);
+        assert_eq!(spec["leaseTransitions"], transitions);
+        assert_eq!(spec["renewTime"], spec["acquireTime"]);
+        assert_ne!(spec["acquireTime"], before["spec"]["acquireTime"]);
+        assert_eq!(a.le.leader(), "");
+        // Releasing again sends nothing: the lease no longer names a.
+        let writes = api.writes.load(Ordering::SeqCst);
+        assert!(!a.le.release().unwrap());
+        assert_eq!(api.writes.load(Ordering::SeqCst), writes);
+        // b looks every retry_period/4 (25-55 ms here): far sooner than the 2 s lease.
+        let t0 = Instant::now();
+        eventually("b takes over", || b.le.is_leader());
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        let spec = api.stored().unwrap()["spec"].clone();
+        assert_eq!(spec["holderIdentity"], "b");
+        assert_eq!(spec["leaseTransitions"], transitions.as_i64().unwrap() + 1);
+        b.stop.store(true, Ordering::SeqCst);
+        assert_eq!(b.thread.join().unwrap(), Ended::Stopped);
+    }
+
+    #[test]
+    fn release_never_overwrites_another_holder() {
+        // The lease was taken over (say after a long pause) since we last renewed it.
+        let api = Arc::new(FakeLeases::default());
+        let le = LeaderElector::new(cfg("a"), api.clone());
+        assert!(le.try_acquire_or_renew());
+        let mut lease = api.stored().unwrap();
+        let other = LeaseRecord {
+            holder_identity: "b".into(),
+            lease_duration_seconds: 15,
+            lease_transitions: 1,
+            ..Default::default()
+        };
+        other.write_into(&mut lease);
+        api.update(&lease).unwrap();
+        let writes = api.writes.load(Ordering::SeqCst);
+        assert!(!le.release().unwrap());
+        assert_eq!(api.writes.load(Ordering::SeqCst), writes);
+        assert_eq!(api.stored().unwrap()["spec"]["holderIdentity"], "b");
+
+        // Someone writes between our read and our write: the resourceVersion makes it a 409
+        // and their record stands.
+        let api = Arc::new(FakeLeases::default());
+        let le = LeaderElector::new(cfg("a"), api.clone());
+        assert!(le.try_acquire_or_renew());
+        api.race_next_update.store(true, Ordering::SeqCst);
+        let err = le.release().unwrap_err();
+        assert!(err.is_conflict(), "{err}");
+        assert_eq!(api.stored().unwrap()["spec"]["holderIdentity"], "a");
     }
 
     #[test]

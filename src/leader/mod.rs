@@ -9,7 +9,11 @@
 //!   change, plus the record's `leaseDurationSeconds`; the timestamps written in the Lease are
 //!   never compared with our clock, so clock skew between hosts does not matter.
 //! * Renew: while leading, try every `retry_period`; if no attempt succeeds within a
-//!   `renew_deadline` window, leadership is lost. The Lease is never released.
+//!   `renew_deadline` window, leadership is lost (the process then exits 1, as upstream's).
+//! * Release: on a clean stop the leader, once its controllers have stopped writing, gives the
+//!   lease up as client-go's `ReleaseOnCancel` does (an empty holder, a duration of 1 s), so a
+//!   standby takes over on its next look instead of after the lease duration. Upstream's
+//!   kube-controller-manager does not set `ReleaseOnCancel`; the record written is client-go's.
 //!
 //! `decide` is the pure core of one attempt; `LeaderElector` adds the API calls and the loops.
 
@@ -17,7 +21,7 @@ mod decide;
 mod elector;
 
 pub use decide::{decide, Decision, LeaseRecord};
-pub use elector::LeaderElector;
+pub use elector::{Ended, LeaderElector};
 
 use std::time::Duration;
 
