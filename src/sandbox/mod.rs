@@ -146,6 +146,8 @@ pub struct RequestRecord {
     pub status: u16,
     /// The authenticated user (`admin`, `system:serviceaccount:<ns>:<name>`), if known.
     pub user: Option<String>,
+    /// When the request had been read (the log itself is in the order of the answers).
+    pub at: Instant,
 }
 
 struct FailRule {
@@ -655,6 +657,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
             content_type: req.header("content-type").map(str::to_string),
             status: 0,
             user: None,
+            at: Instant::now(),
         };
         let user = token.as_deref().and_then(|t| shared.authenticate(t));
         record.user = user.clone();
