@@ -22,6 +22,7 @@ use crate::manager::Manager;
 use crate::server::{Health, ServeConfig, Server};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -379,23 +380,38 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                 namespace: cfg.leader_election.resource_namespace.clone(),
                 name: cfg.leader_election.resource_name.clone(),
             };
-            let ended = e.run(
-                move || {
-                    log::info!("successfully acquired lease as {}", e1.identity());
-                    if let Ok(Some(lease)) = api_for_event.get() {
-                        lease_event(
-                            &rec1,
-                            &lc1,
-                            &lease,
-                            format!("{} became leader", e1.identity()),
-                        );
-                    }
-                    // Controllers start on their own thread; the elector keeps renewing.
-                    std::thread::spawn(start_controllers);
-                },
-                &stop,
-            );
-            if ended == Ended::Lost && !stop.load(Ordering::SeqCst) {
+            let on_started = move || {
+                log::info!("successfully acquired lease as {}", e1.identity());
+                if let Ok(Some(lease)) = api_for_event.get() {
+                    lease_event(
+                        &rec1,
+                        &lc1,
+                        &lease,
+                        format!("{} became leader", e1.identity()),
+                    );
+                }
+                // Controllers start on their own thread; the elector keeps renewing.
+                std::thread::spawn(start_controllers);
+            };
+            // The elector runs on its own thread so that a stop is acted on at once, even
+            // while an attempt waits on a slow API server.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (e3, stop3) = (e.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("leader-election".into())
+                .spawn(move || {
+                    let _ = tx.send(e3.run(on_started, &stop3));
+                })
+                .map_err(|err| Error::Io(format!("cannot start leader election: {err}")))?;
+            let ended = loop {
+                match rx.recv_timeout(Duration::from_millis(20)) {
+                    Ok(ended) => break Some(ended),
+                    Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::SeqCst) => {}
+                    // Stopped (the elector ends soon), or the elector thread is gone.
+                    Err(_) => break None,
+                }
+            };
+            if ended == Some(Ended::Lost) && !stop.load(Ordering::SeqCst) {
                 // As upstream: exit at once, nothing released; the successor waits out the
                 // lease. Nothing more is written meanwhile: another may hold the lease already.
                 fence.close();
@@ -403,7 +419,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                 crate::notify::stopping();
                 return Ok(EXIT_LOST_LEADERSHIP);
             }
-            led = Some((ended, e.clone()));
+            led = Some((ended, rx, e.clone()));
         }
     }
 
@@ -415,20 +431,26 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
             wind_down(&manager, &recorder, &fence, t0);
         }
         // Never led: nothing ran and nothing is written, the Lease included.
-        Some((Ended::NeverLed, _)) => {}
+        Some((Some(Ended::NeverLed), _, _)) => {}
         // Stopped as the lease was lost: nothing to hand over.
-        Some((Ended::Lost, _)) => fence.close(),
-        // Stop writing, then give the lease up, unless a write may still land after that.
-        Some((Ended::Stopped, e)) => {
-            if wind_down(&manager, &recorder, &fence, t0) {
-                release_within(&e, t0 + STOP_GRACE);
-            } else {
-                log::warn!(
+        Some((Some(Ended::Lost), _, _)) => fence.close(),
+        // Leading, or the elector is still ending an attempt: stop writing, then give the
+        // lease up, unless a write may still land after that.
+        Some((ended, rx, e)) => {
+            let drained = wind_down(&manager, &recorder, &fence, t0);
+            // An attempt still unfinished by now waits on a request; should it renew the
+            // lease after all, the release's resourceVersion check keeps either write from
+            // undoing the other unseen.
+            let wait = (t0 + WRITES_GRACE).saturating_duration_since(Instant::now());
+            match ended.or_else(|| rx.recv_timeout(wait).ok()) {
+                Some(Ended::NeverLed | Ended::Lost) => {}
+                _ if drained => release_within(&e, t0 + STOP_GRACE),
+                _ => log::warn!(
                     "not releasing lease {}: {} write(s) still unanswered; it expires in {}s",
                     e.config().describe(),
                     fence.in_flight(),
                     e.config().lease_duration.as_secs()
-                );
+                ),
             }
         }
     }

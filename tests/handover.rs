@@ -287,3 +287,35 @@ fn leader_that_cannot_renew_exits_1_without_releasing() {
     // The lease still names a: its successor waits it out, as upstream's would.
     assert_eq!(holder(sb), Some(a_id));
 }
+
+#[test]
+fn stop_is_bounded_while_the_api_server_does_not_answer() {
+    let t = sandbox();
+    let sb = t.sandbox().expect("sandbox");
+    let mut a = Proc::start(&t, "a", &["--controllers=serviceaccount-controller"]);
+    eventually(LIMIT, "a's controllers", || {
+        a.log_text()
+            .contains("starting serviceaccount-controller")
+            .then_some(())
+    });
+    // Nothing is answered for 8 s; by the SIGTERM a renewal (every 2 s) waits on its answer.
+    sb.faults().pause(Duration::from_secs(8));
+    std::thread::sleep(Duration::from_millis(2500));
+    let term = Instant::now();
+    a.sigterm();
+    let status = a.wait_exit(Duration::from_secs(10));
+    let took = term.elapsed();
+    eprintln!("exited {took:?} after SIGTERM with the API server not answering");
+    assert!(status.success(), "{status}");
+    assert!(took < Duration::from_secs(3), "stop took {took:?}");
+    // The release could not be sent: the lease still names a and expires in its own time.
+    std::thread::sleep(Duration::from_secs(6));
+    let writes: Vec<RequestRecord> = a
+        .requests(sb)
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.method != "GET" && r.at > term)
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
+    assert!(holder(sb).is_some_and(|h| !h.is_empty()));
+}

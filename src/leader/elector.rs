@@ -32,6 +32,8 @@ pub struct LeaderElector {
     api: Arc<dyn LeaseApi>,
     observed: Mutex<Observed>,
     leading: AtomicBool,
+    /// Set when `release` begins: no attempt writes the lease after that.
+    releasing: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -78,6 +80,7 @@ impl LeaderElector {
                 time: Instant::now(),
             }),
             leading: AtomicBool::new(false),
+            releasing: AtomicBool::new(false),
         })
     }
 
@@ -169,6 +172,10 @@ impl LeaderElector {
                 return false;
             }
         };
+        // An attempt that was under way when the release began writes nothing.
+        if self.releasing.load(Ordering::SeqCst) {
+            return false;
+        }
         let Some(mut lease) = lease else {
             let obj = fresh.new_lease(&self.cfg.lock_namespace, &self.cfg.lock_name);
             return match self.api.create(&obj) {
@@ -210,6 +217,9 @@ impl LeaderElector {
             // Not produced for an existing record.
             Decision::Create => return false,
         };
+        if self.releasing.load(Ordering::SeqCst) {
+            return false;
+        }
         record.write_into(&mut lease);
         match self.api.update(&lease) {
             Ok(_) => {
@@ -269,14 +279,17 @@ impl LeaderElector {
 
     /// Give the lease up if this elector still holds it, as client-go's `ReleaseOnCancel`
     /// does: the record becomes `LeaseRecord::released`, so a candidate takes the lease the
-    /// next time it looks instead of waiting out the lease duration. Call it only once `run`
-    /// has returned `Ended::Stopped` and nothing acts as leader any more.
+    /// next time it looks instead of waiting out the lease duration. Call it once `stop` was
+    /// raised and nothing acts as leader any more. From then on the elector writes nothing
+    /// else: an attempt still under way (waiting on a slow answer) does not write, and should
+    /// its write already be on the wire, the resourceVersion makes one of the two fail.
     ///
     /// Nothing is sent if this elector never held the lease or last saw someone else hold it
     /// (Ok(false)). Otherwise the lease is fetched, and written back only if it still names
     /// us, with the fetched resourceVersion: if anyone wrote it since, the PUT fails with 409
     /// and their record stands.
     pub fn release(&self) -> Result<bool> {
+        self.releasing.store(true, Ordering::SeqCst);
         let me = self.cfg.identity.as_str();
         if self.leader() != me {
             return Ok(false);
@@ -604,9 +617,11 @@ mod tests {
         assert_eq!(spec["renewTime"], spec["acquireTime"]);
         assert_ne!(spec["acquireTime"], before["spec"]["acquireTime"]);
         assert_eq!(a.le.leader(), "");
-        // Releasing again sends nothing: the lease no longer names a.
+        // Releasing again sends nothing: the lease no longer names a. Nor does an attempt to
+        // take the lease (free now) that was still under way.
         let writes = api.writes.load(Ordering::SeqCst);
         assert!(!a.le.release().unwrap());
+        assert!(!a.le.try_acquire_or_renew());
         assert_eq!(api.writes.load(Ordering::SeqCst), writes);
         // b looks every retry_period/4 (25-55 ms here): far sooner than the 2 s lease.
         let t0 = Instant::now();
