@@ -12,7 +12,7 @@ use crate::queue::WorkQueue;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 struct Entry {
     ctrl: Arc<dyn Controller>,
@@ -444,6 +444,10 @@ fn worker(
                         log::debug!("{}: {key}: {e}; requeued", ctrl.name());
                         queue.add_after(key.clone(), Duration::from_millis(10));
                     }
+                    // Shutting down: writes are refused; the queue takes nothing more.
+                    Some(crate::Error::Cancelled) => {
+                        log::debug!("{}: {key}: writes stopped for shutdown", ctrl.name());
+                    }
                     Some(e) => {
                         log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
                         queue.add_rate_limited(key.clone());
@@ -513,11 +517,19 @@ impl Manager {
     /// Start the cache, wait for it to sync (or `stop`), then start every controller's workers.
     /// Returns false if stopped before the cache synced.
     pub fn start(&mut self, stop: &AtomicBool) -> bool {
+        // Shutdown may have begun before this thread got the manager.
+        let stopped = |own: &AtomicBool| stop.load(Ordering::SeqCst) || own.load(Ordering::SeqCst);
+        if stopped(&self.stop) {
+            return false;
+        }
         self.cache.start();
         while !self.cache.wait_for_sync(Duration::from_millis(200)) {
-            if stop.load(Ordering::SeqCst) {
+            if stopped(&self.stop) {
                 return false;
             }
+        }
+        if stopped(&self.stop) {
+            return false;
         }
         log::info!("caches synced for {} kinds", self.cache.kinds().len());
         for e in &self.entries {
@@ -560,8 +572,9 @@ impl Manager {
         true
     }
 
-    /// Stop: no new work, let workers finish the key in hand, stop the cache.
-    pub fn shutdown(&mut self) {
+    /// Shutdown begins: no new reconciles (the queues shut down, self-driven controllers are
+    /// told to stop, and `start` starts nothing any more); the keys in hand go on.
+    pub fn stop_work(&self) {
         self.stop.store(true, Ordering::SeqCst);
         for e in &self.entries {
             if let Some(q) = &e.queue {
@@ -571,11 +584,26 @@ impl Manager {
                 sd.shutdown();
             }
         }
-        for t in self.workers.drain(..) {
-            let _ = t.join();
+    }
+
+    /// Wait until every worker has finished the key in hand and returned, or `until`; true if
+    /// all did. Workers still busy then are left to the end of the process.
+    pub fn wait_workers(&mut self, until: Instant) -> bool {
+        loop {
+            let (done, busy): (Vec<_>, Vec<_>) =
+                self.workers.drain(..).partition(|t| t.is_finished());
+            for t in done {
+                let _ = t.join();
+            }
+            self.workers = busy;
+            if self.workers.is_empty() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        self.cache.stop();
-        self.recorder.shutdown(Duration::from_secs(2));
     }
 }
 

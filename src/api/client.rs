@@ -1,6 +1,7 @@
 //! The API client: ureq over rustls (ring), JSON, a client-side QPS/burst limiter, retries for
 //! 429/5xx, and watches that can be cancelled from another thread.
 
+use crate::api::fence::WriteFence;
 use crate::api::kubeconfig::RestConfig;
 use crate::api::resources::Kind;
 use crate::api::watch::{status_error, EventReader};
@@ -191,6 +192,8 @@ struct Inner {
     auth: Auth,
     limiter: Mutex<TokenBucket>,
     user_agent: String,
+    /// Set once at start-up (`Client::set_fence`): writes pass it.
+    fence: OnceLock<Arc<WriteFence>>,
 }
 
 /// A client for one identity. Cheap to clone; clones share the connection pool and limiter.
@@ -273,6 +276,7 @@ impl Client {
                 auth,
                 limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
                 user_agent: user_agent.to_string(),
+                fence: OnceLock::new(),
             }),
         })
     }
@@ -295,6 +299,7 @@ impl Client {
             auth: Auth::Source(source),
             limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
             user_agent: user_agent.to_string(),
+            fence: OnceLock::new(),
         };
         Ok(Client {
             inner: Arc::new(inner),
@@ -306,6 +311,12 @@ impl Client {
     }
     pub fn user_agent(&self) -> &str {
         &self.inner.user_agent
+    }
+
+    /// Make every request of this client and its clones but GETs pass `fence`: once it is
+    /// closed they fail with `Error::Cancelled` unsent. Only the first fence set counts.
+    pub fn set_fence(&self, fence: Arc<WriteFence>) {
+        let _ = self.inner.fence.set(fence);
     }
 
     fn wait_for_limiter(&self) {
@@ -441,6 +452,11 @@ impl Client {
         let mut refreshed_token = false;
         loop {
             self.wait_for_limiter();
+            // Held until the answer is read, so the fence knows the write is still on the wire.
+            let pass = match self.inner.fence.get() {
+                Some(f) if !idempotent => Some(f.enter().ok_or(Error::Cancelled)?),
+                _ => None,
+            };
             let res = self.send_once(&self.inner.agent, method, &url, accept, body);
             let resp = match res {
                 Ok(r) => r,
@@ -455,6 +471,7 @@ impl Client {
             let status = resp.status().as_u16();
             let retry_after = retry_after(&resp);
             let bytes = read_body(resp, method, &url)?;
+            drop(pass);
             if (200..300).contains(&status) {
                 return Ok(bytes);
             }

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod discovery;
+pub mod fence;
 pub mod kubeconfig;
 pub mod resources;
 mod tls;
