@@ -4,7 +4,7 @@
 
 use crate::api::client::Client;
 use crate::cache::Cache;
-use crate::controllers::{
+use crate::controller::{
     sooner, Action, Applied, Controller, Cx, EventSpec, EventType, OnError, Report, RunEnv,
 };
 use crate::events::Recorder;
@@ -45,14 +45,6 @@ pub fn slow_start_sizes(count: usize) -> Vec<usize> {
         batch = batch.saturating_mul(2);
     }
     sizes
-}
-
-/// The text of an error as upstream prints it (a `Status` error is its message).
-pub fn error_message(e: &crate::Error) -> String {
-    match e {
-        crate::Error::Api { message, .. } if !message.is_empty() => message.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// Apply one write or Event with `client`; keep the cache in step with our own writes. A
@@ -128,7 +120,7 @@ fn apply_leaf(
             let shape = cache.write_shape(*kind);
             let created = match client.create_shaped(kind, ns.as_deref(), object, shape.as_deref())
             {
-                Err(e) if crate::controllers::serviceaccount::is_namespace_terminating(&e) => {
+                Err(e) if e.is_namespace_terminating() => {
                     cache.saw_namespace_terminating(namespace);
                     return Err(e);
                 }
@@ -274,12 +266,12 @@ impl Run<'_> {
                             format!("{}{name}", report.success_prefix),
                         );
                     }
-                    Err(e) if crate::controllers::serviceaccount::is_namespace_terminating(e) => {}
+                    Err(e) if e.is_namespace_terminating() => {}
                     Err(e) => self.event(
                         report,
                         EventType::Warning,
                         report.failure_reason,
-                        format!("{}{}", report.failure_prefix, error_message(e)),
+                        format!("{}{}", report.failure_prefix, e.message()),
                     ),
                 }
                 self.settle(inner, if gone { Ok(None) } else { res })
@@ -613,7 +605,7 @@ mod tests {
     use crate::api::kubeconfig::RestConfig;
     use crate::api::resources::{EVENTS, PODS};
     use crate::cache::Delta;
-    use crate::controllers::{ObjectRef, Outcome, Watch};
+    use crate::controller::{ObjectRef, Outcome, Watch};
     use crate::sandbox::{Sandbox, SandboxOptions};
     use serde_json::json;
 
@@ -804,9 +796,7 @@ mod tests {
         assert!(run
             .failures
             .lock()
-            .map(|f| f
-                .iter()
-                .all(crate::controllers::serviceaccount::is_namespace_terminating))
+            .map(|f| f.iter().all(crate::Error::is_namespace_terminating))
             .unwrap_or(false));
         assert_eq!(failures, 2);
         recorder.shutdown(Duration::from_secs(5));
@@ -842,32 +832,5 @@ mod tests {
         let seen = probe.seen.lock().map(|s| s.clone()).unwrap_or_default();
         assert_eq!(seen.len(), 2);
         assert!(seen.iter().all(|(_, w)| *w == "done"));
-    }
-
-    #[test]
-    fn work_queues_carry_upstream_names_and_self_driven_controllers_add_none() {
-        let (_sb, client, cache, recorder) = against_sandbox();
-        let mut m = Manager::new(cache, Arc::new(recorder));
-        m.add(
-            Arc::new(crate::controllers::replicaset::ReplicaSetController::new(
-                crate::controllers::replicaset::Flavor::ReplicationController,
-                1,
-            )),
-            client.clone(),
-        );
-        m.add(
-            Arc::new(crate::controllers::namespace::NamespaceController::new(
-                1,
-                Duration::from_secs(300),
-            )),
-            client,
-        );
-        let text = crate::metrics::render();
-        assert!(
-            text.contains("workqueue_depth{name=\"replicationmanager\"} 0"),
-            "{text}"
-        );
-        assert!(!text.contains("name=\"replicationcontroller-controller\""));
-        assert!(!text.contains("name=\"namespace-controller\""));
     }
 }

@@ -31,7 +31,7 @@ use crate::obj::At as _;
 use crate::queue::{Bucket, ItemExponential, MaxOf, WorkQueue};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -702,7 +702,7 @@ impl Inner {
 
         // Empty the resources, a few at a time.
         let results: Mutex<Vec<(Kind, Leftover, Option<String>)>> = Mutex::new(Vec::new());
-        for_each_parallel(resources.len(), PARALLEL_RESOURCES, |i| {
+        crate::pool::for_each_parallel(resources.len(), PARALLEL_RESOURCES, |i| {
             let r = resources[i];
             let t0 = Instant::now();
             let (left, err) = self.empty_resource(client, &r.kind, r.verbs, &name, deleting_for);
@@ -872,7 +872,7 @@ impl Inner {
             return send(String::new());
         }
         let outcome: Mutex<Result<bool>> = Mutex::new(Ok(true));
-        for_each_parallel(pages.len(), PARALLEL_PAGES, |i| {
+        crate::pool::for_each_parallel(pages.len(), PARALLEL_PAGES, |i| {
             let mut q = format!("?limit={PAGE}");
             if let Some(t) = &pages[i] {
                 q.push_str("&continue=");
@@ -1047,7 +1047,7 @@ fn delete_each(client: &Client, kind: &Kind, ns: &str, items: &[Remnant]) -> Res
         ..Default::default()
     };
     let failed: Mutex<Option<Error>> = Mutex::new(None);
-    for_each_parallel(items.len(), PARALLEL_PAGES, |i| {
+    crate::pool::for_each_parallel(items.len(), PARALLEL_PAGES, |i| {
         match client.delete(kind, Some(ns), &items[i].name, &background) {
             Ok(()) => true,
             Err(e) if e.is_not_found() || e.code() == Some(405) => true,
@@ -1061,25 +1061,6 @@ fn delete_each(client: &Client, kind: &Kind, ns: &str, items: &[Remnant]) -> Res
         Some(e) => Err(e),
         None => Ok(()),
     }
-}
-
-/// Run `work(i)` for each `i` in `0..len` on up to `threads` threads: this one and helpers
-/// (`pool`); inline for a single item, or when no helper can be started. A `false` from
-/// `work` ends that thread's share.
-pub(crate) fn for_each_parallel(len: usize, threads: usize, work: impl Fn(usize) -> bool + Sync) {
-    let next = AtomicUsize::new(0);
-    let run = || loop {
-        let i = next.fetch_add(1, Ordering::SeqCst);
-        if i >= len || !work(i) {
-            break;
-        }
-    };
-    let n = threads.min(len);
-    if n <= 1 {
-        run();
-        return;
-    }
-    crate::pool::run_on_helpers(n - 1, &run);
 }
 
 /// Run `f` on the namespace, re-reading it after a conflict; a namespace whose UID changed

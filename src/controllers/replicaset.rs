@@ -681,13 +681,11 @@ impl Controller for ReplicaSetController {
                     .or_default()
                     .push(created);
             }
-            (Action::Create { .. }, Applied::Failed(e))
-                if !super::serviceaccount::is_namespace_terminating(e) =>
-            {
+            (Action::Create { .. }, Applied::Failed(e)) if !e.is_namespace_terminating() => {
                 self.track()
                     .manage_err
                     .entry(key.to_string())
-                    .or_insert_with(|| crate::manager::error_message(e));
+                    .or_insert_with(|| e.message());
             }
             (
                 Action::Delete {
@@ -709,12 +707,9 @@ impl Controller for ReplicaSetController {
                         }
                     }
                     Applied::Failed(e) => {
-                        t.manage_err.entry(key.to_string()).or_insert_with(|| {
-                            format!(
-                                "unable to delete pods: {}",
-                                crate::manager::error_message(e)
-                            )
-                        });
+                        t.manage_err
+                            .entry(key.to_string())
+                            .or_insert_with(|| format!("unable to delete pods: {}", e.message()));
                     }
                     Applied::Skipped => {}
                 }
@@ -729,9 +724,7 @@ impl Controller for ReplicaSetController {
             Action::Patch { .. } if err.is_not_found() || err.code() == Some(422) => {
                 OnError::Ignore
             }
-            Action::Create { .. } if super::serviceaccount::is_namespace_terminating(err) => {
-                OnError::Ignore
-            }
+            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
             _ => OnError::Retry,
         }
     }

@@ -380,10 +380,7 @@ impl Controller for DeploymentController {
                 self.created()
                     .insert(key.to_string(), (obj::name(rs).to_string(), replicas));
             }
-            Applied::Failed(e)
-                if !e.is_already_exists()
-                    && !super::serviceaccount::is_namespace_terminating(e) =>
-            {
+            Applied::Failed(e) if !e.is_already_exists() && !e.is_namespace_terminating() => {
                 self.remember_create_failure(key, object, e);
             }
             _ => {}
@@ -391,7 +388,7 @@ impl Controller for DeploymentController {
     }
 
     fn on_error(&self, action: &Action, err: &Error) -> OnError {
-        if super::serviceaccount::is_namespace_terminating(err) {
+        if err.is_namespace_terminating() {
             return OnError::Ignore;
         }
         match action {

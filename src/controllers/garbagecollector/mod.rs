@@ -979,7 +979,7 @@ impl Inner {
     ) -> std::result::Result<(), String> {
         let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
         let uids = [owner.uid.clone()];
-        super::namespace::for_each_parallel(deps.len(), PARALLEL_ORPHANING, |i| {
+        crate::pool::for_each_parallel(deps.len(), PARALLEL_ORPHANING, |i| {
             let dep = &deps[i];
             let smp = decide::delete_refs_smp(&dep.uid, &uids);
             match self.patch(dep, &smp, |cur| Ok(decide::delete_refs_merge(cur, &uids))) {
