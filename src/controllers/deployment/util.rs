@@ -701,50 +701,6 @@ pub fn template_with_label(template: &Value, key: &str, value: &str) -> Value {
     t
 }
 
-/// Upstream's check of a selector: `{}` (or one with nothing in it) selects everything.
-pub fn selector_is_empty(sel: &Value) -> bool {
-    let Some(m) = sel.as_object() else {
-        return false;
-    };
-    let empty = |k: &str| is_empty_value(m.get(k));
-    empty("matchLabels") && empty("matchExpressions")
-}
-
-/// Would LabelSelectorAsSelector accept this selector? (shape and operators)
-pub fn selector_is_valid(sel: &Value) -> bool {
-    let Some(m) = sel.as_object() else {
-        return false;
-    };
-    if let Some(ml) = m.get("matchLabels").filter(|v| !v.is_null()) {
-        match ml.as_object() {
-            Some(ml) if ml.values().all(Value::is_string) => {}
-            _ => return false,
-        }
-    }
-    let Some(exprs) = m.get("matchExpressions").filter(|v| !v.is_null()) else {
-        return true;
-    };
-    let Some(exprs) = exprs.as_array() else {
-        return false;
-    };
-    exprs.iter().all(|e| {
-        let values = e
-            .get("values")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
-        let has_key = e
-            .get("key")
-            .and_then(Value::as_str)
-            .is_some_and(|k| !k.is_empty());
-        has_key
-            && match e.get("operator").and_then(Value::as_str) {
-                Some("In" | "NotIn") => values > 0,
-                Some("Exists" | "DoesNotExist") => values == 0,
-                _ => false,
-            }
-    })
-}
-
 // ---------------------------------------------------------------------------------------------
 // annotations
 
@@ -1155,17 +1111,6 @@ mod tests {
         assert_eq!(s["matchExpressions"][0]["key"], "a");
         let t = template_with_label(&json!({"spec": {}}), POD_TEMPLATE_HASH, "h");
         assert_eq!(t["metadata"]["labels"]["pod-template-hash"], "h");
-        assert!(selector_is_empty(&json!({})));
-        assert!(selector_is_empty(&json!({"matchLabels": {}})));
-        assert!(!selector_is_empty(&json!({"matchLabels": {"a": "b"}})));
-        assert!(selector_is_valid(&json!({"matchLabels": {"a": "b"}})));
-        assert!(!selector_is_valid(
-            &json!({"matchExpressions": [{"key": "a", "operator": "In"}]})
-        ));
-        assert!(!selector_is_valid(
-            &json!({"matchExpressions": [{"key": "a", "operator": "Bogus"}]})
-        ));
-        assert!(!selector_is_valid(&json!({"matchLabels": {"a": 1}})));
     }
 
     fn rs(name: &str, created: &str, replicas: i64, rev: Option<&str>) -> ReplicaSet {
