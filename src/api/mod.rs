@@ -6,5 +6,6 @@ pub mod kubeconfig;
 pub mod resources;
 pub mod trim;
 pub mod watch;
+pub mod yaml;
 
 pub use resources::Kind;
