@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use futures_lite::{AsyncRead, AsyncReadExt};
 
-use super::MAX_HEAD_BYTES;
-
 // ---------------------------------------------------------------------------------------------
 // Requests and responses
 
@@ -157,13 +155,23 @@ fn query_pairs(q: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-pub(super) enum Head {
+/// What reading a request head gave.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Head {
+    /// The head without its final blank line.
     Complete(Vec<u8>),
+    /// More than the limit arrived without the blank line that ends a head.
     TooLarge,
+    /// The client closed the connection first.
     Closed,
 }
 
-pub(super) async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<Head> {
+/// Read a request head of at most `max` bytes. What follows it (a body) is read only as far
+/// as it came in the same reads, and dropped.
+pub(crate) async fn read_head<S: AsyncRead + Unpin>(
+    s: &mut S,
+    max: usize,
+) -> std::io::Result<Head> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
@@ -175,45 +183,108 @@ pub(super) async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Resul
         buf.extend_from_slice(&chunk[..n]);
         if let Some(pos) = buf[scan_from..].windows(4).position(|w| w == b"\r\n\r\n") {
             buf.truncate(scan_from + pos);
-            if buf.len() > MAX_HEAD_BYTES {
+            if buf.len() > max {
                 return Ok(Head::TooLarge);
             }
             return Ok(Head::Complete(buf));
         }
-        if buf.len() > MAX_HEAD_BYTES {
+        // Without the blank line yet, the head is all but the last three bytes, which may be
+        // the start of it: a head of exactly `max` bytes is not refused for how it was cut.
+        if buf.len().saturating_sub(3) > max {
             return Ok(Head::TooLarge);
         }
     }
 }
 
-/// Parse a request head (without the final blank line).
-pub(super) fn parse_head(head: &[u8]) -> Option<Request> {
-    let text = std::str::from_utf8(head).ok()?;
+/// A 400 as Go's server words it (`400 Bad Request: <why>`).
+fn bad_request(why: &str) -> Response {
+    Response::error(400, &format!("400 Bad Request: {why}"))
+}
+
+/// An RFC 9110 token (method, header name).
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Parse a request head (without the final blank line), or the answer that refuses it:
+/// 400 when it is malformed (as Go's server checks it: token method and header names, no
+/// control characters in values), 431 with more than `max_headers` header lines.
+pub(crate) fn parse_head(head: &[u8], max_headers: usize) -> Result<Request, Response> {
+    let text = std::str::from_utf8(head).map_err(|_| bad_request("not UTF-8"))?;
     let mut lines = text.split("\r\n");
-    let mut parts = lines.next()?.split(' ');
-    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || method.is_empty() || !version.starts_with("HTTP/1.") {
-        return None;
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad_request("malformed request line"));
+    };
+    if !is_token(method) || !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
+        return Err(bad_request("malformed request line"));
     }
-    if !target.starts_with('/') {
-        return None;
+    if !target.starts_with('/') || target.bytes().any(|b| b.is_ascii_control()) {
+        return Err(bad_request("malformed request target"));
     }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let mut headers = Vec::new();
     for line in lines {
-        let (k, v) = line.split_once(':')?;
-        if k.is_empty() || k.contains(' ') {
-            return None;
+        if headers.len() == max_headers {
+            return Err(Response::error(
+                431,
+                "431 Request Header Fields Too Large: too many header lines",
+            ));
         }
-        headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
+        let Some((k, v)) = line.split_once(':') else {
+            return Err(bad_request("malformed header line"));
+        };
+        if !is_token(k) {
+            return Err(bad_request("invalid header name"));
+        }
+        let v = v.trim_matches([' ', '\t']);
+        if v.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+            return Err(bad_request("invalid header value"));
+        }
+        headers.push((k.to_ascii_lowercase(), v.to_string()));
     }
-    Some(Request {
+    Ok(Request {
         method: method.to_string(),
         path: path.to_string(),
         query: query.to_string(),
         headers,
         peer_certs: Vec::new(),
     })
+}
+
+/// Check what the head says of a body. No route reads one: a body is drained and dropped
+/// after the answer, so one declared larger than `max` is refused (413) before anything
+/// else; a `Content-Length` that is not one number is a 400, and a transfer coding other
+/// than chunked a 501, as in Go's server.
+pub(crate) fn check_body(req: &Request, max: u64) -> Result<(), Response> {
+    if let Some(te) = req.header("transfer-encoding") {
+        return if te.eq_ignore_ascii_case("chunked") {
+            Ok(()) // Go ignores Content-Length then too
+        } else {
+            Err(Response::error(501, "Unsupported transfer encoding"))
+        };
+    }
+    let mut declared: Option<u64> = None;
+    for (k, v) in &req.headers {
+        if k != "content-length" {
+            continue;
+        }
+        let n = (!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| v.parse::<u64>().ok())
+            .flatten()
+            .filter(|n| declared.is_none_or(|d| d == *n))
+            .ok_or_else(|| bad_request("invalid Content-Length"))?;
+        declared = Some(n);
+    }
+    match declared {
+        Some(n) if n > max => Err(Response::error(413, "413 Request Entity Too Large")),
+        _ => Ok(()),
+    }
 }
 
 fn reason_phrase(status: u16) -> &'static str {
@@ -229,10 +300,11 @@ fn reason_phrase(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
-        413 => "Payload Too Large",
+        413 => "Request Entity Too Large",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        501 => "Not Implemented",
         503 => "Service Unavailable",
         _ => "",
     }
@@ -243,7 +315,7 @@ fn header_safe(v: &str) -> String {
     v.chars().filter(|c| *c != '\r' && *c != '\n').collect()
 }
 
-pub(super) fn encode_response(resp: &Response, head_only: bool) -> Vec<u8> {
+pub(crate) fn encode_response(resp: &Response, head_only: bool) -> Vec<u8> {
     // Every answer is marked private and not cacheable, as the apiserver library's
     // WithCacheControl filter does.
     let mut head = format!(
@@ -293,28 +365,97 @@ mod tests {
 
     #[test]
     fn head_parsing() {
-        let r = parse_head(b"GET /healthz?verbose HTTP/1.1\r\nHost: x\r\nX-Remote-User:  bob ")
-            .unwrap();
+        let r = parse_head(
+            b"GET /healthz?verbose HTTP/1.1\r\nHost: x\r\nX-Remote-User:  bob \t",
+            100,
+        )
+        .unwrap();
         assert_eq!(r.method, "GET");
         assert_eq!(r.path, "/healthz");
         assert_eq!(r.query, "verbose");
         assert_eq!(r.header("x-remote-user"), Some("bob"));
         assert_eq!(r.header("HOST"), Some("x"));
-        for bad in [
-            &b"GET /healthz"[..],
-            b"GET /healthz HTTP/2",
-            b"GET healthz HTTP/1.1",
-            b"GET / HTTP/1.1 extra",
-            b"GET / HTTP/1.1\r\nno colon",
-            b"GET / HTTP/1.1\r\nBad Name: x",
-            b"\xff / HTTP/1.1",
+        for (bad, why) in [
+            (&b"GET /healthz"[..], "malformed request line"),
+            (b"GET /healthz HTTP/2", "malformed request line"),
+            (b"G(T / HTTP/1.1", "malformed request line"),
+            (b"GET healthz HTTP/1.1", "malformed request target"),
+            (b"GET /a\x01 HTTP/1.1", "malformed request target"),
+            (b"GET / HTTP/1.1 extra", "malformed request line"),
+            (b"GET / HTTP/1.1\r\nno colon", "malformed header line"),
+            (b"GET / HTTP/1.1\r\nBad Name: x", "invalid header name"),
+            (b"GET / HTTP/1.1\r\n: x", "invalid header name"),
+            (b"GET / HTTP/1.1\r\nX-A: a\x00b", "invalid header value"),
+            (b"GET / HTTP/1.1\r\n folded: x", "invalid header name"),
+            (b"\xff / HTTP/1.1", "not UTF-8"),
         ] {
-            assert!(
-                parse_head(bad).is_none(),
+            let r = parse_head(bad, 100).unwrap_err();
+            assert_eq!(r.status, 400);
+            assert_eq!(
+                String::from_utf8(r.body).unwrap(),
+                format!("400 Bad Request: {why}\n"),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
         }
+        let many = format!("GET / HTTP/1.1{}", "\r\na: b".repeat(3));
+        assert!(parse_head(many.as_bytes(), 3).is_ok());
+        assert_eq!(parse_head(many.as_bytes(), 2).unwrap_err().status, 431);
+    }
+
+    #[test]
+    fn a_head_at_the_limit_is_read_however_it_arrives() {
+        use futures_lite::future::block_on;
+        let head = b"GET / HTTP/1.1\r\nX-A: 123456";
+        let mut data = head.to_vec();
+        data.extend_from_slice(b"\r\n\r\n");
+        for cut in 1..data.len() {
+            // Two reads: the head's end and part of the blank line may come together.
+            let mut r = futures_lite::io::Cursor::new(&data[..cut]).chain(&data[cut..]);
+            let got = block_on(read_head(&mut r, head.len())).unwrap();
+            assert_eq!(got, Head::Complete(head.to_vec()), "cut at {cut}");
+            let mut r = futures_lite::io::Cursor::new(&data[..cut]).chain(&data[cut..]);
+            assert_eq!(
+                block_on(read_head(&mut r, head.len() - 1)).unwrap(),
+                Head::TooLarge
+            );
+        }
+    }
+
+    #[test]
+    fn bodies() {
+        let with = |headers: &[(&str, &str)]| Request {
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..req("/")
+        };
+        let status =
+            |headers: &[(&str, &str)]| check_body(&with(headers), 1000).err().map(|r| r.status);
+        assert_eq!(status(&[]), None);
+        assert_eq!(status(&[("content-length", "1000")]), None);
+        assert_eq!(
+            status(&[("content-length", "1000"), ("content-length", "1000")]),
+            None
+        );
+        assert_eq!(status(&[("content-length", "1001")]), Some(413));
+        assert_eq!(
+            status(&[("content-length", "99999999999999999999999")]),
+            Some(400)
+        );
+        for bad in ["", "+1", "-1", "1 2", "0x10"] {
+            assert_eq!(status(&[("content-length", bad)]), Some(400), "{bad:?}");
+        }
+        assert_eq!(
+            status(&[("content-length", "1"), ("content-length", "2")]),
+            Some(400)
+        );
+        assert_eq!(
+            status(&[("transfer-encoding", "chunked"), ("content-length", "9999")]),
+            None
+        );
+        assert_eq!(status(&[("transfer-encoding", "gzip")]), Some(501));
     }
 
     #[test]

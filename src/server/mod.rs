@@ -7,7 +7,10 @@
 //! One thread runs a small smol executor: it accepts connections and serves each on its own
 //! task (TLS handshake, one HTTP/1.1 request, `Connection: close`). Handlers are plain
 //! synchronous functions run on smol's blocking pool, so a slow handler never stalls the
-//! accept loop. The handshake plus request head must arrive within 10 s and fit in 16 KiB.
+//! accept loop. What a client may send, and for how long, is bounded by [`Limits`]: the
+//! handshake and request head within 10 s of connecting, 16 KiB and 256 header lines of head
+//! (431), a declared body of at most 256 KiB (413), 512 connections at once, the one waiting
+//! longest for its head dropped when a new one needs room.
 //!
 //! Serving certificate: `--tls-cert-file`/`--tls-private-key-file` if given; else a
 //! self-signed CA and leaf like the apiserver library's `MaybeDefaultWithSelfSignedCerts`
@@ -16,36 +19,63 @@
 //! (the handshake signature is still verified) and handed to handlers in `Request::peer_certs`
 //! for authentication further up.
 
+mod conn;
 mod healthz;
-mod http;
+pub(crate) mod http;
 mod tls;
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use async_io::{Async, Timer};
-use futures_lite::{future, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use async_io::Async;
 use futures_rustls::TlsAcceptor;
 
 use crate::error::{Error, Result};
 
 pub use healthz::Health;
-use http::{encode_response, parse_head, read_head, Head};
 pub use http::{Check, Filter, Handler, Request, Response, TEXT_PLAIN};
 use tls::{describe_origin, load_tls, server_config};
 
-/// Longest request head (request line + headers) accepted.
-pub const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// Time allowed for the TLS handshake plus the request head, and again for writing the answer.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// What the secure port accepts from a client before it refuses or drops it. Go's server,
+/// which upstream's secure port runs on, allows a 1 MiB head and 32 s for the TLS handshake
+/// and again for the head, and has no connection limit (Go raises the file descriptor limit
+/// to the hard limit instead). These are smaller: the port serves health checks and metrics
+/// to probes and scrapers, and should cost little however it is used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// The TLS handshake and the request head must arrive within this time of the
+    /// connection being accepted; a slower client is dropped without an answer.
+    pub head_timeout: Duration,
+    /// Time allowed for writing the answer.
+    pub write_timeout: Duration,
+    /// Longest request head (request line and headers): 431 beyond it.
+    pub max_head_bytes: usize,
+    /// Most header lines: 431 beyond them.
+    pub max_headers: usize,
+    /// Largest declared request body: 413 beyond it. No route reads a body; one this small is
+    /// drained after the answer, so the client reads the answer rather than a reset.
+    pub max_body_bytes: u64,
+    /// Connections served at once. When the table is full, the connection that has waited
+    /// longest for its request head is dropped to make room for a new one.
+    pub max_connections: usize,
+}
 
-/// After answering, how long and how much unread client input is drained before closing.
-const LINGER_TIME: Duration = Duration::from_secs(1);
-const LINGER_BYTES: usize = 256 * 1024;
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            head_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+            max_head_bytes: 16 * 1024,
+            max_headers: 256,
+            max_body_bytes: conn::LINGER_BYTES as u64,
+            max_connections: 512,
+        }
+    }
+}
 
 /// File names inside `--cert-dir`, as upstream (`<PairName>.crt/.key`).
 pub const CERT_DIR_PAIR_NAME: &str = "kube-controller-manager";
@@ -108,6 +138,7 @@ pub struct Server {
     app: App,
     plain_http: bool,
     ephemeral_port: bool,
+    limits: Limits,
 }
 
 /// A started server; dropping it stops it too.
@@ -130,6 +161,7 @@ impl Server {
             },
             plain_http: false,
             ephemeral_port: false,
+            limits: Limits::default(),
         }
     }
 
@@ -160,6 +192,11 @@ impl Server {
         self.ephemeral_port = on;
     }
 
+    /// Serve with other limits than the defaults (tests).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// Bind, prepare TLS and start serving on a background thread.
     pub fn start(self) -> Result<RunningServer> {
         if self.cfg.port == 0 && !self.ephemeral_port {
@@ -180,13 +217,14 @@ impl Server {
         let listener = Async::new(listener)?;
         let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
         let app = Arc::new(self.app);
+        let limits = self.limits;
         let scheme = if tls.is_some() { "https" } else { "http" };
         log::info!("Serving securely on {addr} ({scheme})");
         let thread = std::thread::Builder::new()
             .name("secure-serving".into())
             .spawn(move || {
                 let ex = smol::LocalExecutor::new();
-                smol::block_on(ex.run(accept_loop(&ex, listener, tls, app, stop_rx)));
+                smol::block_on(ex.run(conn::accept_loop(&ex, listener, tls, app, limits, stop_rx)));
             })?;
         Ok(RunningServer {
             addr,
@@ -223,133 +261,6 @@ impl Drop for RunningServer {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-async fn accept_loop(
-    ex: &smol::LocalExecutor<'_>,
-    listener: Async<TcpListener>,
-    tls: Option<TlsAcceptor>,
-    app: Arc<App>,
-    stop_rx: smol::channel::Receiver<()>,
-) {
-    loop {
-        let next = future::or(async { Some(listener.accept().await) }, async {
-            let _ = stop_rx.recv().await;
-            None
-        })
-        .await;
-        match next {
-            None => return,
-            Some(Ok((stream, peer))) => {
-                let (tls, app) = (tls.clone(), app.clone());
-                ex.spawn(async move {
-                    if let Err(e) = serve_connection(stream, tls, app).await {
-                        log::debug!("connection from {peer}: {e}");
-                    }
-                })
-                .detach();
-            }
-            Some(Err(e)) => {
-                // E.g. out of file descriptors: back off instead of spinning.
-                log::warn!("accept failed: {e}");
-                Timer::after(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-async fn with_timeout<T>(
-    what: &str,
-    fut: impl std::future::Future<Output = std::io::Result<T>>,
-) -> std::io::Result<T> {
-    let what = what.to_string();
-    future::or(fut, async move {
-        Timer::after(IO_TIMEOUT).await;
-        Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("{what} timed out"),
-        ))
-    })
-    .await
-}
-
-async fn serve_connection(
-    stream: Async<TcpStream>,
-    tls: Option<TlsAcceptor>,
-    app: Arc<App>,
-) -> std::io::Result<()> {
-    match tls {
-        None => {
-            let mut stream = stream;
-            exchange(&mut stream, Vec::new(), app).await?;
-            linger(stream).await;
-        }
-        Some(acceptor) => {
-            let mut stream = with_timeout("TLS handshake", acceptor.accept(stream)).await?;
-            let peer_certs = stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .map(|certs| certs.iter().map(|c| c.to_vec()).collect())
-                .unwrap_or_default();
-            exchange(&mut stream, peer_certs, app).await?;
-            linger(stream.into_inner().0).await;
-        }
-    }
-    Ok(())
-}
-
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    mut s: S,
-    peer_certs: Vec<Vec<u8>>,
-    app: Arc<App>,
-) -> std::io::Result<()> {
-    let head = with_timeout("reading request", read_head(&mut s)).await?;
-    let (resp, head_only) = match head {
-        Head::Closed => return Ok(()),
-        Head::TooLarge => (
-            Response::error(431, "431 Request Header Fields Too Large"),
-            false,
-        ),
-        Head::Complete(raw) => match parse_head(&raw) {
-            None => (Response::error(400, "400 Bad Request"), false),
-            Some(mut req) => {
-                req.peer_certs = peer_certs;
-                let head_only = req.method == "HEAD";
-                let resp = smol::unblock(move || app.dispatch(&req)).await;
-                (resp, head_only)
-            }
-        },
-    };
-    let bytes = encode_response(&resp, head_only);
-    with_timeout("writing response", async {
-        s.write_all(&bytes).await?;
-        s.flush().await?;
-        s.close().await
-    })
-    .await
-}
-
-/// Half-close, then read and discard what the client still sends (an ignored body, the rest
-/// of an oversized head) until it closes: closing with unread input makes the kernel answer
-/// with a reset, which can destroy the response before the client has read it.
-async fn linger(tcp: Async<TcpStream>) {
-    let _ = tcp.get_ref().shutdown(std::net::Shutdown::Write);
-    let mut tcp = tcp;
-    let drain = async {
-        let mut sink = [0u8; 4096];
-        let mut left = LINGER_BYTES;
-        while left > 0 {
-            match tcp.read(&mut sink).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => left = left.saturating_sub(n),
-            }
-        }
-    };
-    future::or(drain, async {
-        Timer::after(LINGER_TIME).await;
-    })
-    .await;
 }
 
 #[cfg(test)]
