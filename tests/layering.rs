@@ -39,7 +39,7 @@ fn rust_files(p: &Path, out: &mut Vec<PathBuf>) {
         for e in entries {
             rust_files(&e, out);
         }
-    } else if p.extension().is_some_and(|e| e == "rs") {
+    } else if p.is_file() && p.extension().is_some_and(|e| e == "rs") {
         out.push(p.to_path_buf());
     }
 }
