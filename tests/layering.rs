@@ -22,7 +22,7 @@ const KERNEL: &[&str] = &[
     "notify.rs",
     "obj.rs",
     "pool.rs",
-    "queue.rs",
+    "queue",
     "sandbox",
     "server.rs",
     "server",
