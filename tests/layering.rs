@@ -18,7 +18,7 @@ const KERNEL: &[&str] = &[
     "gofmt.rs",
     "leader",
     "manager.rs",
-    "metrics.rs",
+    "metrics",
     "notify.rs",
     "obj.rs",
     "pool.rs",
