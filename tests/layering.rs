@@ -17,7 +17,7 @@ const KERNEL: &[&str] = &[
     "events.rs",
     "gofmt.rs",
     "leader",
-    "manager.rs",
+    "manager",
     "metrics",
     "notify.rs",
     "obj.rs",
