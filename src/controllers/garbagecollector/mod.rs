@@ -5,7 +5,7 @@
 //!   events.k8s.io Events aside); each gets a metadata-only informer ("monitor"), added while
 //!   running and stopped when its resource is no longer served. A change of that set pauses
 //!   the workers until the new monitors synced, as upstream does (`monitors.rs`).
-//! - Informer events update the owner graph (`graph.rs`) under one lock and queue UIDs to look
+//! - Informer events update the owner graph (`graph/`) under one lock and queue UIDs to look
 //!   at: "attempt to delete" (owners maybe gone, foreground deletion progressing) and "attempt
 //!   to orphan" (an owner deleting with the `orphan` finalizer).
 //! - Workers read the object and its owners live (never from the cache), decide
