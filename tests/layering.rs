@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// Modules of the kernel, relative to `src/` (files, or folders taken whole).
 const KERNEL: &[&str] = &[
     "api",
-    "auth.rs",
+    "auth",
     "cache",
     "certs",
     "controller.rs",
