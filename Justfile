@@ -17,6 +17,12 @@ release:
 test:
     cargo test
 
+# `just fuzz` runs each target for 120 s, `just fuzz 30` for 30 s; EDGEKCM_FUZZ_SEED=<seed>
+# EDGEKCM_FUZZ_CASE=<n> reproduces an input.
+# Fuzz and property targets (src/fuzz/) for longer, release build
+fuzz secs="120":
+    EDGEKCM_FUZZ_SECS={{secs}} cargo test --release --lib fuzz:: -- --nocapture
+
 # The same tests with cargo-nextest (cargo install cargo-nextest --locked)
 nextest:
     cargo nextest run

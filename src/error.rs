@@ -79,6 +79,23 @@ impl Error {
             _ => None,
         }
     }
+    /// The text of the error as upstream prints it (a `Status` error is its message).
+    pub fn message(&self) -> String {
+        match self {
+            Error::Api { message, .. } if !message.is_empty() => message.clone(),
+            other => other.to_string(),
+        }
+    }
+    /// 403 for a create in a namespace being deleted (upstream's `NamespaceTerminating`
+    /// cause): the write will never succeed, and nothing needs retrying.
+    pub fn is_namespace_terminating(&self) -> bool {
+        match self {
+            Error::Api { code, message, .. } => {
+                *code == 403 && message.contains("because it is being terminated")
+            }
+            _ => false,
+        }
+    }
     /// Worth retrying the same request: transport failures, 429, 5xx.
     pub fn is_transient(&self) -> bool {
         match self {

@@ -9,7 +9,7 @@
 
 use crate::api::client::{Client, PatchType};
 use crate::api::resources::EVENTS;
-use crate::controllers::{EventSpec, EventType};
+use crate::controller::{EventSpec, EventType};
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -427,7 +427,7 @@ fn sender(rx: Receiver<Msg>, stopping: &AtomicBool) {
             }
         };
         if let Err(e) = &res {
-            if crate::controllers::serviceaccount::is_namespace_terminating(e) {
+            if e.is_namespace_terminating() {
                 terminating.saw(event_ns);
             }
         }
@@ -480,7 +480,7 @@ fn write(c: &mut Correlator, m: &Msg, send: &Send) -> crate::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::ObjectRef;
+    use crate::controller::ObjectRef;
 
     fn spec(reason: &str, msg: &str) -> EventSpec {
         EventSpec {

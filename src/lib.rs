@@ -6,10 +6,13 @@ pub mod cache;
 pub mod certs;
 pub mod cli;
 pub mod config;
+pub mod controller;
 pub mod controllers;
 pub mod credentials;
 pub mod error;
 pub mod events;
+#[cfg(test)]
+mod fuzz;
 pub mod gofmt;
 pub mod leader;
 pub mod logging;

@@ -167,6 +167,25 @@ pub fn run_on_helpers(helpers: usize, work: &(dyn Fn() + Sync)) {
     }
 }
 
+/// Run `work(i)` for each `i` in `0..len` on up to `threads` threads: this one and helpers
+/// (`pool`); inline for a single item, or when no helper can be started. A `false` from
+/// `work` ends that thread's share.
+pub fn for_each_parallel(len: usize, threads: usize, work: impl Fn(usize) -> bool + Sync) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let run = || loop {
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if i >= len || !work(i) {
+            break;
+        }
+    };
+    let n = threads.min(len);
+    if n <= 1 {
+        run();
+        return;
+    }
+    run_on_helpers(n - 1, &run);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

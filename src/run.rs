@@ -1,6 +1,7 @@
 //! The main job: connect, elect a leader (optional), start the controllers, serve health.
 
 use crate::api::client::{user_agent_base, Client};
+use crate::api::fence::WriteFence;
 use crate::api::kubeconfig::{self, RestConfig};
 use crate::api::resources::LEASES;
 use crate::cache::Cache;
@@ -14,15 +15,16 @@ use crate::controllers::rootca::RootCaPublisher;
 use crate::controllers::serviceaccount::ServiceAccountController;
 use crate::controllers::{Controller, EventSpec, EventType, ObjectRef};
 use crate::credentials::ServiceAccountTokens;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::events::Recorder;
-use crate::leader::{LeaderElectionConfig, LeaderElector, LeaseApi};
+use crate::leader::{Ended, LeaderElectionConfig, LeaderElector, LeaseApi};
 use crate::manager::Manager;
 use crate::server::{Health, ServeConfig, Server};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Process exit status after a clean stop.
 pub const EXIT_OK: i32 = 0;
@@ -196,6 +198,9 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         cfg.kube_api_burst,
         &format!("{base_ua} shared-informers"),
     )?;
+    // Every write but the Lease's passes this fence; it closes at shutdown (see `wind_down`).
+    let fence = WriteFence::new();
+    root.set_fence(fence.clone());
     log::info!(
         "edgekcm v{} using {} ({})",
         env!("CARGO_PKG_VERSION"),
@@ -251,6 +256,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     let mut manager = Manager::new(cache.clone(), recorder.clone());
     for c in &controllers {
         let client = controller_client(&cfg, &rest, &root, c.as_ref())?;
+        client.set_fence(fence.clone());
         manager.add(c.clone(), client);
     }
 
@@ -324,7 +330,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         }
     };
 
-    let mut exit = EXIT_OK;
+    // None: leader election is off. Otherwise how the elector ended and the elector.
+    let mut led = None;
     match &elector {
         None => {
             start_controllers();
@@ -342,50 +349,146 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                     && holder != e2.identity();
                 standby.then(|| format!("standby; the lease is held by {holder}"))
             });
-            let lost = Arc::new(AtomicBool::new(false));
             let lease_client = root.clone();
             let (rec1, e1, lc1) = (recorder.clone(), e.clone(), lease_client.clone());
-            let lost2 = lost.clone();
             let api_for_event = LeaseClient {
                 client: lease_client.clone(),
                 namespace: cfg.leader_election.resource_namespace.clone(),
                 name: cfg.leader_election.resource_name.clone(),
             };
-            e.run(
-                move || {
-                    if let Ok(Some(lease)) = api_for_event.get() {
-                        lease_event(
-                            &rec1,
-                            &lc1,
-                            &lease,
-                            format!("{} became leader", e1.identity()),
-                        );
-                    }
-                    // Controllers start on their own thread; the elector keeps renewing.
-                    std::thread::spawn(start_controllers);
-                },
-                move || {
-                    lost2.store(true, Ordering::SeqCst);
-                },
-                &stop,
-            );
-            if lost.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst) {
+            let on_started = move || {
+                if let Ok(Some(lease)) = api_for_event.get() {
+                    lease_event(
+                        &rec1,
+                        &lc1,
+                        &lease,
+                        format!("{} became leader", e1.identity()),
+                    );
+                }
+                // Controllers start on their own thread; the elector keeps renewing.
+                std::thread::spawn(start_controllers);
+            };
+            // The elector runs on its own thread so that a stop is acted on at once, even
+            // while an attempt waits on a slow API server.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (e3, stop3) = (e.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("leader-election".into())
+                .spawn(move || {
+                    let _ = tx.send(e3.run(on_started, &stop3));
+                })
+                .map_err(|err| Error::Io(format!("cannot start leader election: {err}")))?;
+            let ended = loop {
+                match rx.recv_timeout(Duration::from_millis(20)) {
+                    Ok(ended) => break Some(ended),
+                    Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::SeqCst) => {}
+                    // Stopped (the elector ends soon), or the elector thread is gone.
+                    Err(_) => break None,
+                }
+            };
+            if ended == Some(Ended::Lost) && !stop.load(Ordering::SeqCst) {
+                // As upstream: exit at once, nothing released; the successor waits out the
+                // lease. Nothing more is written meanwhile: another may hold the lease already.
+                fence.close();
                 log::error!("leaderelection lost");
-                exit = EXIT_LOST_LEADERSHIP;
+                crate::notify::stopping();
+                return Ok(EXIT_LOST_LEADERSHIP);
             }
+            led = Some((ended, rx, e.clone()));
         }
     }
 
     log::info!("shutting down");
     crate::notify::stopping();
-    if exit == EXIT_LOST_LEADERSHIP {
-        // Upstream exits at once; nothing is released so the successor waits out the lease.
-        recorder.shutdown(Duration::from_millis(500));
-        return Ok(exit);
+    let t0 = Instant::now();
+    match led {
+        None => {
+            wind_down(&manager, &recorder, &fence, t0);
+        }
+        // Never led: nothing ran and nothing is written, the Lease included.
+        Some((Some(Ended::NeverLed), _, _)) => {}
+        // Stopped as the lease was lost: nothing to hand over.
+        Some((Some(Ended::Lost), _, _)) => fence.close(),
+        // Leading, or the elector is still ending an attempt: stop writing, then give the
+        // lease up, unless a write may still land after that.
+        Some((ended, rx, e)) => {
+            let drained = wind_down(&manager, &recorder, &fence, t0);
+            // An attempt still unfinished by now waits on a request; should it renew the
+            // lease after all, the release's resourceVersion check keeps either write from
+            // undoing the other unseen.
+            let wait = (t0 + WRITES_GRACE).saturating_duration_since(Instant::now());
+            match ended.or_else(|| rx.recv_timeout(wait).ok()) {
+                Some(Ended::NeverLed | Ended::Lost) => {}
+                _ if drained => release_within(&e, t0 + STOP_GRACE),
+                _ => log::warn!(
+                    "not releasing lease {}: {} write(s) still unanswered; it expires in {}s",
+                    e.config().describe(),
+                    fence.in_flight(),
+                    e.config().lease_duration.as_secs()
+                ),
+            }
+        }
     }
-    manager.lock().unwrap_or_else(|p| p.into_inner()).shutdown();
     if let Some(s) = server {
         s.stop();
     }
-    Ok(exit)
+    Ok(EXIT_OK)
+}
+
+/// How long a clean stop takes at most, the release of the Lease included. Of it, the
+/// controllers get `WORKERS_GRACE` to finish the keys in hand, queued Events are sent until
+/// `EVENTS_GRACE`, and writes already sent are waited for until `WRITES_GRACE`. A standby
+/// looks at the lease every 0.5-1.1 s (`--leader-elect-retry-period` 2 s), so even a busy
+/// leader, which releases after about 0.9 s, is succeeded within 3 s of its SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+const WORKERS_GRACE: Duration = Duration::from_millis(600);
+const EVENTS_GRACE: Duration = Duration::from_millis(900);
+const WRITES_GRACE: Duration = Duration::from_millis(1500);
+
+/// Stop writing, bounded by the graces above from `t0`: no new reconciles, the keys in hand
+/// finish (or are cut short when the fence closes), queued Events go out, then the fence
+/// closes and the writes on the wire are waited for. True if none is left unanswered, i.e.
+/// nothing this process sent can land after this returns.
+fn wind_down(
+    manager: &Mutex<Manager>,
+    recorder: &Recorder,
+    fence: &WriteFence,
+    t0: Instant,
+) -> bool {
+    {
+        let mut m = manager.lock().unwrap_or_else(|p| p.into_inner());
+        m.stop_work();
+        if !m.wait_workers(t0 + WORKERS_GRACE) {
+            log::info!(
+                "controllers still busy after {}ms; their remaining writes are not sent",
+                WORKERS_GRACE.as_millis()
+            );
+        }
+    }
+    recorder.shutdown((t0 + EVENTS_GRACE).saturating_duration_since(Instant::now()));
+    fence.close();
+    fence.drain(t0 + WRITES_GRACE)
+}
+
+/// Release the Lease (see `LeaderElector::release`), waiting for the answer until `until`
+/// (at least a quarter second). Past that the process exits anyway: the PUT lands or not,
+/// and either way nothing of ours follows it.
+fn release_within(e: &Arc<LeaderElector>, until: Instant) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let e2 = e.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(e2.release());
+    });
+    let wait = until
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(250));
+    match rx.recv_timeout(wait) {
+        Ok(Ok(_)) => {}
+        Ok(Err(err)) => log::error!("Failed to release lock: {err}"),
+        Err(_) => log::warn!(
+            "releasing lease {} took longer than {}ms; exiting",
+            e.config().describe(),
+            wait.as_millis()
+        ),
+    }
 }

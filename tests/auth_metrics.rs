@@ -1098,7 +1098,7 @@ fn leader_gauge_follows_the_lease() {
     assert!(edgekcm::metrics::render().contains(&series("0")));
     let stop = Arc::new(AtomicBool::new(false));
     let (le2, stop2) = (le.clone(), stop.clone());
-    let t = std::thread::spawn(move || le2.run(|| {}, || {}, &stop2));
+    let t = std::thread::spawn(move || le2.run(|| {}, &stop2));
     eventually(Duration::from_secs(10), "leading", || {
         edgekcm::metrics::render()
             .contains(&series("1"))

@@ -1,7 +1,8 @@
 //! systemd notifications over real datagram sockets: the protocol (path and abstract
 //! sockets), the watchdog pinger, and edgekcm itself under a `NOTIFY_SOCKET` against the
 //! sandbox API server (READY=1 once caches synced, WATCHDOG=1, STOPPING=1; a leader-election
-//! standby is ready once it has seen the leader).
+//! standby is ready once it has seen the leader; a leader says STOPPING=1 and releases its
+//! lease on SIGTERM).
 
 mod common;
 
@@ -287,4 +288,37 @@ fn standby_is_ready_once_it_sees_the_leader() {
         "{ready}"
     );
     assert_eq!(lb.recv(Duration::from_millis(600)), None);
+}
+
+#[test]
+fn leader_says_stopping_then_releases_its_lease() {
+    let t = sandbox();
+    let sb = t.sandbox().expect("sandbox");
+    let l = Listener::path();
+    let mut leader = Proc::start(
+        &t,
+        "leader-stop",
+        &["--leader-elect=true"],
+        &[("NOTIFY_SOCKET", l.env.clone())],
+    );
+    let ready = l.wait_for(LIMIT, "leader READY=1", |m| m.starts_with("READY=1"));
+    assert!(ready.contains("controllers running"), "{ready}");
+    let lease = || {
+        sb.get(
+            &edgekcm::api::resources::LEASES,
+            Some("kube-system"),
+            "kube-controller-manager",
+        )
+        .expect("lease")
+    };
+    assert_ne!(lease()["spec"]["holderIdentity"], "");
+    let st = leader.term();
+    assert!(st.success(), "{st}");
+    let stopping = l.wait_for(Duration::from_secs(2), "STOPPING=1", |m| {
+        m.starts_with("STOPPING=1")
+    });
+    assert_eq!(stopping, "STOPPING=1\nSTATUS=shutting down");
+    let spec = lease()["spec"].clone();
+    assert_eq!(spec["holderIdentity"], "");
+    assert_eq!(spec["leaseDurationSeconds"], 1);
 }

@@ -2,10 +2,12 @@
 
 pub mod client;
 pub mod discovery;
+pub mod fence;
 pub mod kubeconfig;
 pub mod resources;
 mod tls;
 pub mod trim;
 pub mod watch;
+pub mod yaml;
 
 pub use resources::Kind;

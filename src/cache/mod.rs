@@ -2,9 +2,11 @@
 
 pub mod reflector;
 pub mod store;
+mod watch;
 
 pub use reflector::{Handler, Informer};
 pub use store::{Delta, DeltaKind, Store};
+pub use watch::Watch;
 
 use crate::api::client::Client;
 use crate::api::Kind;
@@ -82,7 +84,7 @@ impl Cache {
     }
 
     /// The informer serving a controller's `Watch`.
-    pub fn informer_for(&self, w: &crate::controllers::Watch) -> Arc<Informer> {
+    pub fn informer_for(&self, w: &Watch) -> Arc<Informer> {
         let i = self.informer_entry(w.kind, w.field_selector);
         match (w.metadata_only, w.fields) {
             (true, _) => {}
@@ -93,7 +95,7 @@ impl Cache {
     }
 
     /// The store of a selector-scoped informer.
-    pub fn store_for(&self, w: &crate::controllers::Watch) -> Arc<Store> {
+    pub fn store_for(&self, w: &Watch) -> Arc<Store> {
         self.informer_entry(w.kind, w.field_selector).store.clone()
     }
 

@@ -93,7 +93,7 @@ pub fn load_key(pem_bytes: &[u8]) -> std::result::Result<KeyPair, String> {
     })
 }
 
-pub(super) fn first_cert(pem_bytes: &[u8], path: &Path) -> Result<CertificateDer<'static>> {
+pub(crate) fn first_cert(pem_bytes: &[u8], path: &Path) -> Result<CertificateDer<'static>> {
     CertificateDer::pem_slice_iter(pem_bytes)
         .next()
         .ok_or_else(|| cfg_err(format!("{}: no PEM certificate found", path.display())))?

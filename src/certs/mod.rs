@@ -347,10 +347,14 @@ impl fmt::Display for Report {
 }
 
 use ca::*;
+#[cfg(test)]
+pub(crate) use files::first_cert;
 pub use files::load_key;
 use files::*;
 use kubeconfig::*;
 use leaf::*;
+#[cfg(test)]
+pub(crate) use sakeys::spki_bits;
 use sakeys::*;
 
 // ---------------------------------------------------------------------------------------------

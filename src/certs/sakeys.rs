@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub(super) fn spki_bits(pem_bytes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn spki_bits(pem_bytes: &[u8]) -> Option<Vec<u8>> {
     use rustls_pki_types::SubjectPublicKeyInfoDer;
     let spki = SubjectPublicKeyInfoDer::from_pem_slice(pem_bytes).ok()?;
     let seq = der::read_exact(spki.as_ref(), der::SEQUENCE)?;

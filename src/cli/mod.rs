@@ -30,6 +30,8 @@ mod flags;
 mod help;
 
 use argh::FromArgs;
+#[cfg(test)]
+pub(crate) use flags::known_flags;
 pub use flags::{flag_counts, RunFlags};
 use flags::{lookup, Kind};
 pub use help::help_text;

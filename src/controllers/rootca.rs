@@ -109,10 +109,7 @@ impl Controller for RootCaPublisher {
 
     fn on_error(&self, _a: &Action, err: &crate::Error) -> OnError {
         // Do not retry a create into a namespace that is gone or terminating.
-        if err.is_already_exists()
-            || err.is_not_found()
-            || super::serviceaccount::is_namespace_terminating(err)
-        {
+        if err.is_already_exists() || err.is_not_found() || err.is_namespace_terminating() {
             OnError::Ignore
         } else {
             OnError::Retry

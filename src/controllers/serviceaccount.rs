@@ -69,22 +69,11 @@ impl Controller for ServiceAccountController {
 
     fn on_error(&self, _a: &Action, err: &crate::Error) -> super::OnError {
         // Exists already, or the namespace went away / is terminating: nothing to do.
-        if err.is_already_exists() || err.is_not_found() || is_namespace_terminating(err) {
+        if err.is_already_exists() || err.is_not_found() || err.is_namespace_terminating() {
             super::OnError::Ignore
         } else {
             super::OnError::Retry
         }
-    }
-}
-
-/// The apiserver refuses new objects in a terminating namespace (403, cause
-/// NamespaceTerminating).
-pub fn is_namespace_terminating(err: &crate::Error) -> bool {
-    match err {
-        crate::Error::Api { code, message, .. } => {
-            *code == 403 && message.contains("because it is being terminated")
-        }
-        _ => false,
     }
 }
 
@@ -171,6 +160,6 @@ mod tests {
     #[test]
     fn terminating_namespace_errors_are_ignored() {
         let e = crate::Error::api(403, "Forbidden", "serviceaccounts \"default\" is forbidden: unable to create new content in namespace x because it is being terminated");
-        assert!(is_namespace_terminating(&e));
+        assert!(e.is_namespace_terminating());
     }
 }

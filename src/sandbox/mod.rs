@@ -147,6 +147,8 @@ pub struct RequestRecord {
     pub status: u16,
     /// The authenticated user (`admin`, `system:serviceaccount:<ns>:<name>`), if known.
     pub user: Option<String>,
+    /// When the request had been read, before any pause (the log is in the order of answers).
+    pub at: Instant,
 }
 
 struct FailRule {
@@ -685,6 +687,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
             }
             Err(e) => return Err(e),
         };
+        let read_at = Instant::now();
         if !shared.wait_unpaused() {
             return Ok(());
         }
@@ -697,6 +700,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
             content_type: req.header("content-type").map(str::to_string),
             status: 0,
             user: None,
+            at: read_at,
         };
         let user = token.as_deref().and_then(|t| shared.authenticate(t));
         record.user = user.clone();

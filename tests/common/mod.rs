@@ -123,7 +123,13 @@ impl Kcm {
             args.push("--leader-elect=false".into());
         }
         args.push("--v=2".into());
-        let child = Command::new(env!("CARGO_BIN_EXE_edgekcm"))
+        // KCM_E2E_KCM_BINARY runs another controller manager (upstream's, for a side-by-side
+        // comparison) with the same flags.
+        let binary = std::env::var("KCM_E2E_KCM_BINARY")
+            .ok()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_edgekcm").to_string());
+        let child = Command::new(binary)
             .args(&args)
             .stdin(Stdio::null())
             .stdout(f.try_clone().expect("log"))

@@ -93,7 +93,7 @@ fn resolve(cache: &Cache, ns: &str, r: &obj::OwnerRefView) -> Option<String> {
 /// when it is invalid or empty (it then selects nothing).
 fn selecting_selector(d: &Value) -> Option<Value> {
     d.at("/spec/selector")
-        .filter(|s| util::selector_is_valid(s) && !util::selector_is_empty(s))
+        .filter(|s| super::kit::selector::is_valid(s) && !super::kit::selector::is_empty(s))
         .cloned()
 }
 
@@ -324,10 +324,10 @@ impl Controller for DeploymentController {
             log::warn!("{NAME}: skipping deployment {key}: no spec.selector");
             return Ok(Outcome::none());
         };
-        if util::selector_is_empty(selector) {
+        if super::kit::selector::is_empty(selector) {
             return Ok(self.selecting_all(&d));
         }
-        if !util::selector_is_valid(selector) {
+        if !super::kit::selector::is_valid(selector) {
             log::warn!("{NAME}: skipping deployment {key}: invalid label selector");
             return Ok(Outcome::none());
         }
@@ -380,10 +380,7 @@ impl Controller for DeploymentController {
                 self.created()
                     .insert(key.to_string(), (obj::name(rs).to_string(), replicas));
             }
-            Applied::Failed(e)
-                if !e.is_already_exists()
-                    && !super::serviceaccount::is_namespace_terminating(e) =>
-            {
+            Applied::Failed(e) if !e.is_already_exists() && !e.is_namespace_terminating() => {
                 self.remember_create_failure(key, object, e);
             }
             _ => {}
@@ -391,7 +388,7 @@ impl Controller for DeploymentController {
     }
 
     fn on_error(&self, action: &Action, err: &Error) -> OnError {
-        if super::serviceaccount::is_namespace_terminating(err) {
+        if err.is_namespace_terminating() {
             return OnError::Ignore;
         }
         match action {

@@ -1,226 +1,21 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease, following client-go's
-//! `tools/leaderelection` algorithm (v1.28):
-//!
-//! * Acquire: every `retry_period` (jittered by up to 1.2x) GET the Lease. Missing: POST a new
-//!   one naming us. Held by someone else and not expired: wait. Otherwise PUT the fetched object
-//!   back with our record; the PUT carries the fetched `resourceVersion`, so a concurrent writer
-//!   makes it fail with 409 and we simply try again next period.
-//! * Expiry is judged by the *local* monotonic time at which this process last saw the record
-//!   change, plus the record's `leaseDurationSeconds`; the timestamps written in the Lease are
-//!   never compared with our clock, so clock skew between hosts does not matter.
-//! * Renew: while leading, try every `retry_period`; if no attempt succeeds within a
-//!   `renew_deadline` window, leadership is lost. The Lease is never released.
-//!
-//! `decide` is the pure core of one attempt; `LeaderElector` adds the API calls and the loops.
+//! The elector: the acquire and renew loops around `decide`, and the API calls.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::{json, Map, Value};
+use super::{decide, Decision, LeaderElectionConfig, LeaseApi, LeaseRecord, JITTER_FACTOR};
+use crate::error::Result;
 
-use crate::error::{Error, Result};
-use crate::timefmt;
-
-/// client-go's `JitterFactor` for the acquire loop.
-pub const JITTER_FACTOR: f64 = 1.2;
-
-/// How long past `lease_duration` a leader that failed to renew still reports healthy
-/// (kube-controller-manager passes 20 s to the healthz adaptor).
-pub const HEALTHZ_TOLERANCE: Duration = Duration::from_secs(20);
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaderElectionConfig {
-    pub lock_namespace: String,
-    pub lock_name: String,
-    pub identity: String,
-    pub lease_duration: Duration,
-    pub renew_deadline: Duration,
-    pub retry_period: Duration,
-}
-
-impl LeaderElectionConfig {
-    /// The checks client-go's NewLeaderElector makes.
-    pub fn validate(&self) -> Result<()> {
-        if self.lease_duration <= self.renew_deadline {
-            return Err(Error::config(
-                "leaseDuration must be greater than renewDeadline",
-            ));
-        }
-        let jittered = Duration::try_from_secs_f64(self.retry_period.as_secs_f64() * JITTER_FACTOR)
-            .unwrap_or(Duration::MAX);
-        if self.renew_deadline <= jittered {
-            return Err(Error::config(
-                "renewDeadline must be greater than retryPeriod*JitterFactor",
-            ));
-        }
-        if self.lease_duration.is_zero() {
-            return Err(Error::config("leaseDuration must be greater than zero"));
-        }
-        if self.renew_deadline.is_zero() {
-            return Err(Error::config("renewDeadline must be greater than zero"));
-        }
-        if self.retry_period.is_zero() {
-            return Err(Error::config("retryPeriod must be greater than zero"));
-        }
-        if self.identity.is_empty() {
-            return Err(Error::config("Lock identity is empty"));
-        }
-        Ok(())
-    }
-
-    /// `namespace/name`, as used in log lines.
-    pub fn describe(&self) -> String {
-        format!("{}/{}", self.lock_namespace, self.lock_name)
-    }
-}
-
-fn hostname() -> String {
-    let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
-    from_proc
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "localhost".to_string())
-}
-
-/// A random (version 4) UUID in its canonical lowercase 8-4-4-4-12 form.
-fn new_uuid() -> String {
-    let mut b = [0u8; 16];
-    for x in &mut b {
-        *x = fastrand::u8(..);
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-/// `<hostname>_<uuid>`, the identity kube-controller-manager uses.
-pub fn default_identity() -> String {
-    format!("{}_{}", hostname(), new_uuid())
-}
-
-/// The Lease API for one lock object, implemented over the real client elsewhere.
-pub trait LeaseApi: Send + Sync {
-    /// The Lease, or None if it does not exist (404).
-    fn get(&self) -> Result<Option<Value>>;
-    fn create(&self, lease: &Value) -> Result<Value>;
-    /// PUT; the object carries `metadata.resourceVersion`, so a stale write fails with 409.
-    fn update(&self, lease: &Value) -> Result<Value>;
-}
-
-/// The leader election record as stored in a Lease's spec.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LeaseRecord {
-    pub holder_identity: String,
-    pub lease_duration_seconds: i64,
-    pub acquire_time: Option<SystemTime>,
-    pub renew_time: Option<SystemTime>,
-    pub lease_transitions: i64,
-}
-
-impl LeaseRecord {
-    /// Read the record from a Lease object; absent fields read as empty/zero.
-    pub fn from_lease(lease: &Value) -> Self {
-        let spec = &lease["spec"];
-        let time = |f: &str| spec[f].as_str().and_then(timefmt::parse_rfc3339);
-        LeaseRecord {
-            holder_identity: spec["holderIdentity"].as_str().unwrap_or("").to_string(),
-            lease_duration_seconds: spec["leaseDurationSeconds"].as_i64().unwrap_or(0),
-            acquire_time: time("acquireTime"),
-            renew_time: time("renewTime"),
-            lease_transitions: spec["leaseTransitions"].as_i64().unwrap_or(0),
-        }
-    }
-
-    /// Write the record into `lease.spec`, leaving every other field of the object alone.
-    pub fn write_into(&self, lease: &mut Value) {
-        if !lease.is_object() {
-            *lease = Value::Object(Map::new());
-        }
-        let Some(obj) = lease.as_object_mut() else {
-            return;
-        };
-        let spec = obj
-            .entry("spec")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !spec.is_object() {
-            *spec = Value::Object(Map::new());
-        }
-        let Some(spec) = spec.as_object_mut() else {
-            return;
-        };
-        let time = |t: Option<SystemTime>| match t {
-            Some(t) => Value::String(timefmt::rfc3339_micro(t)),
-            None => Value::Null,
-        };
-        spec.insert("holderIdentity".into(), json!(self.holder_identity));
-        spec.insert(
-            "leaseDurationSeconds".into(),
-            json!(self.lease_duration_seconds),
-        );
-        spec.insert("acquireTime".into(), time(self.acquire_time));
-        spec.insert("renewTime".into(), time(self.renew_time));
-        spec.insert("leaseTransitions".into(), json!(self.lease_transitions));
-    }
-
-    /// A new Lease object holding this record, for POST.
-    pub fn new_lease(&self, namespace: &str, name: &str) -> Value {
-        let mut lease = json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": name, "namespace": namespace},
-        });
-        self.write_into(&mut lease);
-        lease
-    }
-}
-
-/// What one acquire-or-renew attempt should do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// No Lease exists: create it naming us (transitions 0).
-    Create,
-    /// Someone else holds an unexpired lease.
-    Wait(String),
-    /// We hold it: keep acquireTime and leaseTransitions, bump renewTime.
-    Renew,
-    /// Free or expired: take it with this transition count and a new acquireTime.
-    TakeOver(i64),
-}
-
-/// The pure decision. `observed_at` is the local time at which `current` was first seen in its
-/// present form; the lease is valid until `observed_at + current.lease_duration_seconds`.
-pub fn decide(
-    current: Option<&LeaseRecord>,
-    observed_at: Instant,
-    me: &str,
-    now: Instant,
-) -> Decision {
-    let Some(cur) = current else {
-        return Decision::Create;
-    };
-    let duration = Duration::from_secs(cur.lease_duration_seconds.max(0) as u64);
-    let valid = observed_at
-        .checked_add(duration)
-        .is_none_or(|expiry| expiry > now);
-    if !cur.holder_identity.is_empty() && valid && cur.holder_identity != me {
-        return Decision::Wait(cur.holder_identity.clone());
-    }
-    if cur.holder_identity == me {
-        Decision::Renew
-    } else {
-        Decision::TakeOver(cur.lease_transitions + 1)
-    }
+/// How `LeaderElector::run` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// `stop` was raised before the lease was acquired: nothing was written.
+    NeverLed,
+    /// `stop` was raised while leading; the lease is ours until released or expired.
+    Stopped,
+    /// No renewal succeeded for a whole `renew_deadline`.
+    Lost,
 }
 
 struct Observed {
@@ -237,6 +32,8 @@ pub struct LeaderElector {
     api: Arc<dyn LeaseApi>,
     observed: Mutex<Observed>,
     leading: AtomicBool,
+    /// Set when `release` begins: no attempt writes the lease after that.
+    releasing: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -283,6 +80,7 @@ impl LeaderElector {
                 time: Instant::now(),
             }),
             leading: AtomicBool::new(false),
+            releasing: AtomicBool::new(false),
         })
     }
 
@@ -374,6 +172,10 @@ impl LeaderElector {
                 return false;
             }
         };
+        // An attempt that was under way when the release began writes nothing.
+        if self.releasing.load(Ordering::SeqCst) {
+            return false;
+        }
         let Some(mut lease) = lease else {
             let obj = fresh.new_lease(&self.cfg.lock_namespace, &self.cfg.lock_name);
             return match self.api.create(&obj) {
@@ -415,6 +217,9 @@ impl LeaderElector {
             // Not produced for an existing record.
             Decision::Create => return false,
         };
+        if self.releasing.load(Ordering::SeqCst) {
+            return false;
+        }
         record.write_into(&mut lease);
         match self.api.update(&lease) {
             Ok(_) => {
@@ -428,36 +233,37 @@ impl LeaderElector {
         }
     }
 
-    /// Block: acquire the lease, call `on_started_leading`, keep renewing; when renewal fails
-    /// for a whole `renew_deadline` (or `stop` is raised while leading) call
-    /// `on_stopped_leading` and return. Raising `stop` before the lease was acquired returns
-    /// without calling either callback. The lease is never released.
+    /// Block: acquire the lease, call `on_started_leading`, keep renewing until `stop` is
+    /// raised or no renewal succeeds for a whole `renew_deadline`; say which. The lease is not
+    /// released here: after `Ended::Stopped`, the caller stops its writers and then calls
+    /// `release`.
     ///
-    /// The callbacks run on this thread, so `on_started_leading` must return promptly (start
-    /// the work elsewhere); renewals begin once it has returned.
-    pub fn run(
-        self: &Arc<Self>,
-        on_started_leading: impl FnOnce(),
-        on_stopped_leading: impl FnOnce(),
-        stop: &AtomicBool,
-    ) {
+    /// The callback runs on this thread, so it must return promptly (start the work
+    /// elsewhere); renewals begin once it has returned. It is not called if `stop` was raised
+    /// while the lease was being acquired.
+    pub fn run(self: &Arc<Self>, on_started_leading: impl FnOnce(), stop: &AtomicBool) -> Ended {
         let desc = self.cfg.describe();
         log::info!("attempting to acquire leader lease {desc}...");
         loop {
             if stop.load(Ordering::SeqCst) {
-                return;
+                return Ended::NeverLed;
             }
             if self.try_acquire_or_renew() {
                 break;
             }
             log::debug!("failed to acquire lease {desc}");
             if !sleep_unless_stopped(self.standby_wait(), stop) {
-                return;
+                return Ended::NeverLed;
             }
+        }
+        log::info!("successfully acquired lease {desc}");
+        if stop.load(Ordering::SeqCst) {
+            // Acquired by an attempt that began before the stop: ours to release, nothing
+            // to start.
+            return Ended::Stopped;
         }
         self.leading.store(true, Ordering::SeqCst);
         crate::metrics::set_leader(&self.cfg.lock_name, true);
-        log::info!("successfully acquired lease {desc}");
         on_started_leading();
 
         let lost = self.renew_loop(stop);
@@ -465,8 +271,47 @@ impl LeaderElector {
         crate::metrics::set_leader(&self.cfg.lock_name, false);
         if lost {
             log::info!("failed to renew lease {desc}: timed out waiting for the condition");
+            Ended::Lost
+        } else {
+            Ended::Stopped
         }
-        on_stopped_leading();
+    }
+
+    /// Give the lease up if this elector still holds it, as client-go's `ReleaseOnCancel`
+    /// does: the record becomes `LeaseRecord::released`, so a candidate takes the lease the
+    /// next time it looks instead of waiting out the lease duration. Call it once `stop` was
+    /// raised and nothing acts as leader any more. From then on the elector writes nothing
+    /// else: an attempt still under way (waiting on a slow answer) does not write, and should
+    /// its write already be on the wire, the resourceVersion makes one of the two fail.
+    ///
+    /// Nothing is sent if this elector never held the lease or last saw someone else hold it
+    /// (Ok(false)). Otherwise the lease is fetched, and written back only if it still names
+    /// us, with the fetched resourceVersion: if anyone wrote it since, the PUT fails with 409
+    /// and their record stands.
+    pub fn release(&self) -> Result<bool> {
+        self.releasing.store(true, Ordering::SeqCst);
+        let me = self.cfg.identity.as_str();
+        if self.leader() != me {
+            return Ok(false);
+        }
+        let Some(mut lease) = self.api.get()? else {
+            return Ok(false);
+        };
+        let current = LeaseRecord::from_lease(&lease);
+        if current.holder_identity != me {
+            log::info!(
+                "lease {} is held by {}; not releasing it",
+                self.cfg.describe(),
+                current.holder_identity
+            );
+            return Ok(false);
+        }
+        let record = current.released(SystemTime::now());
+        record.write_into(&mut lease);
+        self.api.update(&lease)?;
+        self.set_observed(record);
+        log::info!("released lease {}", self.cfg.describe());
+        Ok(true)
     }
 
     /// Renew until a `renew_deadline` window passes without success (true) or `stop` (false).
@@ -500,10 +345,14 @@ impl LeaderElector {
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{Error, Result};
+    use crate::leader::tests::cfg;
+    use crate::leader::HEALTHZ_TOLERANCE;
+    use crate::timefmt;
+    use serde_json::{json, Value};
     use std::sync::atomic::AtomicUsize;
     use std::thread;
 
@@ -516,6 +365,8 @@ mod tests {
         fail_holder: Mutex<Option<String>>,
         /// The next update loses a race (someone else wrote first).
         race_next_update: AtomicBool,
+        /// Creates and updates received.
+        writes: AtomicUsize,
     }
 
     impl FakeLeases {
@@ -535,6 +386,7 @@ mod tests {
             Ok(self.stored())
         }
         fn create(&self, lease: &Value) -> Result<Value> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
             let mut obj = self.obj.lock().unwrap();
             if obj.is_some() {
                 return Err(Error::api(409, "AlreadyExists", "exists"));
@@ -544,6 +396,7 @@ mod tests {
             Ok(v)
         }
         fn update(&self, lease: &Value) -> Result<Value> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
             let mut obj = self.obj.lock().unwrap();
             let Some(cur) = obj.as_mut() else {
                 return Err(Error::api(404, "NotFound", "gone"));
@@ -564,19 +417,6 @@ mod tests {
         }
     }
 
-    fn cfg(id: &str) -> LeaderElectionConfig {
-        LeaderElectionConfig {
-            lock_namespace: "kube-system".into(),
-            lock_name: "kube-controller-manager".into(),
-            identity: id.into(),
-            // Short, but with room for a loaded test machine: a leader thread has to be
-            // starved for a whole second before it loses the lease.
-            lease_duration: Duration::from_secs(2),
-            renew_deadline: Duration::from_secs(1),
-            retry_period: Duration::from_millis(100),
-        }
-    }
-
     /// Poll `f` until true; a generous bound only so that a broken build fails, not hangs.
     fn eventually(what: &str, f: impl Fn() -> bool) {
         let end = Instant::now() + Duration::from_secs(20);
@@ -590,25 +430,19 @@ mod tests {
         le: Arc<LeaderElector>,
         stop: Arc<AtomicBool>,
         started: Arc<AtomicUsize>,
-        stopped: Arc<AtomicUsize>,
-        thread: thread::JoinHandle<()>,
+        thread: thread::JoinHandle<Ended>,
     }
 
     fn spawn(id: &str, api: &Arc<FakeLeases>) -> Running {
         let le = LeaderElector::new(cfg(id), api.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let started = Arc::new(AtomicUsize::new(0));
-        let stopped = Arc::new(AtomicUsize::new(0));
         let thread = {
-            let (le, stop, started, stopped) =
-                (le.clone(), stop.clone(), started.clone(), stopped.clone());
+            let (le, stop, started) = (le.clone(), stop.clone(), started.clone());
             thread::spawn(move || {
                 le.run(
                     || {
                         started.fetch_add(1, Ordering::SeqCst);
-                    },
-                    || {
-                        stopped.fetch_add(1, Ordering::SeqCst);
                     },
                     &stop,
                 )
@@ -618,132 +452,8 @@ mod tests {
             le,
             stop,
             started,
-            stopped,
             thread,
         }
-    }
-
-    #[test]
-    fn config_validation() {
-        assert!(cfg("a").validate().is_ok());
-        let mut c = cfg("a");
-        c.renew_deadline = c.lease_duration;
-        assert!(c.validate().is_err());
-        let mut c = cfg("a");
-        c.retry_period = Duration::from_millis(900); // 1.2 * 900 = 1080 >= 1000
-        assert!(c.validate().is_err());
-        let mut c = cfg("");
-        c.identity.clear();
-        assert!(c.validate().is_err());
-        assert_eq!(cfg("a").describe(), "kube-system/kube-controller-manager");
-    }
-
-    #[test]
-    fn identity_format() {
-        let id = default_identity();
-        let (host, uuid) = id.rsplit_once('_').unwrap();
-        assert!(!host.is_empty());
-        let parts: Vec<_> = uuid.split('-').collect();
-        assert_eq!(
-            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
-            [8, 4, 4, 4, 12]
-        );
-        assert!(uuid
-            .chars()
-            .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c)));
-        assert!(parts[2].starts_with('4'));
-        assert!(matches!(
-            parts[3].chars().next(),
-            Some('8' | '9' | 'a' | 'b')
-        ));
-        assert_ne!(default_identity(), id);
-    }
-
-    #[test]
-    fn decide_table() {
-        let t0 = Instant::now();
-        let s = Duration::from_secs;
-        let rec = |holder: &str, secs: i64, tr: i64| LeaseRecord {
-            holder_identity: holder.into(),
-            lease_duration_seconds: secs,
-            lease_transitions: tr,
-            ..Default::default()
-        };
-        let cases: Vec<(Option<LeaseRecord>, Duration, Decision)> = vec![
-            (None, s(0), Decision::Create),
-            (
-                Some(rec("other", 15, 3)),
-                s(0),
-                Decision::Wait("other".into()),
-            ),
-            (
-                Some(rec("other", 15, 3)),
-                s(14),
-                Decision::Wait("other".into()),
-            ),
-            // Exactly at expiry the lease is no longer valid.
-            (Some(rec("other", 15, 3)), s(15), Decision::TakeOver(4)),
-            (Some(rec("other", 15, 3)), s(100), Decision::TakeOver(4)),
-            (Some(rec("me", 15, 3)), s(0), Decision::Renew),
-            // Our own lease, even expired, is renewed (acquireTime and transitions kept).
-            (Some(rec("me", 15, 3)), s(100), Decision::Renew),
-            // Released / empty holder: take it at once.
-            (Some(rec("", 15, 7)), s(0), Decision::TakeOver(8)),
-            // A zero duration expires immediately.
-            (Some(rec("other", 0, 0)), s(0), Decision::TakeOver(1)),
-        ];
-        for (cur, elapsed, want) in cases {
-            assert_eq!(
-                decide(cur.as_ref(), t0, "me", t0 + elapsed),
-                want,
-                "{cur:?} after {elapsed:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn record_round_trip_keeps_unknown_fields() {
-        let mut lease = json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": "kube-controller-manager", "namespace": "kube-system",
-                         "resourceVersion": "42", "labels": {"x": "y"}},
-            "spec": {
-                "holderIdentity": "old",
-                "leaseDurationSeconds": 15,
-                "acquireTime": "2024-01-02T03:04:05.123456Z",
-                "renewTime": "2024-01-02T03:04:06.000001Z",
-                "leaseTransitions": 2,
-                "preferredHolder": "keep-me"
-            }
-        });
-        let r = LeaseRecord::from_lease(&lease);
-        assert_eq!(r.holder_identity, "old");
-        assert_eq!(r.lease_duration_seconds, 15);
-        assert_eq!(r.lease_transitions, 2);
-        assert_eq!(
-            r.acquire_time,
-            timefmt::parse_rfc3339("2024-01-02T03:04:05.123456Z")
-        );
-        let new = LeaseRecord {
-            holder_identity: "me".into(),
-            lease_transitions: 3,
-            ..r.clone()
-        };
-        new.write_into(&mut lease);
-        assert_eq!(lease["metadata"]["resourceVersion"], "42");
-        assert_eq!(lease["metadata"]["labels"]["x"], "y");
-        assert_eq!(lease["spec"]["preferredHolder"], "keep-me");
-        assert_eq!(lease["spec"]["holderIdentity"], "me");
-        assert_eq!(lease["spec"]["leaseTransitions"], 3);
-        assert_eq!(lease["spec"]["acquireTime"], "2024-01-02T03:04:05.123456Z");
-        assert_eq!(lease["spec"]["renewTime"], "2024-01-02T03:04:06.000001Z");
-        assert_eq!(LeaseRecord::from_lease(&lease), new);
-        // Missing spec reads as the empty record.
-        assert_eq!(LeaseRecord::from_lease(&json!({})), LeaseRecord::default());
-        let mut odd = json!("not an object");
-        new.write_into(&mut odd);
-        assert_eq!(odd["spec"]["holderIdentity"], "me");
     }
 
     #[test]
@@ -817,10 +527,9 @@ mod tests {
         assert_eq!(r.le.leader(), "a");
         assert!(r.le.healthy(HEALTHZ_TOLERANCE).is_ok());
         r.stop.store(true, Ordering::SeqCst);
-        r.thread.join().unwrap();
+        assert_eq!(r.thread.join().unwrap(), Ended::Stopped);
         assert!(!r.le.is_leader());
-        assert_eq!(r.stopped.load(Ordering::SeqCst), 1);
-        // Not released: the lease still names us.
+        // Not released by run(): the lease still names us until release().
         assert_eq!(api.stored().unwrap()["spec"]["holderIdentity"], "a");
     }
 
@@ -844,15 +553,14 @@ mod tests {
 
         // The leader stops renewing; the follower takes over once the lease expires.
         leader.stop.store(true, Ordering::SeqCst);
-        leader.thread.join().unwrap();
+        assert_eq!(leader.thread.join().unwrap(), Ended::Stopped);
         eventually("follower takes over", || follower.le.is_leader());
         let spec = api.stored().unwrap()["spec"].clone();
         assert_eq!(spec["holderIdentity"], follower.le.identity());
         assert_eq!(spec["leaseTransitions"], 1);
         follower.stop.store(true, Ordering::SeqCst);
-        follower.thread.join().unwrap();
+        assert_eq!(follower.thread.join().unwrap(), Ended::Stopped);
         assert_eq!(follower.started.load(Ordering::SeqCst), 1);
-        assert_eq!(follower.stopped.load(Ordering::SeqCst), 1);
     }
 
     #[test]
@@ -862,14 +570,13 @@ mod tests {
         eventually("a leads", || r.le.is_leader());
         *api.fail_holder.lock().unwrap() = Some("a".into());
         // run() returns by itself once the renew deadline has passed.
-        r.thread.join().unwrap();
+        assert_eq!(r.thread.join().unwrap(), Ended::Lost);
         assert_eq!(r.started.load(Ordering::SeqCst), 1);
-        assert_eq!(r.stopped.load(Ordering::SeqCst), 1);
         assert!(!r.le.is_leader());
     }
 
     #[test]
-    fn stop_before_acquiring_calls_no_callback() {
+    fn stop_before_acquiring_calls_no_callback_and_releases_nothing() {
         let api = Arc::new(FakeLeases::default());
         let other = LeaseRecord {
             holder_identity: "other".into(),
@@ -881,9 +588,81 @@ mod tests {
         let r = spawn("a", &api);
         eventually("a observed the holder", || r.le.leader() == "other");
         r.stop.store(true, Ordering::SeqCst);
-        r.thread.join().unwrap();
+        assert_eq!(r.thread.join().unwrap(), Ended::NeverLed);
         assert_eq!(r.started.load(Ordering::SeqCst), 0);
-        assert_eq!(r.stopped.load(Ordering::SeqCst), 0);
+        let writes = api.writes.load(Ordering::SeqCst);
+        // Never held: nothing to release, and no request for it.
+        assert!(!r.le.release().unwrap());
+        assert_eq!(api.writes.load(Ordering::SeqCst), writes);
+        assert_eq!(api.stored().unwrap()["spec"]["holderIdentity"], "other");
+    }
+
+    #[test]
+    fn stopped_leader_releases_and_a_standby_takes_over_at_once() {
+        let api = Arc::new(FakeLeases::default());
+        let a = spawn("a", &api);
+        eventually("a leads", || a.le.is_leader());
+        let transitions = api.stored().unwrap()["spec"]["leaseTransitions"].clone();
+        let b = spawn("b", &api);
+        eventually("b saw a", || b.le.leader() == "a");
+        a.stop.store(true, Ordering::SeqCst);
+        assert_eq!(a.thread.join().unwrap(), Ended::Stopped);
+        let before = api.stored().unwrap();
+        assert!(a.le.release().unwrap());
+        let after = api.stored().unwrap();
+        let spec = &after["spec"];
+        assert_eq!(spec["holderIdentity"], "");
+        assert_eq!(spec["leaseDurationSeconds"], 1);
+        assert_eq!(spec["leaseTransitions"], transitions);
+        assert_eq!(spec["renewTime"], spec["acquireTime"]);
+        assert_ne!(spec["acquireTime"], before["spec"]["acquireTime"]);
+        assert_eq!(a.le.leader(), "");
+        // Releasing again sends nothing: the lease no longer names a. Nor does an attempt to
+        // take the lease (free now) that was still under way.
+        let writes = api.writes.load(Ordering::SeqCst);
+        assert!(!a.le.release().unwrap());
+        assert!(!a.le.try_acquire_or_renew());
+        assert_eq!(api.writes.load(Ordering::SeqCst), writes);
+        // b looks every retry_period/4 (25-55 ms here): far sooner than the 2 s lease.
+        let t0 = Instant::now();
+        eventually("b takes over", || b.le.is_leader());
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        let spec = api.stored().unwrap()["spec"].clone();
+        assert_eq!(spec["holderIdentity"], "b");
+        assert_eq!(spec["leaseTransitions"], transitions.as_i64().unwrap() + 1);
+        b.stop.store(true, Ordering::SeqCst);
+        assert_eq!(b.thread.join().unwrap(), Ended::Stopped);
+    }
+
+    #[test]
+    fn release_never_overwrites_another_holder() {
+        // The lease was taken over (say after a long pause) since we last renewed it.
+        let api = Arc::new(FakeLeases::default());
+        let le = LeaderElector::new(cfg("a"), api.clone());
+        assert!(le.try_acquire_or_renew());
+        let mut lease = api.stored().unwrap();
+        let other = LeaseRecord {
+            holder_identity: "b".into(),
+            lease_duration_seconds: 15,
+            lease_transitions: 1,
+            ..Default::default()
+        };
+        other.write_into(&mut lease);
+        api.update(&lease).unwrap();
+        let writes = api.writes.load(Ordering::SeqCst);
+        assert!(!le.release().unwrap());
+        assert_eq!(api.writes.load(Ordering::SeqCst), writes);
+        assert_eq!(api.stored().unwrap()["spec"]["holderIdentity"], "b");
+
+        // Someone writes between our read and our write: the resourceVersion makes it a 409
+        // and their record stands.
+        let api = Arc::new(FakeLeases::default());
+        let le = LeaderElector::new(cfg("a"), api.clone());
+        assert!(le.try_acquire_or_renew());
+        api.race_next_update.store(true, Ordering::SeqCst);
+        let err = le.release().unwrap_err();
+        assert!(err.is_conflict(), "{err}");
+        assert_eq!(api.stored().unwrap()["spec"]["holderIdentity"], "a");
     }
 
     #[test]

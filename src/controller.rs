@@ -1,0 +1,255 @@
+//! What a controller is, as the manager sees it: the `Controller` trait (and `SelfDriven`
+//! for controllers that run their own loops), what a reconcile reads (`Cx`) and returns
+//! (`Outcome`, `Action`), and how writes are reported back (`Applied`, `OnError`). The
+//! kernel (api, cache, queue, events, manager) knows this module and no controller; the
+//! controllers in `crate::controllers` implement it.
+
+use crate::api::client::{Client, DeleteOptions, PatchType};
+use crate::api::Kind;
+pub use crate::cache::Watch;
+use crate::cache::{Cache, Delta};
+use crate::error::Result;
+use serde_json::Value;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+/// What a reconcile reads: the shared cache, the time, and a live client for the few reads
+/// that must not come from the cache.
+pub struct Cx<'a> {
+    pub cache: &'a Cache,
+    pub now: SystemTime,
+    pub client: &'a Client,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// A core/v1 Event to record about an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventSpec {
+    pub involved: ObjectRef,
+    pub event_type: EventType,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub api_version: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+}
+
+impl ObjectRef {
+    pub fn of(kind: &Kind, o: &Value) -> Self {
+        ObjectRef {
+            kind: kind.kind.to_string(),
+            api_version: kind.api_version(),
+            namespace: crate::obj::namespace(o).to_string(),
+            name: crate::obj::name(o).to_string(),
+            uid: crate::obj::uid(o).to_string(),
+            resource_version: crate::obj::resource_version(o).to_string(),
+        }
+    }
+}
+
+/// One write a reconcile asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Create {
+        kind: Kind,
+        namespace: String,
+        object: Value,
+    },
+    /// PUT the whole object (carries its resourceVersion: a stale write is a 409).
+    Update {
+        kind: Kind,
+        object: Value,
+    },
+    /// PUT `<object>/<subresource>` (status, finalize, approval).
+    UpdateSubresource {
+        kind: Kind,
+        object: Value,
+        subresource: &'static str,
+    },
+    Patch {
+        kind: Kind,
+        namespace: String,
+        name: String,
+        patch_type: PatchType,
+        patch: Value,
+        subresource: Option<&'static str>,
+    },
+    Delete {
+        kind: Kind,
+        namespace: String,
+        name: String,
+        options: DeleteOptions,
+    },
+    Event(EventSpec),
+    /// The wrapped write (a create or a delete), with an Event about `report.about` once it is
+    /// done: on success `Normal <success_reason>` with message `<success_prefix><name>` (the
+    /// name the server answered with, so a `generateName` object has its real name), on failure
+    /// `Warning <failure_reason>` with `<failure_prefix><error message>`. A delete that finds
+    /// the object gone records nothing; nor does a create refused because the namespace is
+    /// terminating.
+    Reported {
+        action: Box<Action>,
+        report: Report,
+    },
+    /// Upstream's slow start: batches of 1, 2, 4, ... actions, each batch in parallel; after a
+    /// batch with a failure the remaining actions are skipped (and reported as skipped).
+    SlowStart(Vec<Action>),
+    /// Every action in parallel (a bounded number of requests at a time).
+    Parallel(Vec<Action>),
+}
+
+/// The Events to record about a write's outcome (see [`Action::Reported`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub about: ObjectRef,
+    pub success_reason: &'static str,
+    pub success_prefix: &'static str,
+    pub failure_reason: &'static str,
+    pub failure_prefix: &'static str,
+}
+
+/// How one write of a reconcile went, as told to [`Controller::applied`].
+#[derive(Debug, Clone, Copy)]
+pub enum Applied<'a> {
+    /// Done; the server's answer when the write returns the object (not for deletes). A delete
+    /// that found the object already gone is `Done(None)` as well.
+    Done(Option<&'a Value>),
+    Failed(&'a crate::Error),
+    /// Not tried: an earlier slow-start batch failed.
+    Skipped,
+}
+
+impl PartialEq for DeleteOptions {
+    fn eq(&self, o: &Self) -> bool {
+        self.propagation_policy == o.propagation_policy
+            && self.precondition_uid == o.precondition_uid
+            && self.precondition_resource_version == o.precondition_resource_version
+            && self.grace_period_seconds == o.grace_period_seconds
+    }
+}
+
+/// The result of one reconcile.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub actions: Vec<Action>,
+    /// Look at this key again after this long even if nothing changes.
+    pub requeue_after: Option<Duration>,
+    /// Once `actions` are applied, call [`Controller::status_after_writes`] for the same key:
+    /// the status is then computed from what the writes left in the cache (the pods just
+    /// created or deleted) instead of from what the cache held before them. One status write
+    /// instead of two (a stale one now, the real one a sync later, behind the whole queue).
+    pub status_after_writes: bool,
+}
+
+impl Outcome {
+    pub fn none() -> Self {
+        Outcome::default()
+    }
+    pub fn with(actions: Vec<Action>) -> Self {
+        Outcome {
+            actions,
+            ..Outcome::default()
+        }
+    }
+}
+
+/// The earlier of two optional requeue delays.
+pub fn sooner(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// How an applied action that failed should be treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Requeue with the rate limiter (the default).
+    Retry,
+    /// Nothing more to do (e.g. AlreadyExists for an idempotent create).
+    Ignore,
+}
+
+/// What a self-driven controller gets to run its own loops.
+pub struct RunEnv {
+    pub cache: Arc<Cache>,
+    /// The controller's own identity (see `Controller::client_rate`).
+    pub client: Client,
+    pub recorder: Arc<crate::events::Recorder>,
+    /// Set at shutdown; its threads return soon after.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// A controller that drives itself (several queues, delayed keys, informers for resources
+/// found by discovery after the start) instead of the manager's worker loop.
+pub trait SelfDriven: Send + Sync {
+    /// Before the cache starts: the informers to sync first, and their handlers.
+    fn register(&self, _cache: &Arc<Cache>) {}
+    /// Once the caches synced: start its threads, which return after `env.stop` is set.
+    fn start(&self, env: RunEnv) -> Vec<JoinHandle<()>>;
+    /// Shutdown begins: stop handing out work (its threads are joined after).
+    fn shutdown(&self) {}
+}
+
+pub trait Controller: Send + Sync {
+    /// Upstream's canonical name, e.g. "serviceaccount-controller".
+    fn name(&self) -> &'static str;
+    /// The Event source component (upstream's recorder name).
+    fn event_component(&self) -> &'static str {
+        self.name()
+    }
+    /// Upstream's work-queue name: the `name` label of the `workqueue_*` metrics (e.g.
+    /// "replicaset" for replicaset-controller), which dashboards and alerts select on.
+    fn queue_name(&self) -> &'static str;
+    /// What it reads; the primary kind first.
+    fn watches(&self) -> Vec<Watch>;
+    /// Keys of primary objects to reconcile after a change of a watched object.
+    fn keys_for(&self, watch: &Watch, delta: &Delta, cache: &Cache) -> Vec<String>;
+    /// Read the cache, decide, return the actions. No I/O besides `cx.client` reads.
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome>;
+    /// Asked right after the actions of an outcome with `status_after_writes` were applied: the
+    /// status writes only (no new creates or deletes), from the cache as the writes left it.
+    fn status_after_writes(&self, _cx: &Cx, _key: &str) -> Result<Outcome> {
+        Ok(Outcome::none())
+    }
+    /// Parallel workers (a `--concurrent-*-syncs` value, or upstream's fixed count).
+    fn workers(&self) -> usize {
+        1
+    }
+    /// Told how each write (create, update, patch, delete; not Events) of a reconcile of `key`
+    /// went, for controllers that track their own writes. Called from the manager's threads,
+    /// possibly in parallel.
+    fn applied(&self, _key: &str, _action: &Action, _result: Applied<'_>) {}
+    /// The client rate limits from `--kube-api-qps`/`--kube-api-burst` (upstream raises them
+    /// for a few controllers).
+    fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
+        (qps, burst)
+    }
+    /// Some when the controller runs its own loops (the manager then runs no workers for it,
+    /// and `watches`/`keys_for`/`reconcile` are not used).
+    fn self_driven(&self) -> Option<&dyn SelfDriven> {
+        None
+    }
+    /// Classify a failed action (per controller quirks such as ignoring AlreadyExists).
+    fn on_error(&self, _action: &Action, err: &crate::Error) -> OnError {
+        if err.is_already_exists() {
+            OnError::Ignore
+        } else {
+            OnError::Retry
+        }
+    }
+}
