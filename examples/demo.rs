@@ -18,13 +18,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn main() {
-    if let Err(e) = demo() {
-        eprintln!("demo failed: {e}");
-        std::process::exit(1);
-    }
+    // The sandbox lives until the process ends: edgekcm's caches, as in the binary, stop
+    // with the process, not when run() returns, and should not see the server go first.
+    let result = demo();
+    let code = match &result {
+        Ok(_) => 0,
+        Err(e) => {
+            eprintln!("demo failed: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
 }
 
-fn demo() -> Result<(), Box<dyn std::error::Error>> {
+fn demo() -> Result<Sandbox, Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("edgekcm-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let kc = dir.join("kubeconfig");
@@ -94,7 +101,7 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
                 serde_json::to_string_pretty(&cm)?
             );
             println!("\nnamespace served in {} ms", took.as_millis());
-            Ok(())
+            Ok(sb)
         }
         _ => Err("the namespace was not served within 30 s".into()),
     }
