@@ -16,6 +16,10 @@
 //! chunk. Every write is handed to the watchers of its kind under the store lock, so a watcher
 //! never misses or reorders an event.
 //!
+//! The sandbox is not part of the product: it is compiled for unit tests (`cfg(test)`) and with
+//! the cargo feature `sandbox`, which the integration tests and examples enable through the
+//! crate's dev-dependency on itself.
+//!
 //! # What the sandbox does not do
 //!
 //! Where it differs from kube-apiserver (v1.28), a client that works here may still fail there:
