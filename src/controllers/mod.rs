@@ -2,6 +2,7 @@
 
 pub mod deployment;
 pub mod garbagecollector;
+pub mod kit;
 pub mod namespace;
 pub mod refmanager;
 pub mod registry;

@@ -93,7 +93,7 @@ fn resolve(cache: &Cache, ns: &str, r: &obj::OwnerRefView) -> Option<String> {
 /// when it is invalid or empty (it then selects nothing).
 fn selecting_selector(d: &Value) -> Option<Value> {
     d.at("/spec/selector")
-        .filter(|s| util::selector_is_valid(s) && !util::selector_is_empty(s))
+        .filter(|s| super::kit::selector::is_valid(s) && !super::kit::selector::is_empty(s))
         .cloned()
 }
 
@@ -324,10 +324,10 @@ impl Controller for DeploymentController {
             log::warn!("{NAME}: skipping deployment {key}: no spec.selector");
             return Ok(Outcome::none());
         };
-        if util::selector_is_empty(selector) {
+        if super::kit::selector::is_empty(selector) {
             return Ok(self.selecting_all(&d));
         }
-        if !util::selector_is_valid(selector) {
+        if !super::kit::selector::is_valid(selector) {
             log::warn!("{NAME}: skipping deployment {key}: invalid label selector");
             return Ok(Outcome::none());
         }

@@ -1,0 +1,8 @@
+//! What controllers share, as upstream keeps it in `controller_utils.go` and `podutil`: pod
+//! predicates and the pod a template makes ([`pod`]), the scale-down ranking ([`ranking`]),
+//! label selectors ([`selector`]). Owner references and adoption are in
+//! [`super::refmanager`]. A new controller takes these instead of writing its own.
+
+pub mod pod;
+pub mod ranking;
+pub mod selector;

@@ -1,0 +1,760 @@
+//! replicaset-controller and replicationcontroller-controller: keep `spec.replicas` active pods
+//! for every ReplicaSet (apps/v1) and ReplicationController (core/v1, whose selector is a
+//! plain label map), adopt matching orphans, release pods that stopped matching, and report
+//! counts and the `ReplicaFailure` condition in status.
+//!
+//! One implementation serves both kinds, as upstream's does (the RC manager is the RS
+//! controller behind a conversion layer). Upstream v1.28 behaviour:
+//! - pods are made from the template with `generateName: <owner>-`, the template's labels,
+//!   annotations, finalizers and spec, and a controller ownerReference;
+//! - at most 500 creations or deletions per sync; creations in slow-start batches (1, 2, 4,
+//!   ...), deletions all in parallel, chosen by upstream's ranking;
+//! - Events `SuccessfulCreate` / `FailedCreate` / `SuccessfulDelete` / `FailedDelete` on the
+//!   owner;
+//! - while pods it created are not yet visible in the watch cache, no new decision about
+//!   replicas is taken (upstream's expectations), so a lagging watch never leads to extra pods.
+//!
+//! Own-write tracking differs in form from upstream's expectations because the manager writes
+//! the answers of our own writes into the cache at once: a created pod counts from the moment
+//! it is created, and stays "expected" until the pod watch has passed its resourceVersion (so
+//! a re-list from a stale snapshot cannot hide it); a pod we deleted is ignored even if a late,
+//! older watch event brings it back into the cache.
+
+mod status;
+
+pub use status::{calculate_status, status_update};
+
+use super::kit::pod::{
+    is_pod_active, is_pod_available, is_pod_ready, pod_from_template, ready_time,
+};
+use super::kit::ranking::pods_to_delete;
+use super::kit::selector;
+use super::refmanager::{self, Claim};
+use super::{Action, Applied, Controller, Cx, ObjectRef, OnError, Outcome, Report, Watch};
+use crate::api::client::{DeleteOptions, PatchType};
+use crate::api::resources::{PODS, REPLICASETS, REPLICATIONCONTROLLERS};
+use crate::api::Kind;
+use crate::cache::{Cache, Delta, DeltaKind, Store};
+use crate::error::{Error, Result};
+use crate::obj::At as _;
+use crate::obj::{self, Obj};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Creations or deletions at most per sync (upstream's `BurstReplicas`).
+pub const BURST_REPLICAS: usize = 500;
+/// How long own writes are waited for before deciding anyway (upstream's
+/// `ExpectationsTimeout`).
+pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+pub use super::kit::ranking::POD_DELETION_COST;
+pub const REPLICA_FAILURE: &str = "ReplicaFailure";
+
+/// Which of the two kinds an instance manages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    ReplicaSet,
+    ReplicationController,
+}
+
+impl Flavor {
+    pub fn kind(self) -> Kind {
+        match self {
+            Flavor::ReplicaSet => REPLICASETS,
+            Flavor::ReplicationController => REPLICATIONCONTROLLERS,
+        }
+    }
+
+    /// The owner's selector as a `metav1.LabelSelector`; None selects nothing.
+    pub fn selector(self, owner: &Value) -> Option<Value> {
+        let sel = owner.at("/spec/selector").filter(|s| !s.is_null())?;
+        match self {
+            Flavor::ReplicaSet => Some(sel.clone()),
+            // The RC's label map is the selector's matchLabels.
+            Flavor::ReplicationController => Some(json!({ "matchLabels": sel })),
+        }
+    }
+}
+
+/// A pod we created, waited for until the pod watch has gone past it.
+struct Created {
+    owner_uid: String,
+    name: String,
+    rv: Option<u64>,
+    at: Instant,
+}
+
+#[derive(Default)]
+struct Tracking {
+    /// Per owner key: pods created and not yet confirmed by the watch.
+    created: HashMap<String, Vec<Created>>,
+    /// Pod key -> (uid, when) of pods we deleted: ignored while the cache may still show them.
+    deleted: HashMap<String, (String, Instant)>,
+    /// Pod key -> uid of deletions decided and not applied yet.
+    deleting: HashMap<String, String>,
+    /// Per owner key: the error of the last attempt to create or delete pods.
+    manage_err: HashMap<String, String>,
+    /// Namespace -> name -> labels (and deletion mark) of pods without a controller: the
+    /// candidates for adoption.
+    orphans: HashMap<String, BTreeMap<String, Orphan>>,
+}
+
+/// What the orphan index keeps of a pod without a controller: all `refmanager::may_adopt`
+/// needs to tell whether an owner would adopt it.
+struct Orphan {
+    labels: obj::Labels,
+    deleting: bool,
+}
+
+pub struct ReplicaSetController {
+    flavor: Flavor,
+    workers: usize,
+    track: Mutex<Tracking>,
+    /// The owners' selectors, for finding who selects an orphan pod.
+    selectors: refmanager::SelectorIndex,
+}
+
+impl ReplicaSetController {
+    /// One sync. With `act` it decides creates, deletes, adoptions and releases; when it
+    /// creates or deletes, the status is left to a second call without `act` right after
+    /// those writes ([`Controller::status_after_writes`]), which counts the pods the cache
+    /// then holds. Without `act` it only reports: the status from the cache, including a
+    /// failure the writes just met (upstream reports it in the same sync too).
+    fn sync(&self, cx: &Cx, key: &str, act: bool) -> Result<Outcome> {
+        let kind = self.flavor.kind();
+        let Some(owner) = cx.cache.store(kind).get(key) else {
+            self.forget(key);
+            return Ok(Outcome::none());
+        };
+        let ns = obj::namespace(&owner).to_string();
+        let uid = obj::uid(&owner).to_string();
+        let selector = self.flavor.selector(&owner);
+        if let Some(s) = &selector {
+            if !selector::is_valid(s) {
+                log::warn!("{}: {key}: invalid selector {s}", self.name());
+                return Ok(Outcome::none());
+            }
+        }
+        let pods = cx.cache.store(PODS);
+        let settled = self.creations_settled(key, &uid, &ns, &pods);
+
+        // Candidates: pods naming this owner, and orphans of the namespace.
+        let mut candidates: BTreeMap<String, Obj> = BTreeMap::new();
+        for p in pods.by_owner(&uid) {
+            if obj::namespace(&p) == ns {
+                candidates.insert(obj::name(&p).to_string(), p);
+            }
+        }
+        // Only orphans this owner may take are decoded whole and kept: the others of the
+        // namespace (a thousand pods of other owners' selectors, say) would otherwise be
+        // decoded and held by every sync of every owner there. Which ones is told by the
+        // labels the orphan index keeps, without touching the cache.
+        let takeable: Vec<String> = self
+            .track()
+            .orphans
+            .get(&ns)
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, o)| {
+                        refmanager::may_adopt(&owner, selector.as_ref(), &o.labels, o.deleting)
+                    })
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for name in takeable {
+            if let std::collections::btree_map::Entry::Vacant(e) = candidates.entry(name) {
+                if let Some(p) = pods.get_in(&ns, e.key()) {
+                    e.insert(p);
+                }
+            }
+        }
+        {
+            let mut t = self.track();
+            candidates.retain(|name, p| {
+                if !is_pod_active(p) {
+                    return false;
+                }
+                let pk = obj::make_key(&ns, name);
+                match t.deleted.get(&pk) {
+                    Some((u, at)) if u == obj::uid(p) && at.elapsed() < EXPECTATIONS_TIMEOUT => {
+                        false
+                    }
+                    Some(_) => {
+                        t.deleted.remove(&pk);
+                        true
+                    }
+                    None => true,
+                }
+            });
+        }
+
+        let mut actions = Vec::new();
+        let mut claimed: Vec<Obj> = Vec::new();
+        let mut adopt: Vec<Obj> = Vec::new();
+        for p in candidates.into_values() {
+            match refmanager::claim(&owner, selector.as_ref(), &p) {
+                Claim::Owned => claimed.push(p),
+                Claim::Adopt | Claim::Release if !act => {}
+                Claim::Adopt => adopt.push(p),
+                Claim::Release => {
+                    log::debug!(
+                        "{}: {key}: releasing pod {} (no longer selected)",
+                        self.name(),
+                        obj::name(&p)
+                    );
+                    actions.push(Action::Patch {
+                        kind: PODS,
+                        namespace: ns.clone(),
+                        name: obj::name(&p).to_string(),
+                        patch_type: PatchType::Strategic,
+                        patch: refmanager::release_patch(&uid, obj::uid(&p)),
+                        subresource: None,
+                    });
+                }
+                Claim::Ignore => {}
+            }
+        }
+        if !adopt.is_empty() {
+            if let Err(e) = self.can_adopt(cx, &owner) {
+                let p = &adopt[0];
+                return Err(Error::Config(format!(
+                    "can't adopt Pod {ns}/{} ({}): {e}",
+                    obj::name(p),
+                    obj::uid(p)
+                )));
+            }
+            for p in adopt {
+                log::debug!("{}: {key}: adopting pod {}", self.name(), obj::name(&p));
+                actions.push(Action::Patch {
+                    kind: PODS,
+                    namespace: ns.clone(),
+                    name: obj::name(&p).to_string(),
+                    patch_type: PatchType::Strategic,
+                    patch: refmanager::adopt_patch(&kind, &owner, obj::uid(&p)),
+                    subresource: None,
+                });
+                claimed.push(p);
+            }
+        }
+
+        let replicas = spec_replicas(&owner);
+        // The outcome of the previous attempt is what status reports (see `applied`).
+        let mut manage_err = self.track().manage_err.get(key).cloned();
+        let mut requeue: Option<Duration> = None;
+        let mut status_after_writes = false;
+        match settled {
+            _ if !act => {}
+            Err(wait) => {
+                log::debug!(
+                    "{}: {key}: waiting for created pods to be observed",
+                    self.name()
+                );
+                requeue = Some(wait);
+            }
+            Ok(()) if !obj::is_deleting(&owner) => {
+                self.track().manage_err.remove(key);
+                let (acts, err) = self.manage(cx, &owner, &claimed, replicas);
+                status_after_writes = !acts.is_empty();
+                actions.extend(acts);
+                if err.is_some() {
+                    manage_err = err.clone();
+                    if let Some(e) = err {
+                        self.track().manage_err.insert(key.to_string(), e);
+                    }
+                } else if claimed.len() == replicas {
+                    manage_err = None;
+                }
+            }
+            Ok(()) => {}
+        }
+
+        // After creates or deletes the status follows those writes (see `sync`).
+        let status = (!status_after_writes)
+            .then(|| calculate_status(&owner, &claimed, manage_err.as_deref(), cx.now))
+            .and_then(|st| status_update(&owner, st));
+        if let Some(updated) = status {
+            actions.push(Action::UpdateSubresource {
+                kind,
+                object: updated,
+                subresource: "status",
+            });
+        }
+        let min_ready = min_ready_seconds(&owner);
+        if min_ready > 0 {
+            let next = claimed
+                .iter()
+                .filter(|p| is_pod_ready(p) && !is_pod_available(p, min_ready, cx.now))
+                .filter_map(|p| ready_time(p))
+                .map(|t| {
+                    (t + Duration::from_secs(min_ready as u64))
+                        .duration_since(cx.now)
+                        .unwrap_or_default()
+                        + Duration::from_millis(100)
+                })
+                .min();
+            requeue = super::sooner(requeue, next);
+        }
+        Ok(Outcome {
+            actions,
+            requeue_after: requeue,
+            status_after_writes,
+        })
+    }
+
+    pub fn new(flavor: Flavor, workers: usize) -> Self {
+        ReplicaSetController {
+            flavor,
+            workers,
+            track: Mutex::new(Tracking::default()),
+            selectors: Default::default(),
+        }
+    }
+
+    fn track(&self) -> std::sync::MutexGuard<'_, Tracking> {
+        self.track.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn kind_name(&self) -> &'static str {
+        self.flavor.kind().kind
+    }
+
+    /// The owner a controller reference points to, if it is ours and still exists.
+    fn resolve(&self, cache: &Cache, ns: &str, r: &obj::OwnerRefView) -> Option<String> {
+        if r.kind != self.kind_name() {
+            return None;
+        }
+        let key = obj::make_key(ns, r.name);
+        let uid = cache.store(self.flavor.kind()).uid_of(&key)?;
+        (uid == r.uid).then_some(key)
+    }
+
+    /// Owners in the pod's namespace whose (non-empty) selector matches it.
+    fn matching_owners(&self, pod: &Value) -> Vec<String> {
+        let found = self.selectors.matching(pod);
+        if found.len() > 1 {
+            log::warn!(
+                "user error! more than one {} is selecting pods with labels: {:?}",
+                self.kind_name(),
+                obj::labels(pod)
+            );
+        }
+        found
+    }
+
+    /// Keep the orphan index and the deleted-pod list in step with the pod watch.
+    fn note_pod(&self, d: &Delta) {
+        let p = d.object();
+        let (ns, name) = (obj::namespace(p), obj::name(p));
+        let key = obj::key(p);
+        let mut t = self.track();
+        let orphan = d.kind != DeltaKind::Deleted && obj::controller_ref(p).is_none();
+        if orphan {
+            t.orphans.entry(ns.to_string()).or_default().insert(
+                name.to_string(),
+                Orphan {
+                    labels: obj::Labels::of(p),
+                    deleting: obj::is_deleting(p),
+                },
+            );
+        } else if let Some(set) = t.orphans.get_mut(ns) {
+            set.remove(name);
+            if set.is_empty() {
+                t.orphans.remove(ns);
+            }
+        }
+        let confirmed = match t.deleted.get(&key) {
+            Some((uid, _)) => {
+                d.kind == DeltaKind::Deleted || uid != obj::uid(p) || !is_pod_active(p)
+            }
+            None => false,
+        };
+        if confirmed {
+            t.deleted.remove(&key);
+        }
+    }
+
+    /// Forget everything about an owner that is gone (or was replaced by another UID).
+    fn forget(&self, key: &str) {
+        let mut t = self.track();
+        t.created.remove(key);
+        t.manage_err.remove(key);
+    }
+
+    /// Are the pods this owner created all visible, or confirmed by the watch? If not, how
+    /// long until waiting for them expires.
+    fn creations_settled(
+        &self,
+        key: &str,
+        owner_uid: &str,
+        ns: &str,
+        pods: &Store,
+    ) -> std::result::Result<(), Duration> {
+        let store_rv: Option<u64> = pods.resource_version().parse().ok();
+        let mut t = self.track();
+        let Some(list) = t.created.get_mut(key) else {
+            return Ok(());
+        };
+        list.retain(|c| {
+            let confirmed = match (store_rv, c.rv) {
+                (Some(s), Some(r)) => s >= r,
+                _ => true,
+            };
+            c.owner_uid == owner_uid && !confirmed && c.at.elapsed() < EXPECTATIONS_TIMEOUT
+        });
+        let waiting = list
+            .iter()
+            .filter(|c| pods.get_in(ns, &c.name).is_none())
+            .map(|c| EXPECTATIONS_TIMEOUT.saturating_sub(c.at.elapsed()))
+            .min();
+        if list.is_empty() {
+            t.created.remove(key);
+        }
+        match waiting {
+            Some(d) => Err(d),
+            None => Ok(()),
+        }
+    }
+
+    /// Upstream re-reads the owner from the API server once before adopting anything.
+    fn can_adopt(&self, cx: &Cx, owner: &Value) -> Result<()> {
+        let (ns, name, uid) = (obj::namespace(owner), obj::name(owner), obj::uid(owner));
+        let fresh = cx.client.get(&self.flavor.kind(), Some(ns), name)?;
+        if obj::uid(&fresh) != uid {
+            return Err(Error::Config(format!(
+                "original {} {ns}/{name} is gone: got uid {}, wanted {uid}",
+                self.kind_name(),
+                obj::uid(&fresh)
+            )));
+        }
+        if obj::is_deleting(&fresh) {
+            let at = fresh
+                .at("/metadata/deletionTimestamp")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            return Err(Error::Config(format!(
+                "{ns}/{name} has just been deleted at {at}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn report(&self, owner: &Value, create: bool) -> Report {
+        let about = ObjectRef::of(&self.flavor.kind(), owner);
+        if create {
+            Report {
+                about,
+                success_reason: "SuccessfulCreate",
+                success_prefix: "Created pod: ",
+                failure_reason: "FailedCreate",
+                failure_prefix: "Error creating: ",
+            }
+        } else {
+            Report {
+                about,
+                success_reason: "SuccessfulDelete",
+                success_prefix: "Deleted pod: ",
+                failure_reason: "FailedDelete",
+                failure_prefix: "Error deleting: ",
+            }
+        }
+    }
+
+    /// Create or delete pods to reach `spec.replicas`. Returns the actions, or an error
+    /// found before any request (reported like a failed create).
+    fn manage(
+        &self,
+        cx: &Cx,
+        owner: &Value,
+        pods: &[Obj],
+        replicas: usize,
+    ) -> (Vec<Action>, Option<String>) {
+        let ns = obj::namespace(owner);
+        if pods.len() < replicas {
+            let n = (replicas - pods.len()).min(BURST_REPLICAS);
+            let pod = match pod_from_template(&self.flavor.kind(), owner) {
+                Ok(p) => p,
+                Err(e) => {
+                    log::warn!("{}: {}: {e}", self.name(), obj::key(owner));
+                    return (vec![], Some(e));
+                }
+            };
+            log::debug!(
+                "{}: too few replicas for {}: need {replicas}, creating {n}",
+                self.name(),
+                obj::key(owner)
+            );
+            let report = self.report(owner, true);
+            let creates = (0..n)
+                .map(|_| Action::Reported {
+                    action: Box::new(Action::Create {
+                        kind: PODS,
+                        namespace: ns.to_string(),
+                        object: pod.clone(),
+                    }),
+                    report: report.clone(),
+                })
+                .collect();
+            (vec![Action::SlowStart(creates)], None)
+        } else if pods.len() > replicas {
+            let n = (pods.len() - replicas).min(BURST_REPLICAS);
+            log::debug!(
+                "{}: too many replicas for {}: need {replicas}, deleting {n}",
+                self.name(),
+                obj::key(owner)
+            );
+            let related = if n < pods.len() {
+                self.related_pods(cx, owner)
+            } else {
+                vec![]
+            };
+            let victims = pods_to_delete(pods, &related, n, cx.now);
+            let report = self.report(owner, false);
+            let mut t = self.track();
+            let deletes = victims
+                .iter()
+                .map(|p| {
+                    t.deleting.insert(obj::key(p), obj::uid(p).to_string());
+                    Action::Reported {
+                        action: Box::new(Action::Delete {
+                            kind: PODS,
+                            namespace: ns.to_string(),
+                            name: obj::name(p).to_string(),
+                            options: DeleteOptions::default(),
+                        }),
+                        report: report.clone(),
+                    }
+                })
+                .collect();
+            (vec![Action::Parallel(deletes)], None)
+        } else {
+            (vec![], None)
+        }
+    }
+
+    /// Pods selected by every ReplicaSet sharing this one's controller (this one included),
+    /// for the "doubled up on a node" rank. None for an uncontrolled owner or an RC, as
+    /// upstream (its RC adapter has no such index).
+    fn related_pods(&self, cx: &Cx, owner: &Value) -> Vec<Obj> {
+        if self.flavor != Flavor::ReplicaSet {
+            return vec![];
+        }
+        let Some(ctrl) = obj::controller_ref(owner) else {
+            return vec![];
+        };
+        let ns = obj::namespace(owner);
+        let siblings: Vec<Obj> = cx
+            .cache
+            .store(REPLICASETS)
+            .by_owner(ctrl.uid)
+            .into_iter()
+            .filter(|rs| {
+                obj::namespace(rs) == ns
+                    && obj::controller_ref(rs).is_some_and(|r| r.uid == ctrl.uid)
+            })
+            .collect();
+        let selectors: Vec<Value> = siblings
+            .iter()
+            .filter_map(|rs| self.flavor.selector(rs))
+            .filter(selector::is_valid)
+            .collect();
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for p in cx.cache.store(PODS).list_namespace(ns) {
+            if selectors.iter().any(|s| obj::selector_matches(s, &p))
+                && seen.insert(obj::uid(&p).to_string())
+            {
+                out.push(p);
+            }
+        }
+        out
+    }
+}
+
+/// What the replica controllers (and the deployment controller) read of a pod beyond its
+/// metadata: where it runs, and its status (phase, conditions, restart counts). The pod cache
+/// keeps nothing else unless another controller asks for more.
+pub const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/nodeName", "/status"]);
+
+impl Controller for ReplicaSetController {
+    fn name(&self) -> &'static str {
+        match self.flavor {
+            Flavor::ReplicaSet => "replicaset-controller",
+            Flavor::ReplicationController => "replicationcontroller-controller",
+        }
+    }
+    fn queue_name(&self) -> &'static str {
+        match self.flavor {
+            Flavor::ReplicaSet => "replicaset",
+            Flavor::ReplicationController => "replicationmanager",
+        }
+    }
+
+    fn event_component(&self) -> &'static str {
+        match self.flavor {
+            Flavor::ReplicaSet => "replicaset-controller",
+            Flavor::ReplicationController => "replication-controller",
+        }
+    }
+
+    fn watches(&self) -> Vec<Watch> {
+        vec![Watch::full(self.flavor.kind()), POD_WATCH]
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
+        if w.kind == self.flavor.kind() {
+            let flavor = self.flavor;
+            self.selectors
+                .observe(d, |o| flavor.selector(o).filter(|s| !selector::is_empty(s)));
+            let key = obj::key(d.object());
+            let replaced =
+                matches!((&d.old, &d.new), (Some(o), Some(n)) if obj::uid(o) != obj::uid(n));
+            if d.kind == DeltaKind::Deleted || replaced {
+                self.forget(&key);
+            }
+            return vec![key];
+        }
+        if w.kind != PODS {
+            return vec![];
+        }
+        self.note_pod(d);
+        let mut keys = BTreeSet::new();
+        let owner_of = |p: &Value| {
+            obj::controller_ref(p).and_then(|r| self.resolve(cache, obj::namespace(p), &r))
+        };
+        match (&d.old, &d.new) {
+            (_, None) | (None, Some(_)) => {
+                // Added or deleted: its controller, or (a new orphan) every owner selecting it.
+                let p = d.object();
+                match obj::controller_ref(p) {
+                    Some(_) => keys.extend(owner_of(p)),
+                    None if d.kind != DeltaKind::Deleted && !obj::is_deleting(p) => {
+                        keys.extend(self.matching_owners(p))
+                    }
+                    None => {}
+                }
+            }
+            (Some(old), Some(cur)) => {
+                let label_changed = obj::labels(old) != obj::labels(cur);
+                let (old_ref, cur_ref) = (obj::controller_ref(old), obj::controller_ref(cur));
+                if obj::is_deleting(cur) {
+                    keys.extend(owner_of(cur));
+                    if label_changed {
+                        keys.extend(owner_of(old));
+                    }
+                } else {
+                    let ref_changed = old_ref != cur_ref;
+                    if ref_changed && old_ref.is_some() {
+                        keys.extend(owner_of(old));
+                    }
+                    if cur_ref.is_some() {
+                        keys.extend(owner_of(cur));
+                    } else if label_changed || ref_changed {
+                        keys.extend(self.matching_owners(cur));
+                    }
+                }
+            }
+        }
+        keys.into_iter().collect()
+    }
+
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        self.sync(cx, key, true)
+    }
+
+    fn status_after_writes(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        self.sync(cx, key, false)
+    }
+
+    fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
+        match (action, result) {
+            (Action::Create { .. }, Applied::Done(Some(pod))) => {
+                let owner_uid = obj::controller_ref(pod)
+                    .map(|r| r.uid.to_string())
+                    .unwrap_or_default();
+                let created = Created {
+                    owner_uid,
+                    name: obj::name(pod).to_string(),
+                    rv: obj::resource_version(pod).parse().ok(),
+                    at: Instant::now(),
+                };
+                self.track()
+                    .created
+                    .entry(key.to_string())
+                    .or_default()
+                    .push(created);
+            }
+            (Action::Create { .. }, Applied::Failed(e)) if !e.is_namespace_terminating() => {
+                self.track()
+                    .manage_err
+                    .entry(key.to_string())
+                    .or_insert_with(|| e.message());
+            }
+            (
+                Action::Delete {
+                    namespace, name, ..
+                },
+                res,
+            ) => {
+                let pk = obj::make_key(namespace, name);
+                let mut t = self.track();
+                let uid = t.deleting.remove(&pk);
+                match res {
+                    Applied::Done(_) => {
+                        if let Some(uid) = uid {
+                            if t.deleted.len() > 10_000 {
+                                t.deleted
+                                    .retain(|_, (_, at)| at.elapsed() < EXPECTATIONS_TIMEOUT);
+                            }
+                            t.deleted.insert(pk, (uid, Instant::now()));
+                        }
+                    }
+                    Applied::Failed(e) => {
+                        t.manage_err
+                            .entry(key.to_string())
+                            .or_insert_with(|| format!("unable to delete pods: {}", e.message()));
+                    }
+                    Applied::Skipped => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_error(&self, action: &Action, err: &Error) -> OnError {
+        match action {
+            // A pod gone (or its owner reference already invalid) needs nothing more.
+            Action::Patch { .. } if err.is_not_found() || err.code() == Some(422) => {
+                OnError::Ignore
+            }
+            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
+            _ => OnError::Retry,
+        }
+    }
+}
+
+// ---- pure logic -------------------------------------------------------------------------
+
+pub fn spec_replicas(owner: &Value) -> usize {
+    owner
+        .at("/spec/replicas")
+        .map(|v| v.as_i64().unwrap_or(0))
+        .unwrap_or(1)
+        .max(0) as usize
+}
+
+pub fn min_ready_seconds(owner: &Value) -> i64 {
+    owner
+        .at("/spec/minReadySeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+        .max(0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,132 @@
+//! A replica controller's status: the counts and the `ReplicaFailure` condition upstream's
+//! `calculateStatus` reports, and whether it changed.
+
+use super::{min_ready_seconds, spec_replicas, REPLICA_FAILURE};
+use crate::controllers::kit::pod::{is_pod_available, is_pod_ready};
+use crate::obj::At as _;
+use crate::obj::{self, Obj};
+use serde_json::{json, Value};
+use std::time::SystemTime;
+
+fn status_i64(owner: &Value, field: &str) -> i64 {
+    owner
+        .get("status")
+        .and_then(|s| s.get(field))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+/// The status upstream's `calculateStatus` computes from the owner's active claimed pods and
+/// the error of the last attempt to create or delete pods.
+pub fn calculate_status(
+    owner: &Value,
+    pods: &[Obj],
+    manage_err: Option<&str>,
+    now: SystemTime,
+) -> Value {
+    let mut status = owner
+        .get("status")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let template_labels = owner
+        .at("/spec/template/metadata/labels")
+        .and_then(Value::as_object)
+        .map(obj::Labels::from_map)
+        .unwrap_or_default();
+    let min_ready = min_ready_seconds(owner);
+    let (mut fully, mut ready, mut available) = (0i64, 0i64, 0i64);
+    for p in pods {
+        if template_labels.all_in(p) {
+            fully += 1;
+        }
+        if is_pod_ready(p) {
+            ready += 1;
+            if is_pod_available(p, min_ready, now) {
+                available += 1;
+            }
+        }
+    }
+    let mut conditions: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let is_failure = |c: &Value| c.get("type").and_then(Value::as_str) == Some(REPLICA_FAILURE);
+    let has_failure = conditions.iter().any(is_failure);
+    match manage_err {
+        Some(msg) if !has_failure => {
+            let replicas = spec_replicas(owner);
+            let reason = match pods.len().cmp(&replicas) {
+                std::cmp::Ordering::Less => "FailedCreate",
+                std::cmp::Ordering::Greater => "FailedDelete",
+                std::cmp::Ordering::Equal => "",
+            };
+            conditions.push(json!({
+                "type": REPLICA_FAILURE,
+                "status": "True",
+                "lastTransitionTime": crate::timefmt::rfc3339(now),
+                "reason": reason,
+                "message": msg,
+            }));
+        }
+        None if has_failure => conditions.retain(|c| !is_failure(c)),
+        _ => {}
+    }
+    let mut set = |k: &str, v: i64, always: bool| {
+        if v != 0 || always {
+            status.insert(k.into(), json!(v));
+        } else {
+            status.remove(k);
+        }
+    };
+    set("replicas", pods.len() as i64, true);
+    set("fullyLabeledReplicas", fully, false);
+    set("readyReplicas", ready, false);
+    set("availableReplicas", available, false);
+    if conditions.is_empty() {
+        status.remove("conditions");
+    } else {
+        status.insert("conditions".into(), Value::Array(conditions));
+    }
+    Value::Object(status)
+}
+
+/// The owner with its new status to PUT, or None when nothing changed (upstream's
+/// comparison: the four counts, observedGeneration == generation, and the conditions).
+pub fn status_update(owner: &Value, new_status: Value) -> Option<Value> {
+    let generation = owner
+        .at("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let conds = |s: Option<&Value>| {
+        s.and_then(|s| s.get("conditions"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let same = [
+        "replicas",
+        "fullyLabeledReplicas",
+        "readyReplicas",
+        "availableReplicas",
+    ]
+    .iter()
+    .all(|f| status_i64(owner, f) == new_status.get(*f).and_then(Value::as_i64).unwrap_or(0))
+        && status_i64(owner, "observedGeneration") == generation
+        && conds(owner.get("status")) == conds(Some(&new_status));
+    if same {
+        return None;
+    }
+    let mut status = new_status;
+    if let Some(m) = status.as_object_mut() {
+        if generation != 0 {
+            m.insert("observedGeneration".into(), json!(generation));
+        } else {
+            m.remove("observedGeneration");
+        }
+    }
+    let mut updated = owner.clone();
+    updated["status"] = status;
+    Some(updated)
+}
