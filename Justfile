@@ -16,6 +16,11 @@ release:
 test:
     cargo test
 
+# Fuzz and property targets (src/fuzz/) for longer, release build: `just fuzz` runs each for
+# 120 s, `just fuzz 30` for 30 s. EDGEKCM_FUZZ_SEED=<seed> EDGEKCM_FUZZ_CASE=<n> reproduces an input.
+fuzz secs="120":
+    EDGEKCM_FUZZ_SECS={{secs}} cargo test --release --lib fuzz:: -- --nocapture
+
 # Faster runner, same tests
 nextest:
     cargo nextest run

@@ -848,6 +848,22 @@ pub fn help_text() -> String {
     out
 }
 
+/// Every flag name (normalised) with whether it is boolean and, for the flags edgekcm acts
+/// on, the default it documents: for tests that build command lines.
+#[cfg(test)]
+pub(crate) fn known_flags() -> Vec<(&'static str, bool, Option<&'static str>)> {
+    let mut out: Vec<_> = ACTED
+        .iter()
+        .map(|f| (f.name, f.boolean, Some(f.default)))
+        .collect();
+    out.extend(CONCURRENT_SYNCS.iter().map(|(n, _)| (*n, false, None)));
+    out.extend(ACCEPTED.iter().chain(LATER).map(|(n, b)| (*n, *b, None)));
+    out.extend(REMOVED.iter().map(|(n, b, _)| (*n, *b, None)));
+    out.extend(RENAMED.iter().map(|(n, _, _)| (*n, false, None)));
+    out.extend([("help", true, None), ("version", true, None)]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -758,10 +758,11 @@ pub fn parse_go_duration(input: &str) -> std::result::Result<Duration, String> {
         };
         let mut v = int_val.checked_mul(scale).ok_or_else(invalid)?;
         if !frac_part.is_empty() {
-            // Truncate to nanosecond precision like Go.
+            // Truncate to nanosecond precision like Go, which also reads at most about 18
+            // digits of a fraction; more would overflow `num * scale` (10^30 * 3.6 * 10^12).
             let mut num: u128 = 0;
             let mut den: u128 = 1;
-            for b in frac_part.bytes().take(30) {
+            for b in frac_part.bytes().take(18) {
                 num = num * 10 + u128::from(b - b'0');
                 den *= 10;
             }
@@ -843,6 +844,15 @@ mod tests {
         assert_eq!(ok("1.s"), Duration::from_secs(1));
         assert_eq!(ok("8760h0m0s"), Duration::from_secs(8760 * 3600));
         assert_eq!(ok("0.000000001s"), Duration::from_nanos(1));
+        // A long fraction is cut, not multiplied past u128 (a panic, or a wrapped value).
+        assert_eq!(
+            ok("0.999999999999999999999999999999h"),
+            Duration::from_nanos(3_599_999_999_999)
+        );
+        assert_eq!(
+            ok("1.9999999999999999999999999999999999999s"),
+            ok("1.999999999s")
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@ pub mod controllers;
 pub mod credentials;
 pub mod error;
 pub mod events;
+#[cfg(test)]
+mod fuzz;
 pub mod gofmt;
 pub mod leader;
 pub mod manager;

@@ -214,7 +214,16 @@ pub fn project(v: &mut Value, keep: &[&str]) {
         }
     }
     let mut out = Value::Object(out);
-    for path in keep {
+    // A path inside another kept path, or given twice, is already kept: taking it again would
+    // find the hole the first take left and overwrite the kept value with null.
+    let inside = |p: &str, whole: &str| {
+        p.strip_prefix(whole)
+            .is_some_and(|rest| rest.starts_with('/'))
+    };
+    for (i, path) in keep.iter().enumerate() {
+        if keep[..i].contains(path) || keep.iter().any(|k| inside(path, k)) {
+            continue;
+        }
         let Some(x) = old.at_mut(path).map(Value::take) else {
             continue;
         };
@@ -430,6 +439,18 @@ mod tests {
                 "spec": {"nodeName": "n1"},
                 "status": {"phase": "Running", "conditions": [{"type": "Ready"}]}})
         );
+        // The order and repeats of the paths change nothing.
+        let pod = json!({"metadata": {}, "data": {"x": 1, "y": 2}, "z": true});
+        for keep in [
+            &["/data/x", "/data"][..],
+            &["/data", "/data/x"],
+            &["/data", "/data"],
+            &["/z", "/data", "/z"],
+        ] {
+            let mut p = pod.clone();
+            project(&mut p, keep);
+            assert_eq!(p["data"], json!({"x": 1, "y": 2}), "{keep:?}");
+        }
         // Nothing to keep: only identity and metadata remain.
         let mut unscheduled = json!({"metadata": {"name": "q"}, "spec": {"containers": []}});
         project(&mut unscheduled, &["/spec/nodeName", "/status"]);

@@ -171,37 +171,6 @@ pub fn in_cluster_from(
     })
 }
 
-/// Convert a YAML tree into JSON. Keys that are not strings are rendered as strings.
-fn yaml_to_json(y: &yaml_rust2::Yaml) -> Value {
-    use yaml_rust2::Yaml;
-    match y {
-        Yaml::Null | Yaml::BadValue | Yaml::Alias(_) => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(*b),
-        Yaml::Integer(i) => Value::from(*i),
-        Yaml::Real(s) => s
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number)
-            .unwrap_or_else(|| Value::String(s.clone())),
-        Yaml::String(s) => Value::String(s.clone()),
-        Yaml::Array(a) => Value::Array(a.iter().map(yaml_to_json).collect()),
-        Yaml::Hash(h) => {
-            let mut m = serde_json::Map::new();
-            for (k, v) in h {
-                let key = match k {
-                    Yaml::String(s) | Yaml::Real(s) => s.clone(),
-                    Yaml::Integer(i) => i.to_string(),
-                    Yaml::Boolean(b) => b.to_string(),
-                    _ => continue,
-                };
-                m.insert(key, yaml_to_json(v));
-            }
-            Value::Object(m)
-        }
-    }
-}
-
 /// Find `name` in a kubeconfig list (`clusters`, `contexts`, `users`) and return its inner
 /// object (`cluster`, `context`, `user`).
 fn find_named<'a>(doc: &'a Value, list: &str, inner: &str, name: &str) -> Option<&'a Value> {
@@ -230,9 +199,7 @@ fn bool_field(obj: &Value, key: &str) -> bool {
 /// `base_dir`; `origin` names the file in messages (`kubeconfig /etc/kubernetes/x.conf`).
 pub fn from_kubeconfig_str(text: &str, base_dir: &Path, origin: &str) -> Result<RestConfig> {
     let err = |msg: String| Error::Config(format!("{origin}: {msg}"));
-    let docs = yaml_rust2::YamlLoader::load_from_str(text)
-        .map_err(|e| err(format!("not valid YAML: {e}")))?;
-    let doc = docs.first().map(yaml_to_json).unwrap_or(Value::Null);
+    let doc = super::yaml::first_document(text).map_err(|e| err(format!("not valid YAML: {e}")))?;
     if !doc.is_object() {
         return Err(err("no configuration has been provided".to_string()));
     }
@@ -741,6 +708,23 @@ mod tests {
             in_cluster_from(Some("h".into()), Some("1".into()), &dir.join("nope")).unwrap_err();
         assert!(err.to_string().contains("cannot read token"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn deep_or_exploding_yaml_is_a_config_error() {
+        let deep = format!("current-context: {}x\n", "- ".repeat(100_000));
+        let mut laughs = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..9 {
+            let alias = format!("*a{}", i - 1);
+            laughs += &format!("a{i}: &a{i} [{}]\n", [alias.as_str(); 10].join(", "));
+        }
+        for text in [deep, laughs] {
+            let err = from_kubeconfig_str(&text, Path::new("/"), "kubeconfig /x").unwrap_err();
+            assert!(
+                matches!(&err, Error::Config(m) if m.starts_with("kubeconfig /x: not valid YAML: ")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -8,5 +8,6 @@ pub mod resources;
 mod tls;
 pub mod trim;
 pub mod watch;
+pub mod yaml;
 
 pub use resources::Kind;

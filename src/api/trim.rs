@@ -115,10 +115,13 @@ impl<'de> Visitor<'de> for TopVisitor<'_> {
                         None => {
                             map.next_value::<IgnoredAny>()?;
                         }
+                        // A key given twice counts as its last value, kept or not (as
+                        // in a decoded Value).
                         Some(sub) => {
-                            if let Some(v) = map.next_value_seed(sub)? {
-                                out.insert(key, v);
-                            }
+                            match map.next_value_seed(sub)? {
+                                Some(v) => out.insert(key, v),
+                                None => out.remove(&key),
+                            };
                         }
                     },
                 },
@@ -243,9 +246,10 @@ impl<'de> Visitor<'de> for PathsVisitor<'_> {
                     map.next_value::<IgnoredAny>()?;
                 }
                 Some(sub) => {
-                    if let Some(v) = map.next_value_seed(sub)? {
-                        out.insert(key, v);
-                    }
+                    match map.next_value_seed(sub)? {
+                        Some(v) => out.insert(key, v),
+                        None => out.remove(&key),
+                    };
                 }
             }
         }
@@ -305,6 +309,17 @@ mod tests {
                 let got = from_slice(text.as_bytes(), fields).unwrap();
                 assert_eq!(got, reference(&o, fields), "{text} with {fields:?}");
             }
+        }
+    }
+
+    #[test]
+    fn a_key_given_twice_counts_with_its_last_value() {
+        let text =
+            r#"{"metadata":{},"spec":{"nodeName":"a"},"spec":{"x":1},"status":1,"status":{"p":2}}"#;
+        let whole: Value = serde_json::from_str(text).unwrap();
+        for fields in [&["/spec/nodeName", "/status/p"][..], &["/spec", "/status"]] {
+            let got = from_slice(text.as_bytes(), Some(fields)).unwrap();
+            assert_eq!(got, reference(&whole, Some(fields)), "{fields:?}");
         }
     }
 

@@ -1,7 +1,9 @@
 //! Watch stream framing: one JSON event object per line, as kube-apiserver writes them.
 //!
 //! A frame that is not valid JSON, or not a watch event, is logged and skipped: one bad object
-//! never ends a stream or the process.
+//! never ends a stream or the process. So is a line longer than [`MAX_EVENT_BYTES`]: it is read
+//! and dropped without being kept, so a stream that never sends a newline cannot grow the
+//! buffer without bound.
 
 use super::trim::Trim;
 use crate::error::Error;
@@ -159,6 +161,23 @@ pub fn parse_frame_as(line: &[u8], shape: Option<Trim<'_>>) -> Frame {
     Frame::Event(WatchEvent { kind, object })
 }
 
+/// The longest watch event line decoded. The apiserver stores objects of at most about
+/// 1.5 MB (etcd's request limit) and takes request bodies of at most 3 MiB; even with every
+/// byte escaped as `\uXXXX` an event stays well below this.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// After an event this large, the line buffer is given back rather than kept for the
+/// watch's lifetime.
+const KEEP_BUFFER_BYTES: usize = 1024 * 1024;
+
+/// What [`EventReader`] read into its buffer.
+enum Line {
+    Data,
+    /// A line longer than the limit, dropped while reading; its length.
+    TooLong(usize),
+    End,
+}
+
 /// Reads events from a byte stream. `next()` yields `Ok(event)`, `Err(e)` for an ERROR event
 /// (after which the stream should be dropped), and `None` at the end of the stream or on a read
 /// error (the caller re-watches from its last resourceVersion either way).
@@ -170,6 +189,8 @@ pub struct EventReader<R> {
     label: String,
     pub skipped: u64,
     pub read_error: Option<std::io::Error>,
+    /// Lines longer than this (without the newline) are skipped ([`MAX_EVENT_BYTES`]).
+    pub max_line: usize,
 }
 
 impl<R: BufRead> EventReader<R> {
@@ -181,6 +202,51 @@ impl<R: BufRead> EventReader<R> {
             label: label.into(),
             skipped: 0,
             read_error: None,
+            max_line: MAX_EVENT_BYTES,
+        }
+    }
+
+    /// Read up to and including the next newline into `buf`, unless the line is longer than
+    /// `max_line`: then it is consumed without being kept.
+    fn read_line(&mut self) -> std::io::Result<Line> {
+        self.buf.clear();
+        if self.buf.capacity() > KEEP_BUFFER_BYTES {
+            self.buf.shrink_to(64 * 1024);
+        }
+        let mut dropped: Option<usize> = None;
+        loop {
+            let avail = match self.inner.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if avail.is_empty() {
+                return Ok(match dropped {
+                    Some(n) => Line::TooLong(n),
+                    None if self.buf.is_empty() => Line::End,
+                    None => Line::Data,
+                });
+            }
+            let (take, done) = match avail.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (avail.len(), false),
+            };
+            let content = take - usize::from(done);
+            match &mut dropped {
+                Some(n) => *n += content,
+                None if self.buf.len() + content > self.max_line => {
+                    dropped = Some(self.buf.len() + content);
+                    self.buf.clear();
+                }
+                None => self.buf.extend_from_slice(&avail[..take]),
+            }
+            self.inner.consume(take);
+            if done {
+                return Ok(match dropped {
+                    Some(n) => Line::TooLong(n),
+                    None => Line::Data,
+                });
+            }
         }
     }
 }
@@ -190,10 +256,18 @@ impl<R: BufRead> Iterator for EventReader<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            self.buf.clear();
-            match self.inner.read_until(b'\n', &mut self.buf) {
-                Ok(0) => return None,
-                Ok(_) => {}
+            match self.read_line() {
+                Ok(Line::End) => return None,
+                Ok(Line::Data) => {}
+                Ok(Line::TooLong(n)) => {
+                    self.skipped += 1;
+                    log::warn!(
+                        "watch {}: skipping an event of {n} bytes (more than {})",
+                        self.label,
+                        self.max_line
+                    );
+                    continue;
+                }
                 Err(e) => {
                     self.read_error = Some(e);
                     return None;
@@ -280,6 +354,46 @@ mod tests {
         assert_eq!(skipped, 4);
         assert_eq!(evs.len(), 2);
         assert!(evs.iter().all(Result::is_ok));
+    }
+
+    #[test]
+    fn an_overlong_line_is_skipped_and_the_next_events_still_decoded() {
+        let long = format!(
+            r#"{{"type":"ADDED","object":{{"metadata":{{"resourceVersion":"1"}},"pad":"{}"}}}}"#,
+            "x".repeat(5000)
+        );
+        for step in [1, 100, 10_000] {
+            let r = Chunked {
+                data: format!("{A}\n{long}\n{B}\n{long}").into_bytes(),
+                pos: 0,
+                step,
+            };
+            let mut er = EventReader::new(BufReader::with_capacity(64, r), "test");
+            er.max_line = 1000;
+            let evs: Vec<_> = er.by_ref().collect();
+            assert_eq!(evs.len(), 2, "step {step}");
+            assert!(evs.iter().all(Result::is_ok));
+            assert_eq!(er.skipped, 2);
+            assert!(er.buf.capacity() <= 4096, "{}", er.buf.capacity());
+        }
+    }
+
+    #[test]
+    fn a_stream_without_newlines_does_not_grow_the_buffer() {
+        struct Endless(usize);
+        impl Read for Endless {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                let n = out.len().min(self.0);
+                out[..n].fill(b'x');
+                self.0 -= n;
+                Ok(n)
+            }
+        }
+        let mut er = EventReader::new(BufReader::new(Endless(32 << 20)), "test");
+        er.max_line = 64 * 1024;
+        assert!(er.next().is_none());
+        assert_eq!(er.skipped, 1);
+        assert!(er.buf.capacity() <= 128 * 1024, "{}", er.buf.capacity());
     }
 
     #[test]

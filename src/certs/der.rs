@@ -143,6 +143,10 @@ pub fn oid_arcs(content: &[u8]) -> Option<Vec<u64>> {
 fn parse_time(t: &Tlv<'_>) -> Option<SystemTime> {
     let s = std::str::from_utf8(t.content).ok()?;
     let s = s.strip_suffix('Z')?;
+    // Digits only, before any slicing: a multi-byte character would not split at a byte index.
+    if !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let full = match (t.tag, s.len()) {
         (UTC_TIME, 12) => {
             let yy: u32 = s[..2].parse().ok()?;
@@ -152,9 +156,6 @@ fn parse_time(t: &Tlv<'_>) -> Option<SystemTime> {
         (GENERALIZED_TIME, 14) => s.to_string(),
         _ => return None,
     };
-    if !full.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
     let rfc = format!(
         "{}-{}-{}T{}:{}:{}Z",
         &full[..4],
@@ -419,6 +420,17 @@ mod tests {
         );
         let bad = write(UTC_TIME, b"2501020304xxZ");
         assert!(parse_time(&read(&bad).unwrap().0).is_none());
+        // Twelve (fourteen) bytes, with a character across a field boundary: None, not a panic.
+        for text in [
+            "0\u{20ac}12345678Z",
+            "\u{10000}12345678Z",
+            "2\u{e9}12312359590Z",
+        ] {
+            for tag in [UTC_TIME, GENERALIZED_TIME] {
+                let t = write(tag, text.as_bytes());
+                assert!(parse_time(&read(&t).unwrap().0).is_none(), "{text}");
+            }
+        }
     }
 
     #[test]

@@ -503,7 +503,7 @@ pub fn load_key(pem_bytes: &[u8]) -> std::result::Result<KeyPair, String> {
     })
 }
 
-fn first_cert(pem_bytes: &[u8], path: &Path) -> Result<CertificateDer<'static>> {
+pub(crate) fn first_cert(pem_bytes: &[u8], path: &Path) -> Result<CertificateDer<'static>> {
     CertificateDer::pem_slice_iter(pem_bytes)
         .next()
         .ok_or_else(|| cfg_err(format!("{}: no PEM certificate found", path.display())))?
@@ -884,7 +884,7 @@ fn serving_pair(
 // ---------------------------------------------------------------------------------------------
 // Service-account keys
 
-fn spki_bits(pem_bytes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn spki_bits(pem_bytes: &[u8]) -> Option<Vec<u8>> {
     use rustls_pki_types::SubjectPublicKeyInfoDer;
     let spki = SubjectPublicKeyInfoDer::from_pem_slice(pem_bytes).ok()?;
     let seq = der::read_exact(spki.as_ref(), der::SEQUENCE)?;

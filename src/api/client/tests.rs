@@ -1,0 +1,109 @@
+//! Tests of the resolver, the shared connectors, query strings, delete options and the user
+//! agent.
+
+use super::connect::{resolved_cache, Resolver, SharedConnector};
+use super::query::Query;
+use super::*;
+
+#[test]
+fn addresses_resolve_without_lookup_and_names_are_reused() {
+    use ureq::unversioned::resolver::Resolver as _;
+    let cfg = ureq::config::Config::default();
+    let resolve = |u: &str| {
+        let uri: ureq::http::Uri = u.parse().unwrap();
+        let t = ureq::unversioned::transport::NextTimeout {
+            after: ureq::unversioned::transport::time::Duration::from_secs(5),
+            reason: ureq::Timeout::Resolve,
+            ..Default::default()
+        };
+        Resolver.resolve(&uri, &cfg, t).map(|a| a.to_vec())
+    };
+    assert_eq!(
+        resolve("https://127.0.0.1:6443/api").unwrap(),
+        vec!["127.0.0.1:6443".parse().unwrap()]
+    );
+    assert_eq!(
+        resolve("https://[::1]/api").unwrap(),
+        vec!["[::1]:443".parse().unwrap()]
+    );
+    let first = resolve("http://localhost:8080/").unwrap();
+    assert!(!first.is_empty());
+    assert!(resolved_cache()
+        .lock()
+        .unwrap()
+        .contains_key("http://localhost:8080"));
+    assert_eq!(resolve("http://localhost:8080/").unwrap(), first);
+}
+
+#[test]
+fn agents_with_the_same_tls_settings_share_one_connector() {
+    let cfg = |ca: &str, key: Option<&str>| RestConfig {
+        server: "https://127.0.0.1:1".into(),
+        ca_pem: Some(ca.as_bytes().to_vec()),
+        client_cert_pem: key.map(|_| b"cert".to_vec()),
+        client_key_pem: key.map(|k| k.as_bytes().to_vec()),
+        ..RestConfig::default()
+    };
+    let same = |a: &SharedConnector, b: &SharedConnector| Arc::ptr_eq(&a.0, &b.0);
+    let a = SharedConnector::for_identity(&cfg("ca-1", Some("key-1")));
+    let tokens = SharedConnector::for_identity(&cfg("ca-1", None));
+    assert!(same(
+        &a,
+        &SharedConnector::for_identity(&cfg("ca-1", Some("key-1")))
+    ));
+    assert!(same(
+        &tokens,
+        &SharedConnector::for_identity(&cfg("ca-1", None))
+    ));
+    // Another client key, another CA or no certificate: never the same TLS configuration.
+    assert!(!same(&a, &tokens));
+    assert!(!same(
+        &a,
+        &SharedConnector::for_identity(&cfg("ca-1", Some("key-2")))
+    ));
+    assert!(!same(
+        &a,
+        &SharedConnector::for_identity(&cfg("ca-2", Some("key-1")))
+    ));
+    let mut insecure = cfg("ca-1", Some("key-1"));
+    insecure.insecure_skip_tls_verify = true;
+    assert!(!same(&a, &SharedConnector::for_identity(&insecure)));
+    // Once nobody holds it, a connector is not kept.
+    let weak = Arc::downgrade(&a.0);
+    drop(a);
+    assert!(weak.upgrade().is_none());
+}
+
+#[test]
+fn query_encoding() {
+    let mut q = Query::default();
+    q.push("labelSelector", "app in (a,b),x!=y");
+    q.opt("limit", Some("500"));
+    q.opt("continue", None);
+    assert_eq!(
+        q.finish(),
+        "?labelSelector=app%20in%20%28a%2Cb%29%2Cx%21%3Dy&limit=500"
+    );
+}
+
+#[test]
+fn delete_options_body() {
+    assert_eq!(DeleteOptions::default().body(), None);
+    let b = DeleteOptions {
+        propagation_policy: Some("Foreground"),
+        precondition_uid: Some("u".into()),
+        ..Default::default()
+    }
+    .body()
+    .unwrap_or_default();
+    let v: Value = serde_json::from_str(&b).unwrap_or(Value::Null);
+    assert_eq!(v["propagationPolicy"], "Foreground");
+    assert_eq!(v["preconditions"]["uid"], "u");
+}
+
+#[test]
+fn user_agent_shape() {
+    let ua = user_agent_base();
+    assert!(ua.starts_with("edgekcm/v"));
+    assert!(ua.contains("(linux/"));
+}

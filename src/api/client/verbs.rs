@@ -1,0 +1,339 @@
+//! The API verbs on objects and collections: get, list (with paging), create, update,
+//! patch, delete, and a few plain paths.
+
+use crate::api::resources::Kind;
+use crate::error::{Error, Result};
+use serde_json::Value;
+use std::time::Instant;
+
+use super::query::{DeleteOptions, ListOptions, PatchType, Query};
+use super::{json_text, Client, MAX_READ_RETRIES};
+
+#[derive(Debug, Clone, Default)]
+pub struct ObjectList<T = Value> {
+    pub items: Vec<T>,
+    pub resource_version: String,
+    pub continue_token: Option<String>,
+}
+
+/// A list answer as it arrives; only what `ObjectList` keeps is decoded.
+#[derive(serde::Deserialize)]
+struct ListDoc<T> {
+    #[serde(default)]
+    metadata: ListMetaDoc,
+    #[serde(default = "Option::default")]
+    items: Option<Vec<T>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ListMetaDoc {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+const METADATA_LIST_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const METADATA_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+impl Client {
+    pub fn get(&self, kind: &Kind, ns: Option<&str>, name: &str) -> Result<Value> {
+        self.json("GET", &kind.object_path(ns, name), None)
+    }
+
+    pub fn get_metadata(&self, kind: &Kind, ns: Option<&str>, name: &str) -> Result<Value> {
+        self.request("GET", &kind.object_path(ns, name), None, METADATA_ACCEPT)
+    }
+
+    /// One page (or the whole list when no limit is given).
+    pub fn list(&self, kind: &Kind, ns: Option<&str>, opts: &ListOptions) -> Result<ObjectList> {
+        let Some(shape) = &opts.shape else {
+            return self.list_as(kind, ns, opts);
+        };
+        let raw: ObjectList<Box<serde_json::value::RawValue>> = self.list_as(kind, ns, opts)?;
+        let mut items = Vec::with_capacity(raw.items.len());
+        for r in raw.items {
+            match crate::api::trim::from_slice(r.get().as_bytes(), shape.trim().fields) {
+                Ok(v) => items.push(v),
+                Err(e) => log::warn!("list {kind}: skipping an item that does not decode: {e}"),
+            }
+        }
+        Ok(ObjectList {
+            items,
+            resource_version: raw.resource_version,
+            continue_token: raw.continue_token,
+        })
+    }
+
+    /// As `list`, decoding each item as `T`: a caller that needs a few fields of many
+    /// objects never holds them whole.
+    pub fn list_as<T: serde::de::DeserializeOwned>(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ObjectList<T>> {
+        let mut q = Query::default();
+        q.opt("labelSelector", opts.label_selector.as_deref());
+        q.opt("fieldSelector", opts.field_selector.as_deref());
+        q.opt("limit", opts.limit.map(|l| l.to_string()).as_deref());
+        q.opt("continue", opts.continue_token.as_deref());
+        q.opt("resourceVersion", opts.resource_version.as_deref());
+        let path = format!("{}{}", kind.collection_path(ns), q.finish());
+        let accept = if opts.metadata_only {
+            METADATA_LIST_ACCEPT
+        } else {
+            "application/json"
+        };
+        let started = Instant::now();
+        let retries = if opts.caller_retries {
+            0
+        } else {
+            MAX_READ_RETRIES
+        };
+        let res = self.request_with_retries("GET", &path, None, accept, retries);
+        crate::metrics::rest_request_latency(&self.inner.base, "GET", started.elapsed());
+        let bytes = res?;
+        let doc: ListDoc<T> = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Transport(format!("GET {path}: the answer is not a list: {e}")))?;
+        let nonempty = |s: String| (!s.is_empty()).then_some(s);
+        Ok(ObjectList {
+            items: doc.items.unwrap_or_default(),
+            resource_version: doc.metadata.resource_version.unwrap_or_default(),
+            continue_token: doc.metadata.continue_token.and_then(nonempty),
+        })
+    }
+
+    /// List every page (client-go pager semantics: pages of `limit`, and on an expired
+    /// continue token one un-paginated list instead).
+    pub fn list_all(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ObjectList> {
+        let mut first = opts.clone();
+        first.continue_token = None;
+        let mut page = self.list(kind, ns, &first)?;
+        let mut all = std::mem::take(&mut page.items);
+        let rv = page.resource_version.clone();
+        let mut next = page.continue_token.take();
+        while let Some(token) = next {
+            let o = ListOptions {
+                continue_token: Some(token),
+                resource_version: None,
+                ..opts.clone()
+            };
+            match self.list(kind, ns, &o) {
+                Ok(mut p) => {
+                    all.append(&mut p.items);
+                    next = p.continue_token;
+                }
+                Err(e) if e.is_gone() => {
+                    let full = ListOptions {
+                        limit: None,
+                        continue_token: None,
+                        ..opts.clone()
+                    };
+                    return self.list(kind, ns, &full);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(ObjectList {
+            items: all,
+            resource_version: rv,
+            continue_token: None,
+        })
+    }
+
+    pub fn create(&self, kind: &Kind, ns: Option<&str>, obj: &Value) -> Result<Value> {
+        self.create_shaped(kind, ns, obj, None)
+    }
+
+    /// As `create`, the answer decoded to `fields` (see `json_shaped`).
+    pub fn create_shaped(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        obj: &Value,
+        fields: Option<&[&str]>,
+    ) -> Result<Value> {
+        let body = json_text(obj);
+        self.json_shaped(
+            "POST",
+            &kind.collection_path(ns),
+            Some(("application/json", &body)),
+            fields,
+        )
+    }
+
+    /// As `create`, for a writer that does not read the answer (Events): the created object
+    /// is read off the connection but not decoded.
+    pub fn create_unanswered(&self, kind: &Kind, ns: Option<&str>, obj: &Value) -> Result<()> {
+        self.write_unanswered("POST", &kind.collection_path(ns), "application/json", obj)
+    }
+
+    /// Send `body` and read the answer off the connection without decoding it.
+    fn write_unanswered(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &Value,
+    ) -> Result<()> {
+        let body = json_text(body);
+        self.request_bytes(
+            method,
+            path,
+            Some((content_type, &body)),
+            "application/json",
+        )
+        .map(|_| ())
+    }
+
+    /// PUT the whole object (optimistic concurrency through its resourceVersion).
+    pub fn update(&self, kind: &Kind, obj: &Value) -> Result<Value> {
+        self.update_shaped(kind, obj, None, None)
+    }
+
+    /// PUT the object, or its `subresource`; the answer decoded to `fields`.
+    pub fn update_shaped(
+        &self,
+        kind: &Kind,
+        obj: &Value,
+        subresource: Option<&str>,
+        fields: Option<&[&str]>,
+    ) -> Result<Value> {
+        let ns = Some(crate::obj::namespace(obj)).filter(|s| !s.is_empty());
+        let body = json_text(obj);
+        let mut path = kind.object_path(ns, crate::obj::name(obj));
+        if let Some(sub) = subresource {
+            path.push('/');
+            path.push_str(sub);
+        }
+        self.json_shaped("PUT", &path, Some(("application/json", &body)), fields)
+    }
+
+    /// PUT `<object>/<subresource>` (status, finalize, approval, scale).
+    pub fn update_subresource(&self, kind: &Kind, obj: &Value, subresource: &str) -> Result<Value> {
+        self.update_shaped(kind, obj, Some(subresource), None)
+    }
+
+    pub fn update_status(&self, kind: &Kind, obj: &Value) -> Result<Value> {
+        self.update_subresource(kind, obj, "status")
+    }
+
+    pub fn patch(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        pt: PatchType,
+        patch: &Value,
+        subresource: Option<&str>,
+    ) -> Result<Value> {
+        self.patch_shaped(kind, ns, name, pt, patch, subresource, None)
+    }
+
+    /// As `patch`, the answer decoded to `fields`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_shaped(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        pt: PatchType,
+        patch: &Value,
+        subresource: Option<&str>,
+        fields: Option<&[&str]>,
+    ) -> Result<Value> {
+        let path = patch_path(kind, ns, name, pt, subresource);
+        let body = json_text(patch);
+        self.json_shaped("PATCH", &path, Some((pt.content_type(), &body)), fields)
+    }
+
+    /// As `patch`, for a writer that does not read the answer (see `create_unanswered`).
+    pub fn patch_unanswered(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        pt: PatchType,
+        patch: &Value,
+    ) -> Result<()> {
+        let path = patch_path(kind, ns, name, pt, None);
+        self.write_unanswered("PATCH", &path, pt.content_type(), patch)
+    }
+
+    pub fn delete(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<()> {
+        let body = opts.body();
+        let b = body.as_deref().map(|b| ("application/json", b));
+        // The answer (the object, or a Status) is not needed: not decoded either.
+        self.request_bytes("DELETE", &kind.object_path(ns, name), b, "application/json")
+            .map(|_| ())
+    }
+
+    /// POST to a subresource (`serviceaccounts/<n>/token`, ...).
+    pub fn create_subresource(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        subresource: &str,
+        body: &Value,
+    ) -> Result<Value> {
+        let path = format!("{}/{}", kind.object_path(ns, name), subresource);
+        let b = json_text(body);
+        self.json("POST", &path, Some(("application/json", &b)))
+    }
+
+    /// GET an arbitrary path (discovery, /healthz).
+    pub fn get_path(&self, path: &str) -> Result<Value> {
+        self.json("GET", path, None)
+    }
+
+    /// GET a path whose answer is not JSON (`/healthz` answers `ok`): Ok when 2xx.
+    pub fn get_raw(&self, path: &str) -> Result<String> {
+        let url = format!("{}{}", self.inner.base, path);
+        let resp = self.send_once(&self.inner.agent, "GET", &url, "*/*", None)?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .into_body()
+            .read_to_string()
+            .map_err(|e| Error::Transport(format!("GET {url}: {e}")))?;
+        if (200..300).contains(&status) {
+            Ok(text)
+        } else {
+            Err(Error::api(status, "", text))
+        }
+    }
+}
+
+/// Where a patch goes: the object or its subresource, and for a server-side apply our field
+/// manager, forcing conflicts as a controller does.
+fn patch_path(
+    kind: &Kind,
+    ns: Option<&str>,
+    name: &str,
+    pt: PatchType,
+    subresource: Option<&str>,
+) -> String {
+    let mut path = kind.object_path(ns, name);
+    if let Some(s) = subresource {
+        path.push('/');
+        path.push_str(s);
+    }
+    if pt == PatchType::Apply {
+        path.push_str("?fieldManager=edgekcm&force=true");
+    }
+    path
+}

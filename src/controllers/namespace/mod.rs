@@ -1,0 +1,451 @@
+//! namespace-controller: empties a terminating namespace, reports how that goes in its
+//! conditions, then removes the `kubernetes` finalizer so the apiserver deletes it
+//! (upstream's `pkg/controller/namespace`).
+//!
+//! One pass over a namespace: GET it live; mark it `Terminating`; discover the preferred
+//! namespaced resources that can be deleted; for each, delete the collection (or list and
+//! delete one by one) with `propagationPolicy: Background` and list what remains; write the
+//! five `NamespaceDeletion*`/`Namespace*Remaining` conditions when they change; finalize when
+//! nothing remains.
+//!
+//! Where it is faster than upstream, with the same outcome:
+//! - Upstream waits 5 s after seeing a namespace deleting before it acts (other apiservers and
+//!   etcd members catch up meanwhile). Here the content starts going at once, and only a pass
+//!   that began after those 5 s may finalize, so whatever was created within them is removed.
+//! - While content remains, upstream looks again after `estimate/2 + 1` seconds; here after
+//!   100 ms, doubling each pass, never later than upstream would.
+//! - Resources are emptied a few at a time in parallel; a resource is listed first (nothing to
+//!   delete: nothing more to do), and a collection of several pages is deleted page by page in
+//!   parallel (`deletecollection` with `limit` and `continue`), as the apiserver serves one
+//!   `deletecollection` request with a single worker.
+
+use super::{Controller, Cx, Outcome, RunEnv, SelfDriven, Watch};
+use crate::api::client::Client;
+use crate::api::resources::NAMESPACES;
+use crate::api::Kind;
+use crate::cache::{Cache, Delta, DeltaKind};
+use crate::error::{Error, Result};
+use crate::obj;
+use crate::obj::At as _;
+use crate::queue::{Bucket, ItemExponential, MaxOf, WorkQueue};
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+mod conditions;
+mod deleter;
+
+pub use conditions::{
+    Conditions, Failing, CONDITIONS, CONTENT_FAILURE, CONTENT_REMAINING, DISCOVERY_FAILURE,
+    FINALIZERS_REMAINING, GV_PARSING_FAILURE,
+};
+pub use deleter::{judge_remaining, pod_estimate, Leftover, Remnant};
+
+/// The finalizer this controller owns in `spec.finalizers`.
+pub const FINALIZER: &str = "kubernetes";
+/// Upstream's work-queue name (the `workqueue_*` metrics' `name` label).
+const QUEUE_NAME: &str = "namespace";
+/// Upstream waits this long after a namespace event before acting (HA apiservers and etcd
+/// members catch up with the deletion meanwhile).
+pub const DELETION_GRACE: Duration = Duration::from_secs(5);
+/// The estimate used when remaining content waits for finalizers.
+pub const FINALIZER_ESTIMATE_SECONDS: i64 = 15;
+/// The first quick look again while content remains.
+const FIRST_RECHECK: Duration = Duration::from_millis(100);
+
+/// `spec.finalizers` without ours, sorted and de-duplicated (upstream uses a string set).
+pub fn finalizers_without_ours(ns: &Value) -> Vec<String> {
+    let mut set: Vec<String> = ns
+        .at("/spec/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|f| *f != FINALIZER)
+        .map(str::to_string)
+        .collect();
+    set.sort();
+    set.dedup();
+    set
+}
+
+/// How one sync ended when it did not finish the namespace.
+#[derive(Debug)]
+enum SyncError {
+    /// Content remains; upstream's estimate in seconds.
+    Remaining(i64),
+    /// Empty, but the pass began within the grace period: look again once it is over.
+    Early(Duration),
+    Failed(String),
+}
+
+impl From<Error> for SyncError {
+    fn from(e: Error) -> Self {
+        SyncError::Failed(e.to_string())
+    }
+}
+
+fn error_text(e: &Error) -> String {
+    match e {
+        Error::Api { message, .. } if !message.is_empty() => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Op {
+    List,
+    DeleteCollection,
+}
+
+struct Inner {
+    queue: Arc<WorkQueue<String>>,
+    /// Operations the server answered 405/404 to (upstream's operationNotSupportedCache).
+    not_supported: Mutex<HashSet<(Kind, Op)>>,
+    /// Consecutive passes that left content, per namespace.
+    rechecks: Mutex<HashMap<String, u32>>,
+    /// When each terminating namespace was first seen deleting.
+    first_seen: Mutex<HashMap<String, Instant>>,
+    workers: usize,
+    resync: Duration,
+}
+
+pub struct NamespaceController {
+    inner: Arc<Inner>,
+}
+
+impl NamespaceController {
+    /// `workers`: `--concurrent-namespace-syncs`; `resync`: `--namespace-sync-period`.
+    pub fn new(workers: usize, resync: Duration) -> Self {
+        // Upstream's nsControllerRateLimiter: 5 ms .. 60 s per key, 10 qps / burst 100.
+        let rl = MaxOf::new(vec![
+            Box::new(ItemExponential::new(
+                Duration::from_millis(5),
+                Duration::from_secs(60),
+            )),
+            Box::new(Bucket::new(10.0, 100)),
+        ]);
+        NamespaceController {
+            inner: Arc::new(Inner {
+                queue: WorkQueue::with_rate_limiter(QUEUE_NAME, Box::new(rl)),
+                not_supported: Mutex::new(HashSet::new()),
+                rechecks: Mutex::new(HashMap::new()),
+                first_seen: Mutex::new(HashMap::new()),
+                workers: workers.max(1),
+                resync,
+            }),
+        }
+    }
+}
+
+impl Inner {
+    /// A namespace event: a namespace seen deleting for the first time is looked at now (its
+    /// content may go at once; it is finalized only after the grace period), later events
+    /// after the grace period, as upstream.
+    fn on_event(&self, d: &Delta) {
+        let ns = d.object();
+        let name = obj::name(ns).to_string();
+        if d.kind == DeltaKind::Deleted {
+            self.first_seen_lock().remove(&name);
+            return;
+        }
+        if !obj::is_deleting(ns) {
+            return;
+        }
+        let first = {
+            let mut seen = self.first_seen_lock();
+            match seen.entry(name.clone()) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(Instant::now());
+                    true
+                }
+            }
+        };
+        if first {
+            self.queue.add(name);
+        } else {
+            self.queue.add_after(name, DELETION_GRACE);
+        }
+    }
+
+    fn first_seen_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.first_seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// When the grace period of a terminating namespace ends.
+    fn grace_end(&self, name: &str) -> Instant {
+        *self
+            .first_seen_lock()
+            .entry(name.to_string())
+            .or_insert_with(Instant::now)
+            + DELETION_GRACE
+    }
+}
+
+/// How long to wait before the `n`th look (from 1) at a namespace whose content remains:
+/// 100 ms doubling, never later than upstream's `estimate/2 + 1` seconds, and not past the end
+/// of the grace period (`grace_left`), when the first pass that may finalize can begin.
+fn recheck_wait(n: u32, estimate: i64, grace_left: Option<Duration>) -> Duration {
+    let upstream = Duration::from_secs((estimate / 2 + 1).max(1) as u64);
+    let quick = FIRST_RECHECK.saturating_mul(1 << n.saturating_sub(1).min(16));
+    let wait = quick.min(upstream);
+    grace_left.map_or(wait, |g| wait.min(g))
+}
+
+impl Controller for NamespaceController {
+    fn name(&self) -> &'static str {
+        "namespace-controller"
+    }
+    fn queue_name(&self) -> &'static str {
+        QUEUE_NAME
+    }
+    fn watches(&self) -> Vec<Watch> {
+        vec![]
+    }
+    fn keys_for(&self, _w: &Watch, _d: &Delta, _c: &Cache) -> Vec<String> {
+        vec![]
+    }
+    fn reconcile(&self, _cx: &Cx, _key: &str) -> Result<Outcome> {
+        Ok(Outcome::none())
+    }
+    fn workers(&self) -> usize {
+        self.inner.workers
+    }
+    /// Upstream: QPS x20, burst x100 ("the namespace cleanup controller is very chatty").
+    fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
+        (qps * 20.0, burst.saturating_mul(100))
+    }
+    fn self_driven(&self) -> Option<&dyn SelfDriven> {
+        Some(self)
+    }
+}
+
+impl SelfDriven for NamespaceController {
+    fn register(&self, cache: &Arc<Cache>) {
+        let inner = Arc::downgrade(&self.inner);
+        cache
+            .informer(NAMESPACES)
+            .add_handler(Arc::new(move |d: &Delta| {
+                if let Some(inner) = inner.upgrade() {
+                    inner.on_event(d);
+                }
+            }));
+    }
+
+    fn start(&self, env: RunEnv) -> Vec<JoinHandle<()>> {
+        let mut out = Vec::new();
+        for i in 0..self.inner.workers {
+            let (inner, client) = (self.inner.clone(), env.client.clone());
+            let t = std::thread::Builder::new()
+                .name(format!("namespace-{i}"))
+                .stack_size(512 * 1024)
+                .spawn(move || inner.worker(&client));
+            match t {
+                Ok(t) => out.push(t),
+                Err(e) => log::error!("namespace-controller: cannot start a worker: {e}"),
+            }
+        }
+        // The informer resync: every namespace still deleting is looked at again.
+        if !self.inner.resync.is_zero() {
+            let (inner, cache, stop) = (self.inner.clone(), env.cache.clone(), env.stop.clone());
+            let t = std::thread::Builder::new()
+                .name("namespace-resync".into())
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    let mut last = Instant::now();
+                    while !stop.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(200));
+                        if last.elapsed() >= inner.resync {
+                            last = Instant::now();
+                            for ns in cache.store(NAMESPACES).list() {
+                                if obj::is_deleting(&ns) {
+                                    inner
+                                        .queue
+                                        .add_after(obj::name(&ns).to_string(), DELETION_GRACE);
+                                }
+                            }
+                        }
+                    }
+                });
+            if let Ok(t) = t {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    fn shutdown(&self) {
+        self.inner.queue.shut_down();
+    }
+}
+
+impl Inner {
+    fn worker(&self, client: &Client) {
+        while let Some(key) = self.queue.get() {
+            let started = Instant::now();
+            match self.sync(client, &key) {
+                Ok(()) => {
+                    self.queue.forget(&key);
+                    self.rechecks_reset(&key);
+                }
+                Err(SyncError::Remaining(estimate)) => {
+                    let n = {
+                        let mut r = self.rechecks.lock().unwrap_or_else(|p| p.into_inner());
+                        let n = r.entry(key.clone()).or_insert(0);
+                        *n += 1;
+                        *n
+                    };
+                    let grace_left = self
+                        .first_seen_lock()
+                        .get(&key)
+                        .map(|t| (*t + DELETION_GRACE).saturating_duration_since(Instant::now()))
+                        .filter(|d| !d.is_zero());
+                    let wait = recheck_wait(n, estimate, grace_left);
+                    log::debug!(
+                        "namespace-controller: content remaining in {key} (estimate {estimate}s); looking again in {wait:?}"
+                    );
+                    self.queue.add_after(key.clone(), wait);
+                }
+                Err(SyncError::Early(wait)) => {
+                    self.rechecks_reset(&key);
+                    log::debug!(
+                        "namespace-controller: {key} is empty; finalizing after the grace period, in {wait:?}"
+                    );
+                    self.queue.add_after(key.clone(), wait);
+                }
+                Err(SyncError::Failed(e)) => {
+                    self.rechecks_reset(&key);
+                    log::warn!("namespace-controller: deletion of namespace {key} failed: {e}");
+                    self.queue.add_rate_limited(key.clone());
+                }
+            }
+            log::debug!(
+                "namespace-controller: finished syncing namespace {key} in {:?}",
+                started.elapsed()
+            );
+            self.queue.done(&key);
+        }
+    }
+
+    fn rechecks_reset(&self, key: &str) {
+        self.rechecks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+
+    /// Upstream's `namespacedResourcesDeleter.Delete`.
+    fn sync(&self, client: &Client, name: &str) -> std::result::Result<(), SyncError> {
+        let began = Instant::now();
+        let ns = match client.get(&NAMESPACES, None, name) {
+            Ok(ns) => ns,
+            Err(e) if e.is_not_found() => {
+                log::info!("namespace-controller: namespace {name} has been deleted");
+                self.first_seen_lock().remove(name);
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if !obj::is_deleting(&ns) {
+            return Ok(());
+        }
+        let ns = match retry_on_conflict(client, ns, |ns| mark_terminating(client, ns)) {
+            Ok(ns) => ns,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        if !obj::is_deleting(&ns) {
+            return Ok(());
+        }
+        if ns
+            .at("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+        {
+            return Ok(());
+        }
+        let (estimate, errors, ns) = self.delete_all_content(client, ns);
+        if !errors.is_empty() {
+            return Err(SyncError::Failed(errors.join("; ")));
+        }
+        if estimate > 0 {
+            return Err(SyncError::Remaining(estimate));
+        }
+        // Only a pass that began after the grace period may finalize: whatever was created
+        // meanwhile (another apiserver not yet aware of the deletion) was seen by it.
+        let grace_end = self.grace_end(name);
+        if began < grace_end {
+            return Err(SyncError::Early(
+                grace_end.saturating_duration_since(Instant::now()),
+            ));
+        }
+        match retry_on_conflict(client, ns, |ns| finalize(client, ns)) {
+            Ok(_) => {
+                log::info!("namespace-controller: finalized namespace {name}");
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Run `f` on the namespace, re-reading it after a conflict; a namespace whose UID changed
+/// meanwhile is an error.
+fn retry_on_conflict(
+    client: &Client,
+    ns: Value,
+    f: impl Fn(&Value) -> Result<Value>,
+) -> Result<Value> {
+    let mut latest = ns;
+    loop {
+        match f(&latest) {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_conflict() => {
+                let fresh = client.get(&NAMESPACES, None, obj::name(&latest))?;
+                if obj::uid(&fresh) != obj::uid(&latest) {
+                    return Err(Error::api(
+                        409,
+                        "Conflict",
+                        "namespace uid has changed across retries",
+                    ));
+                }
+                latest = fresh;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn mark_terminating(client: &Client, ns: &Value) -> Result<Value> {
+    if !obj::is_deleting(ns)
+        || ns.at("/status/phase").and_then(Value::as_str) == Some("Terminating")
+    {
+        return Ok(ns.clone());
+    }
+    let mut n = ns.clone();
+    if !n.get("status").is_some_and(Value::is_object) {
+        n["status"] = json!({});
+    }
+    n["status"]["phase"] = json!("Terminating");
+    client.update_status(&NAMESPACES, &n)
+}
+
+fn finalize(client: &Client, ns: &Value) -> Result<Value> {
+    let mut n = ns.clone();
+    if !n.get("spec").is_some_and(Value::is_object) {
+        n["spec"] = json!({});
+    }
+    n["spec"]["finalizers"] = json!(finalizers_without_ours(ns));
+    match client.update_subresource(&NAMESPACES, &n, "finalize") {
+        Err(e) if e.is_not_found() => Ok(n),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests;

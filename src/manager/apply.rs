@@ -1,0 +1,361 @@
+//! Applying the actions a reconcile returns: one write or Event at a time, slow-start
+//! batches and parallel groups, with each outcome told to the controller.
+
+use crate::api::client::Client;
+use crate::cache::Cache;
+use crate::controller::{Action, Applied, Controller, EventSpec, EventType, OnError, Report};
+use crate::events::Recorder;
+use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Requests one reconcile runs at the same time (slow-start batches and parallel deletes).
+pub const MAX_PARALLEL: usize = 16;
+
+/// Upstream's slow-start batch sizes for `count` actions: 1, 2, 4, ... and what remains.
+pub fn slow_start_sizes(count: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let (mut left, mut batch) = (count, 1usize);
+    while left > 0 {
+        let n = batch.min(left);
+        sizes.push(n);
+        left -= n;
+        batch = batch.saturating_mul(2);
+    }
+    sizes
+}
+
+/// Apply one write or Event with `client`; keep the cache in step with our own writes. A
+/// delete of something already gone is Ok. Composite actions (`Reported`, `SlowStart`,
+/// `Parallel`) are run as the worker runs them, failing with the first failure.
+pub fn apply(
+    cache: &Cache,
+    client: &Client,
+    recorder: &Recorder,
+    ctrl: &dyn Controller,
+    action: &Action,
+) -> crate::Result<()> {
+    match action {
+        Action::Reported { .. } | Action::SlowStart(_) | Action::Parallel(_) => {
+            let run = Run {
+                cache,
+                client,
+                recorder,
+                ctrl,
+                key: "",
+                failures: Mutex::new(Vec::new()),
+            };
+            run.one(action);
+            match run
+                .failures
+                .into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .into_iter()
+                .next()
+            {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        }
+        _ => match apply_leaf(cache, client, recorder, ctrl, action) {
+            Err(e) if e.is_not_found() && matches!(action, Action::Delete { .. }) => Ok(()),
+            other => other.map(|_| ()),
+        },
+    }
+}
+
+/// One write; returns the server's answer where there is one. A delete that finds nothing is
+/// the NotFound error (the cache forgets the object all the same).
+fn apply_leaf(
+    cache: &Cache,
+    client: &Client,
+    recorder: &Recorder,
+    ctrl: &dyn Controller,
+    action: &Action,
+) -> crate::Result<Option<Value>> {
+    let opt = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
+    match action {
+        Action::Create {
+            kind,
+            namespace,
+            object,
+        } => {
+            let ns = opt(namespace);
+            // Creating in a namespace being deleted is refused: once the apiserver said so,
+            // the same answer is given here for a while without asking again (a replica
+            // controller would otherwise send every missing pod, every sync, until the
+            // namespace is gone).
+            if cache.namespace_terminating(namespace) {
+                return Err(crate::Error::api(
+                    403,
+                    "Forbidden",
+                    format!(
+                        "{kind} is forbidden: unable to create new content in namespace \
+                         {namespace} because it is being terminated (recently refused; not sent)"
+                    ),
+                ));
+            }
+            let shape = cache.write_shape(*kind);
+            let created = match client.create_shaped(kind, ns.as_deref(), object, shape.as_deref())
+            {
+                Err(e) if e.is_namespace_terminating() => {
+                    cache.saw_namespace_terminating(namespace);
+                    return Err(e);
+                }
+                r => r?,
+            };
+            log::debug!(
+                "{}: created {} {}",
+                ctrl.name(),
+                kind,
+                crate::obj::key(&created)
+            );
+            cache.observe_write(*kind, &created);
+            Ok(Some(created))
+        }
+        Action::Update { kind, object } => {
+            let shape = cache.write_shape(*kind);
+            let v = client.update_shaped(kind, object, None, shape.as_deref())?;
+            log::debug!("{}: updated {} {}", ctrl.name(), kind, crate::obj::key(&v));
+            cache.observe_write(*kind, &v);
+            Ok(Some(v))
+        }
+        Action::UpdateSubresource {
+            kind,
+            object,
+            subresource,
+        } => {
+            let shape = cache.write_shape(*kind);
+            let v = client.update_shaped(kind, object, Some(subresource), shape.as_deref())?;
+            log::debug!(
+                "{}: updated {} {} {}",
+                ctrl.name(),
+                kind,
+                crate::obj::key(&v),
+                subresource
+            );
+            cache.observe_write(*kind, &v);
+            Ok(Some(v))
+        }
+        Action::Patch {
+            kind,
+            namespace,
+            name,
+            patch_type,
+            patch,
+            subresource,
+        } => {
+            let ns = opt(namespace);
+            let shape = cache.write_shape(*kind);
+            let v = client.patch_shaped(
+                kind,
+                ns.as_deref(),
+                name,
+                *patch_type,
+                patch,
+                *subresource,
+                shape.as_deref(),
+            )?;
+            log::debug!(
+                "{}: patched {} {}",
+                ctrl.name(),
+                kind,
+                crate::obj::make_key(namespace, name)
+            );
+            cache.observe_write(*kind, &v);
+            Ok(Some(v))
+        }
+        Action::Delete {
+            kind,
+            namespace,
+            name,
+            options,
+        } => {
+            let ns = opt(namespace);
+            let res = client.delete(kind, ns.as_deref(), name, options);
+            if let Err(e) = &res {
+                if !e.is_not_found() {
+                    return Err(e.clone());
+                }
+            }
+            log::debug!(
+                "{}: deleted {} {}",
+                ctrl.name(),
+                kind,
+                crate::obj::make_key(namespace, name)
+            );
+            cache.observe_delete(*kind, namespace, name);
+            res.map(|_| None)
+        }
+        Action::Event(spec) => {
+            recorder.record(client, ctrl.event_component(), spec.clone());
+            Ok(None)
+        }
+        Action::Reported { action, .. } => apply_leaf(cache, client, recorder, ctrl, action),
+        Action::SlowStart(list) | Action::Parallel(list) => {
+            for a in list {
+                apply_leaf(cache, client, recorder, ctrl, a)?;
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The actions of one reconcile being applied: failures the controller wants retried are
+/// gathered; every write is told to the controller.
+pub(super) struct Run<'a> {
+    pub(super) cache: &'a Cache,
+    pub(super) client: &'a Client,
+    pub(super) recorder: &'a Recorder,
+    pub(super) ctrl: &'a dyn Controller,
+    pub(super) key: &'a str,
+    pub(super) failures: Mutex<Vec<crate::Error>>,
+}
+
+impl Run<'_> {
+    /// Apply one action (composites included). False when it failed and the failure counts.
+    pub(super) fn one(&self, action: &Action) -> bool {
+        match action {
+            Action::SlowStart(list) => self.slow_start(list),
+            Action::Parallel(list) => self.parallel(list) == 0,
+            Action::Event(_) => {
+                let _ = apply_leaf(self.cache, self.client, self.recorder, self.ctrl, action);
+                true
+            }
+            Action::Reported {
+                action: inner,
+                report,
+            } => {
+                let res = apply_leaf(self.cache, self.client, self.recorder, self.ctrl, inner);
+                let gone = matches!(&res, Err(e) if e.is_not_found())
+                    && matches!(**inner, Action::Delete { .. });
+                match &res {
+                    _ if gone => {}
+                    Ok(answer) => {
+                        let name = match (answer, &**inner) {
+                            (_, Action::Delete { name, .. }) => name.as_str(),
+                            (Some(v), _) => crate::obj::name(v),
+                            (None, _) => "",
+                        };
+                        self.event(
+                            report,
+                            EventType::Normal,
+                            report.success_reason,
+                            format!("{}{name}", report.success_prefix),
+                        );
+                    }
+                    Err(e) if e.is_namespace_terminating() => {}
+                    Err(e) => self.event(
+                        report,
+                        EventType::Warning,
+                        report.failure_reason,
+                        format!("{}{}", report.failure_prefix, e.message()),
+                    ),
+                }
+                self.settle(inner, if gone { Ok(None) } else { res })
+            }
+            _ => {
+                let res = apply_leaf(self.cache, self.client, self.recorder, self.ctrl, action);
+                let gone = matches!(&res, Err(e) if e.is_not_found())
+                    && matches!(action, Action::Delete { .. });
+                self.settle(action, if gone { Ok(None) } else { res })
+            }
+        }
+    }
+
+    fn event(&self, report: &Report, event_type: EventType, reason: &str, message: String) {
+        self.recorder.record(
+            self.client,
+            self.ctrl.event_component(),
+            EventSpec {
+                involved: report.about.clone(),
+                event_type,
+                reason: reason.to_string(),
+                message,
+            },
+        );
+    }
+
+    /// Tell the controller, classify a failure. False when the failure counts.
+    fn settle(&self, action: &Action, res: crate::Result<Option<Value>>) -> bool {
+        match res {
+            Ok(v) => {
+                self.ctrl
+                    .applied(self.key, action, Applied::Done(v.as_ref()));
+                true
+            }
+            Err(e) => {
+                self.ctrl.applied(self.key, action, Applied::Failed(&e));
+                match self.ctrl.on_error(action, &e) {
+                    OnError::Ignore => {
+                        log::debug!("{}: {}: ignoring: {e}", self.ctrl.name(), self.key);
+                        true
+                    }
+                    OnError::Retry => {
+                        self.failures
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(e);
+                        false
+                    }
+                }
+            }
+        }
+    }
+
+    /// Tell the controller about writes that were not tried.
+    fn skip(&self, list: &[Action]) {
+        for a in list {
+            match a {
+                Action::SlowStart(l) | Action::Parallel(l) => self.skip(l),
+                Action::Reported { action, .. } => {
+                    self.ctrl.applied(self.key, action, Applied::Skipped)
+                }
+                Action::Event(_) => {}
+                _ => self.ctrl.applied(self.key, a, Applied::Skipped),
+            }
+        }
+    }
+
+    /// Batches of 1, 2, 4, ...; stop after the first batch with a failure. True if all went well.
+    fn slow_start(&self, list: &[Action]) -> bool {
+        let mut done = 0;
+        for n in slow_start_sizes(list.len()) {
+            let failed = self.parallel(&list[done..done + n]);
+            done += n;
+            if failed > 0 {
+                if done < list.len() {
+                    log::debug!(
+                        "{}: {}: slow-start failure, skipping {} of {}",
+                        self.ctrl.name(),
+                        self.key,
+                        list.len() - done,
+                        list.len()
+                    );
+                }
+                self.skip(&list[done..]);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Apply every action, up to MAX_PARALLEL at a time; returns how many failed.
+    fn parallel(&self, list: &[Action]) -> usize {
+        if list.len() <= 1 {
+            return list.iter().filter(|a| !self.one(a)).count();
+        }
+        let next = AtomicUsize::new(0);
+        let failed = AtomicUsize::new(0);
+        let work = || loop {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            let Some(a) = list.get(i) else { break };
+            if !self.one(a) {
+                failed.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        // This thread takes its share too (and all of it if no helper could start).
+        crate::pool::run_on_helpers(list.len().min(MAX_PARALLEL) - 1, &work);
+        failed.into_inner()
+    }
+}

@@ -1,0 +1,471 @@
+//! HTTP/1.1 on the secure port: the request head (read with a size limit, then parsed), query
+//! strings, and the encoding of answers.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use futures_lite::{AsyncRead, AsyncReadExt};
+
+// ---------------------------------------------------------------------------------------------
+// Requests and responses
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Request {
+    pub method: String,
+    /// The path without the query string, as sent.
+    pub path: String,
+    /// The raw query string without `?`.
+    pub query: String,
+    /// Header names lowercased, in the order received.
+    pub headers: Vec<(String, String)>,
+    /// DER client certificates (leaf first), empty if the client sent none.
+    pub peer_certs: Vec<Vec<u8>>,
+}
+
+impl Request {
+    /// The first header with this (case-insensitive) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of a query parameter, percent-decoded, in order.
+    pub fn query_values(&self, key: &str) -> Vec<String> {
+        query_pairs(&self.query)
+            .into_iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    /// Whether the query names `key` at all (`?verbose`, `?verbose=0` both count, as in Go).
+    pub fn has_query(&self, key: &str) -> bool {
+        query_pairs(&self.query).iter().any(|(k, _)| k == key)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Vec<u8>,
+    /// Further headers (`Content-Type`, `Content-Length`, `Cache-Control` and `Connection`
+    /// are always written).
+    pub headers: Vec<(String, String)>,
+}
+
+pub const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
+
+fn nosniff() -> Vec<(String, String)> {
+    vec![("X-Content-Type-Options".to_string(), "nosniff".to_string())]
+}
+
+impl Response {
+    /// A text answer (with `X-Content-Type-Options: nosniff`, as Go's handlers write it).
+    pub fn text(status: u16, body: impl Into<String>) -> Self {
+        Response {
+            status,
+            content_type: TEXT_PLAIN.to_string(),
+            body: body.into().into_bytes(),
+            headers: nosniff(),
+        }
+    }
+
+    /// A JSON answer without further headers.
+    pub fn json(status: u16, body: impl Into<String>) -> Self {
+        Response {
+            status,
+            content_type: "application/json".to_string(),
+            body: body.into().into_bytes(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// Add `X-Content-Type-Options: nosniff`.
+    pub fn with_nosniff(mut self) -> Self {
+        if !self
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("x-content-type-options"))
+        {
+            self.headers.extend(nosniff());
+        }
+        self
+    }
+
+    /// The value of a further header.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Go's `http.Error`: the message plus a newline.
+    pub fn error(status: u16, msg: &str) -> Self {
+        Response::text(status, format!("{msg}\n"))
+    }
+
+    /// Go's `http.NotFound`.
+    pub fn not_found() -> Self {
+        Response::error(404, "404 page not found")
+    }
+}
+
+pub type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
+pub type Filter = Arc<dyn Fn(&Request) -> Option<Response> + Send + Sync>;
+pub type Check = Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>;
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `a=1&b&c=x%20y` -> [(a,1),(b,""),(c,"x y")]; `;` is not a separator (Go >= 1.17).
+fn query_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (percent_decode(k), percent_decode(v)),
+            None => (percent_decode(p), String::new()),
+        })
+        .collect()
+}
+
+/// What reading a request head gave.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Head {
+    /// The head without its final blank line.
+    Complete(Vec<u8>),
+    /// More than the limit arrived without the blank line that ends a head.
+    TooLarge,
+    /// The client closed the connection first.
+    Closed,
+}
+
+/// Read a request head of at most `max` bytes. What follows it (a body) is read only as far
+/// as it came in the same reads, and dropped.
+pub(crate) async fn read_head<S: AsyncRead + Unpin>(
+    s: &mut S,
+    max: usize,
+) -> std::io::Result<Head> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = s.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(Head::Closed);
+        }
+        let scan_from = buf.len().saturating_sub(3);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(pos) = buf[scan_from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.truncate(scan_from + pos);
+            if buf.len() > max {
+                return Ok(Head::TooLarge);
+            }
+            return Ok(Head::Complete(buf));
+        }
+        // Without the blank line yet, the head is all but the last three bytes, which may be
+        // the start of it: a head of exactly `max` bytes is not refused for how it was cut.
+        if buf.len().saturating_sub(3) > max {
+            return Ok(Head::TooLarge);
+        }
+    }
+}
+
+/// A 400 as Go's server words it (`400 Bad Request: <why>`).
+fn bad_request(why: &str) -> Response {
+    Response::error(400, &format!("400 Bad Request: {why}"))
+}
+
+/// An RFC 9110 token (method, header name).
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Parse a request head (without the final blank line), or the answer that refuses it:
+/// 400 when it is malformed (as Go's server checks it: token method and header names, no
+/// control characters in values), 431 with more than `max_headers` header lines.
+pub(crate) fn parse_head(head: &[u8], max_headers: usize) -> Result<Request, Response> {
+    let text = std::str::from_utf8(head).map_err(|_| bad_request("not UTF-8"))?;
+    let mut lines = text.split("\r\n");
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad_request("malformed request line"));
+    };
+    if !is_token(method) || !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
+        return Err(bad_request("malformed request line"));
+    }
+    if !target.starts_with('/') || target.bytes().any(|b| b.is_ascii_control()) {
+        return Err(bad_request("malformed request target"));
+    }
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let mut headers = Vec::new();
+    for line in lines {
+        if headers.len() == max_headers {
+            return Err(Response::error(
+                431,
+                "431 Request Header Fields Too Large: too many header lines",
+            ));
+        }
+        let Some((k, v)) = line.split_once(':') else {
+            return Err(bad_request("malformed header line"));
+        };
+        if !is_token(k) {
+            return Err(bad_request("invalid header name"));
+        }
+        let v = v.trim_matches([' ', '\t']);
+        if v.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+            return Err(bad_request("invalid header value"));
+        }
+        headers.push((k.to_ascii_lowercase(), v.to_string()));
+    }
+    Ok(Request {
+        method: method.to_string(),
+        path: path.to_string(),
+        query: query.to_string(),
+        headers,
+        peer_certs: Vec::new(),
+    })
+}
+
+/// Check what the head says of a body. No route reads one: a body is drained and dropped
+/// after the answer, so one declared larger than `max` is refused (413) before anything
+/// else; a `Content-Length` that is not one number is a 400, and a transfer coding other
+/// than chunked a 501, as in Go's server.
+pub(crate) fn check_body(req: &Request, max: u64) -> Result<(), Response> {
+    if let Some(te) = req.header("transfer-encoding") {
+        return if te.eq_ignore_ascii_case("chunked") {
+            Ok(()) // Go ignores Content-Length then too
+        } else {
+            Err(Response::error(501, "Unsupported transfer encoding"))
+        };
+    }
+    let mut declared: Option<u64> = None;
+    for (k, v) in &req.headers {
+        if k != "content-length" {
+            continue;
+        }
+        let n = (!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| v.parse::<u64>().ok())
+            .flatten()
+            .filter(|n| declared.is_none_or(|d| d == *n))
+            .ok_or_else(|| bad_request("invalid Content-Length"))?;
+        declared = Some(n);
+    }
+    match declared {
+        Some(n) if n > max => Err(Response::error(413, "413 Request Entity Too Large")),
+        _ => Ok(()),
+    }
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Request Entity Too Large",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+/// Header values must not break the head: CR and LF are dropped.
+fn header_safe(v: &str) -> String {
+    v.chars().filter(|c| *c != '\r' && *c != '\n').collect()
+}
+
+pub(crate) fn encode_response(resp: &Response, head_only: bool) -> Vec<u8> {
+    // Every answer is marked private and not cacheable, as the apiserver library's
+    // WithCacheControl filter does.
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nCache-Control: no-cache, private\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
+        resp.status,
+        reason_phrase(resp.status),
+        header_safe(&resp.content_type),
+        resp.body.len()
+    );
+    for (k, v) in &resp.headers {
+        let _ = write!(head, "{}: {}\r\n", header_safe(k), header_safe(v));
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    let mut out = head.into_bytes();
+    if !head_only {
+        out.extend_from_slice(&resp.body);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(path_and_query: &str) -> Request {
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        Request {
+            method: "GET".into(),
+            path: path.into(),
+            query: query.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn query_parsing() {
+        let r = req("/x?a=1&b&c=x%20y+z&a=2&bad=%zz&tail=%4");
+        assert_eq!(r.query_values("a"), vec!["1", "2"]);
+        assert!(r.has_query("b"));
+        assert!(!r.has_query("d"));
+        assert_eq!(r.query_values("c"), vec!["x y z"]);
+        assert_eq!(r.query_values("bad"), vec!["%zz"]);
+        assert_eq!(r.query_values("tail"), vec!["%4"]);
+    }
+
+    #[test]
+    fn head_parsing() {
+        let r = parse_head(
+            b"GET /healthz?verbose HTTP/1.1\r\nHost: x\r\nX-Remote-User:  bob \t",
+            100,
+        )
+        .unwrap();
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.path, "/healthz");
+        assert_eq!(r.query, "verbose");
+        assert_eq!(r.header("x-remote-user"), Some("bob"));
+        assert_eq!(r.header("HOST"), Some("x"));
+        for (bad, why) in [
+            (&b"GET /healthz"[..], "malformed request line"),
+            (b"GET /healthz HTTP/2", "malformed request line"),
+            (b"G(T / HTTP/1.1", "malformed request line"),
+            (b"GET healthz HTTP/1.1", "malformed request target"),
+            (b"GET /a\x01 HTTP/1.1", "malformed request target"),
+            (b"GET / HTTP/1.1 extra", "malformed request line"),
+            (b"GET / HTTP/1.1\r\nno colon", "malformed header line"),
+            (b"GET / HTTP/1.1\r\nBad Name: x", "invalid header name"),
+            (b"GET / HTTP/1.1\r\n: x", "invalid header name"),
+            (b"GET / HTTP/1.1\r\nX-A: a\x00b", "invalid header value"),
+            (b"GET / HTTP/1.1\r\n folded: x", "invalid header name"),
+            (b"\xff / HTTP/1.1", "not UTF-8"),
+        ] {
+            let r = parse_head(bad, 100).unwrap_err();
+            assert_eq!(r.status, 400);
+            assert_eq!(
+                String::from_utf8(r.body).unwrap(),
+                format!("400 Bad Request: {why}\n"),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let many = format!("GET / HTTP/1.1{}", "\r\na: b".repeat(3));
+        assert!(parse_head(many.as_bytes(), 3).is_ok());
+        assert_eq!(parse_head(many.as_bytes(), 2).unwrap_err().status, 431);
+    }
+
+    #[test]
+    fn a_head_at_the_limit_is_read_however_it_arrives() {
+        use futures_lite::future::block_on;
+        let head = b"GET / HTTP/1.1\r\nX-A: 123456";
+        let mut data = head.to_vec();
+        data.extend_from_slice(b"\r\n\r\n");
+        for cut in 1..data.len() {
+            // Two reads: the head's end and part of the blank line may come together.
+            let mut r = futures_lite::io::Cursor::new(&data[..cut]).chain(&data[cut..]);
+            let got = block_on(read_head(&mut r, head.len())).unwrap();
+            assert_eq!(got, Head::Complete(head.to_vec()), "cut at {cut}");
+            let mut r = futures_lite::io::Cursor::new(&data[..cut]).chain(&data[cut..]);
+            assert_eq!(
+                block_on(read_head(&mut r, head.len() - 1)).unwrap(),
+                Head::TooLarge
+            );
+        }
+    }
+
+    #[test]
+    fn bodies() {
+        let with = |headers: &[(&str, &str)]| Request {
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..req("/")
+        };
+        let status =
+            |headers: &[(&str, &str)]| check_body(&with(headers), 1000).err().map(|r| r.status);
+        assert_eq!(status(&[]), None);
+        assert_eq!(status(&[("content-length", "1000")]), None);
+        assert_eq!(
+            status(&[("content-length", "1000"), ("content-length", "1000")]),
+            None
+        );
+        assert_eq!(status(&[("content-length", "1001")]), Some(413));
+        assert_eq!(
+            status(&[("content-length", "99999999999999999999999")]),
+            Some(400)
+        );
+        for bad in ["", "+1", "-1", "1 2", "0x10"] {
+            assert_eq!(status(&[("content-length", bad)]), Some(400), "{bad:?}");
+        }
+        assert_eq!(
+            status(&[("content-length", "1"), ("content-length", "2")]),
+            Some(400)
+        );
+        assert_eq!(
+            status(&[("transfer-encoding", "chunked"), ("content-length", "9999")]),
+            None
+        );
+        assert_eq!(status(&[("transfer-encoding", "gzip")]), Some(501));
+    }
+
+    #[test]
+    fn response_encoding() {
+        let r = Response::not_found();
+        let wire = String::from_utf8(encode_response(&r, false)).unwrap();
+        assert!(wire.starts_with("HTTP/1.1 404 Not Found\r\n"));
+        assert!(wire.contains("Content-Length: 19\r\n"));
+        assert!(wire.ends_with("\r\n\r\n404 page not found\n"));
+        let head = String::from_utf8(encode_response(&r, true)).unwrap();
+        assert!(head.ends_with("Connection: close\r\n\r\n"));
+    }
+}
