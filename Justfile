@@ -1,5 +1,6 @@
-# Daily tasks. `just --list` shows them.
+# Daily tasks. `just --list` shows them. Install just with `cargo install just --locked`.
 
+# List the recipes with what each does
 default:
     @just --list
 
@@ -12,16 +13,17 @@ release:
     cargo build --release
     @ls -l target/release/edgekcm | awk '{print "target/release/edgekcm: " $5 " bytes"}'
 
-# Unit, sandbox and (with KCM_E2E_KUBECONFIG) e2e tests — the README's test command
+# Unit and sandbox tests; the real_* scenarios show as ignored (just e2e runs them)
 test:
     cargo test
 
-# Fuzz and property targets (src/fuzz/) for longer, release build: `just fuzz` runs each for
-# 120 s, `just fuzz 30` for 30 s. EDGEKCM_FUZZ_SEED=<seed> EDGEKCM_FUZZ_CASE=<n> reproduces an input.
+# `just fuzz` runs each target for 120 s, `just fuzz 30` for 30 s; EDGEKCM_FUZZ_SEED=<seed>
+# EDGEKCM_FUZZ_CASE=<n> reproduces an input.
+# Fuzz and property targets (src/fuzz/) for longer, release build
 fuzz secs="120":
     EDGEKCM_FUZZ_SECS={{secs}} cargo test --release --lib fuzz:: -- --nocapture
 
-# Faster runner, same tests
+# The same tests with cargo-nextest (cargo install cargo-nextest --locked)
 nextest:
     cargo nextest run
 
@@ -39,14 +41,14 @@ demo:
 sandbox port="0":
     cargo run --example sandbox -- --port {{port}} --kubeconfig-out sandbox.kubeconfig
 
-# The real_* scenarios against a real kube-apiserver (ignored by plain `cargo test`):
 # KCM_E2E_KUBECONFIG=/path/admin.kubeconfig KCM_E2E_KCM_ARGS="--kubeconfig=... --use-service-account-credentials=true" just e2e
+# The real_* scenarios against a real kube-apiserver (plain cargo test ignores them)
 e2e:
     cargo test --tests -- --ignored real_ --skip real_bench --nocapture --test-threads=1
 
-# Benchmark: 300 Deployments x 5 replicas, then the namespace deleted; prints wall, CPU, RSS.
 # Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
 # The binary is built on its own: the product build, without the sandbox feature the example has.
+# Benchmark: 300 Deployments x 5, then their namespace deleted; wall, CPU and RSS
 bench *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench

@@ -1,12 +1,15 @@
-//! The demo: starts the in-repo sandbox API server on loopback, runs edgekcm's main job
-//! against it (the same code path as the binary, with the flags below), creates a namespace
-//! and shows it getting its `default` ServiceAccount and `kube-root-ca.crt` ConfigMap.
+//! The demo: starts the in-repo sandbox API server on loopback, makes a CA and a
+//! service-account key as `edgekcm certs` does, runs edgekcm's main job against the server
+//! (the same code path and log format as the binary, with the flags below), creates a
+//! namespace and shows it getting its `default` ServiceAccount and `kube-root-ca.crt`
+//! ConfigMap.
 //!
 //!     cargo run --example demo
 
 use edgekcm::api::client::Client;
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{CONFIGMAPS, NAMESPACES, SERVICEACCOUNTS};
+use edgekcm::certs::{generate, CertsOptions};
 use edgekcm::cli::{self, Command};
 use edgekcm::sandbox::{Sandbox, SandboxOptions};
 use serde_json::json;
@@ -14,24 +17,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const DEMO_CA: &str = "-----BEGIN CERTIFICATE-----\nMIIBdemoCA\n-----END CERTIFICATE-----\n";
-
 fn main() {
-    if let Err(e) = demo() {
-        eprintln!("demo failed: {e}");
-        std::process::exit(1);
-    }
+    // The sandbox lives until the process ends: edgekcm's caches, as in the binary, stop
+    // with the process, not when run() returns, and should not see the server go first.
+    let result = demo();
+    let code = match &result {
+        Ok(_) => 0,
+        Err(e) => {
+            eprintln!("demo failed: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
 }
 
-fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    env_logger::Builder::new()
-        .filter_module("edgekcm", log::LevelFilter::Info)
-        .init();
+fn demo() -> Result<Sandbox, Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("edgekcm-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let kc = dir.join("kubeconfig");
-    let ca = dir.join("ca.crt");
-    std::fs::write(&ca, DEMO_CA)?;
+    // The cluster CA published in kube-root-ca.crt and the service-account key.
+    let pki = dir.join("pki");
+    generate(&CertsOptions::new(&pki))?;
 
     let sb = Sandbox::start(SandboxOptions::default())?;
     sb.write_kubeconfig(&kc)?;
@@ -39,7 +45,12 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
 
     let args: Vec<String> = [
         format!("--kubeconfig={}", kc.display()),
-        format!("--root-ca-file={}", ca.display()),
+        "--controllers=serviceaccount,root-ca-cert-publisher".into(),
+        format!("--root-ca-file={}", pki.join("ca.crt").display()),
+        format!(
+            "--service-account-private-key-file={}",
+            pki.join("sa.key").display()
+        ),
         "--leader-elect=false".into(),
         "--secure-port=0".into(),
         "--use-service-account-credentials=true".into(),
@@ -49,6 +60,7 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
     let Command::Run(cfg) = cli::parse(&args)? else {
         return Err("unexpected command".into());
     };
+    edgekcm::logging::init(cfg.verbosity, cfg.logging_format);
     let stop = Arc::new(AtomicBool::new(false));
     let kcm = {
         let stop = stop.clone();
@@ -89,7 +101,7 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
                 serde_json::to_string_pretty(&cm)?
             );
             println!("\nnamespace served in {} ms", took.as_millis());
-            Ok(())
+            Ok(sb)
         }
         _ => Err("the namespace was not served within 30 s".into()),
     }

@@ -15,6 +15,7 @@ pub mod events;
 mod fuzz;
 pub mod gofmt;
 pub mod leader;
+pub mod logging;
 pub mod manager;
 pub mod metrics;
 pub mod notify;
@@ -25,6 +26,7 @@ pub mod run;
 #[cfg(any(test, feature = "sandbox"))]
 pub mod sandbox;
 pub mod server;
+pub mod startup;
 pub mod timefmt;
 
 pub use error::{Error, Result};

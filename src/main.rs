@@ -3,27 +3,23 @@ use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-fn init_logging(verbosity: u32) {
-    // Upstream's -v: 0-1 info, 2-3 debug (one line per applied action), 4+ trace.
-    let level = match verbosity {
-        0 | 1 => log::LevelFilter::Info,
-        2 | 3 => log::LevelFilter::Debug,
-        _ => log::LevelFilter::Trace,
-    };
-    env_logger::Builder::new()
-        .filter_level(log::LevelFilter::Warn)
-        .filter_module("edgekcm", level)
-        .parse_env("EDGEKCM_LOG")
-        .format(|buf, rec| {
-            let l = match rec.level() {
-                log::Level::Error => 'E',
-                log::Level::Warn => 'W',
-                log::Level::Info => 'I',
-                log::Level::Debug | log::Level::Trace => 'D',
-            };
-            writeln!(buf, "{l} {} {}", buf.timestamp_millis(), rec.args())
-        })
-        .init();
+/// A message to stderr before the logger exists. A closed stderr (`edgekcm ... 2>&1 | head`)
+/// is not worth a panic: the exit status still says what happened.
+fn say(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// A bad command line: the error, where to read about the flags, exit 1.
+fn usage_error(e: &edgekcm::Error, help: &str) -> ! {
+    say(&format!("Error: {e}\nRun '{help}' for the flags."));
+    std::process::exit(1);
+}
+
+/// A failure once the logger runs: one error line in the log's format, exit 1.
+fn fatal(e: &edgekcm::Error) -> ! {
+    log::error!(err:% = e; "command failed");
+    log::logger().flush();
+    std::process::exit(1);
 }
 
 /// glibc gives each thread that allocates under contention its own arena, up to eight per
@@ -109,6 +105,11 @@ mod heap {
 fn main() {
     limit_malloc_arenas();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let help = if args.first().is_some_and(|a| a == "certs") {
+        "edgekcm certs --help"
+    } else {
+        "edgekcm --help"
+    };
     let cfg = match cli::parse(&args) {
         Ok(Command::Run(cfg)) => cfg,
         Ok(Command::Help(text)) | Ok(Command::Version(text)) => {
@@ -121,34 +122,24 @@ fn main() {
                 let _ = write!(std::io::stdout(), "{report}");
                 return;
             }
-            Err(e) => {
-                eprintln!("Error: {e}");
-                std::process::exit(1);
-            }
+            Err(e) => usage_error(&e, help),
         },
-        Err(e) => {
-            eprintln!("Error: {e}");
-            eprintln!("Run 'edgekcm --help' for the flags.");
-            std::process::exit(1);
-        }
+        Err(e) => usage_error(&e, help),
     };
-    init_logging(cfg.verbosity);
+    edgekcm::logging::init(cfg.verbosity, cfg.logging_format);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
-            eprintln!("Error: cannot install a signal handler: {e}");
-            std::process::exit(1);
+            fatal(&edgekcm::Error::Io(format!(
+                "cannot install a signal handler: {e}"
+            )));
         }
     }
     match edgekcm::run::run(*cfg, stop) {
         Ok(code) => std::process::exit(code),
-        Err(e) => {
-            log::error!("{e}");
-            eprintln!("Error: {e}");
-            std::process::exit(1);
-        }
+        Err(e) => fatal(&e),
     }
 }

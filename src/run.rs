@@ -67,8 +67,8 @@ impl LeaseApi for LeaseClient {
 /// The root CA published to namespaces: `--root-ca-file`, else the kubeconfig's inline CA.
 fn root_ca(cfg: &Config, rest: &RestConfig) -> Result<String> {
     if let Some(p) = &cfg.root_ca_file {
-        return std::fs::read_to_string(p)
-            .map_err(|e| Error::Config(format!("--root-ca-file {}: {e}", p.display())));
+        let pem = crate::config::files::read_ca(p)?;
+        return Ok(String::from_utf8_lossy(&pem).into_owned());
     }
     Ok(rest
         .ca_inline
@@ -173,23 +173,6 @@ fn build_controllers(
     Ok(out)
 }
 
-/// Upstream polls /healthz for up to 10 s before anything else and exits if it never answers.
-fn wait_for_apiserver(client: &Client, stop: &AtomicBool) -> Result<()> {
-    let end = Instant::now() + Duration::from_secs(10);
-    let mut last = Error::Transport("no answer".into());
-    while Instant::now() < end && !stop.load(Ordering::SeqCst) {
-        match client.get_raw("/healthz") {
-            Ok(_) => return Ok(()),
-            Err(e) => last = e,
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    Err(Error::Transport(format!(
-        "the API server at {} did not become healthy within 10s: {last}",
-        client.base_url()
-    )))
-}
-
 fn lease_event(recorder: &Recorder, client: &Client, lease: &Value, message: String) {
     recorder.record(
         client,
@@ -205,6 +188,7 @@ fn lease_event(recorder: &Recorder, client: &Client, lease: &Value, message: Str
 
 /// Run until `stop` is set (returns EXIT_OK) or leadership is lost (EXIT_LOST_LEADERSHIP).
 pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
+    crate::config::files::check(&cfg)?;
     let rest = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())?;
     rest.validate()?;
     let base_ua = user_agent_base();
@@ -249,29 +233,21 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         s.set_filter(auth.filter());
         s.route("/metrics", crate::metrics::handler());
         s.route_tree(garbagecollector::dump::BASE_PATH, gc_debug.handler());
-        let s = s.start()?;
-        log::info!("serving securely on {}", s.addr());
-        Some(s)
+        Some(s.start()?)
     } else {
         None
     };
 
-    wait_for_apiserver(&root, &stop)?;
+    if crate::startup::wait_for_apiserver(&rest, &stop)? == crate::startup::Waited::Stopped {
+        if let Some(s) = server {
+            s.stop();
+        }
+        return Ok(EXIT_OK);
+    }
 
     let controllers = build_controllers(&cfg, &rest, &gc_debug)?;
-    // Only what upstream would start here: not the ones waiting on a feature gate, a cloud
-    // provider or a flag.
-    let skipped: Vec<&str> = registry::known()
-        .iter()
-        .filter(|i| i.needs.is_empty())
-        .map(|i| i.name)
-        .filter(|n| cfg.controllers.is_enabled(n) && !IMPLEMENTED.contains(n))
-        .collect();
-    if !skipped.is_empty() {
-        log::info!(
-            "enabled but not implemented in this edgekcm yet: {}",
-            skipped.join(", ")
-        );
+    if let Some(line) = crate::startup::not_implemented_line(&cfg, IMPLEMENTED) {
+        log::warn!("{line}");
     }
 
     let recorder = Arc::new(Recorder::start());
@@ -381,7 +357,6 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                 name: cfg.leader_election.resource_name.clone(),
             };
             let on_started = move || {
-                log::info!("successfully acquired lease as {}", e1.identity());
                 if let Ok(Some(lease)) = api_for_event.get() {
                     lease_event(
                         &rec1,

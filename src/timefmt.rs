@@ -81,6 +81,13 @@ fn format(t: SystemTime, micros: bool) -> String {
     }
 }
 
+/// Civil (year, month, day, hour, minute, second) of a count of seconds since the epoch.
+pub(crate) fn civil_time(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
+    let (y, mo, d) = civil_from_days(secs.div_euclid(SECS_PER_DAY));
+    let rem = secs.rem_euclid(SECS_PER_DAY) as u32;
+    (y, mo, d, rem / 3600, (rem % 3600) / 60, rem % 60)
+}
+
 /// `metav1.Time` form: UTC, whole seconds, e.g. `2006-01-02T15:04:05Z`.
 pub fn rfc3339(t: SystemTime) -> String {
     format(t, false)

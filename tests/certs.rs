@@ -225,7 +225,16 @@ fn kept_files_must_still_fit() {
         e.contains("kube-controller-manager.crt") && e.contains("does not cover edge-1.example"),
         "{e}"
     );
-    assert!(e.contains("--force"), "{e}");
+    // The fix offered replaces that pair alone, never everything.
+    assert!(
+        e.ends_with(&format!(
+            "; replace it alone (the CA, the service-account key and the other files stay) with: \
+             edgekcm certs --dir={} --san=edge-1.example --renew=kube-controller-manager",
+            t.0.display()
+        )),
+        "{e}"
+    );
+    assert!(!e.contains("--force"), "{e}");
 
     // Another --server.
     let mut other = o.clone();
@@ -257,7 +266,9 @@ fn kept_files_must_still_fit() {
     std::fs::remove_file(t.0.join("apiserver.key")).unwrap();
     let e = err_text(&o);
     assert!(
-        e.contains("apiserver.crt exists but") && e.contains("apiserver.key does not"),
+        e.contains("apiserver.crt exists but")
+            && e.contains("apiserver.key does not")
+            && e.ends_with("--renew=apiserver"),
         "{e}"
     );
 
@@ -267,7 +278,9 @@ fn kept_files_must_still_fit() {
     std::fs::copy(u.0.join("sa.pub"), v.0.join("sa.pub")).unwrap();
     let e = err_text(&CertsOptions::new(&v.0));
     assert!(
-        e.contains("sa.pub") && e.contains("not the public key of"),
+        e.contains("sa.pub")
+            && e.contains("not the public key of")
+            && e.contains("it is written anew from sa.key"),
         "{e}"
     );
 
@@ -281,6 +294,102 @@ fn kept_files_must_still_fit() {
     assert_eq!(
         r.status_of("kube-controller-manager.crt"),
         Some(Status::Kept)
+    );
+}
+
+#[test]
+fn the_service_range_sets_the_kubernetes_service_ip() {
+    let t = TempDir::new("certs-range");
+    let o = CertsOptions::new(&t.0);
+    let r = generate(&o).unwrap();
+    assert!(r
+        .apiserver_flags
+        .contains(&"--service-cluster-ip-range=10.96.0.0/12".to_string()));
+    assert!(r
+        .to_string()
+        .contains("  --service-cluster-ip-range=10.96.0.0/12 \\\n"));
+    let names = r
+        .entries
+        .iter()
+        .find(|e| e.path.ends_with("apiserver.crt"))
+        .map(|e| e.what.clone())
+        .unwrap();
+    assert!(names.contains(",10.96.0.1"), "{names}");
+
+    // kube-apiserver's own default range: its first address must be in the certificate.
+    let mut other = o.clone();
+    other.service_cluster_ip_range = "10.0.0.0/24".into();
+    let e = err_text(&other);
+    assert!(
+        e.contains("apiserver.crt does not fit: it does not cover 10.0.0.1")
+            && e.ends_with(&format!(
+                "edgekcm certs --dir={} --service-cluster-ip-range=10.0.0.0/24 --renew=apiserver",
+                t.0.display()
+            )),
+        "{e}"
+    );
+    // That command replaces the apiserver pair and nothing else.
+    let before = snapshot(&t.0);
+    let mut renew = other.clone();
+    renew.renew = vec!["apiserver".into()];
+    let r = generate(&renew).unwrap();
+    assert_eq!(r.status_of("apiserver.crt"), Some(Status::Replaced));
+    assert_eq!(r.status_of("apiserver.key"), Some(Status::Replaced));
+    assert!(r
+        .apiserver_flags
+        .contains(&"--service-cluster-ip-range=10.0.0.0/24".to_string()));
+    let after = snapshot(&t.0);
+    for ((name, a), (_, b)) in before.iter().zip(&after) {
+        assert_eq!(a == b, !name.starts_with("apiserver."), "{name}");
+    }
+    // Kept from now on with that range, and the old one no longer fits.
+    assert_eq!(
+        generate(&other).unwrap().status_of("apiserver.crt"),
+        Some(Status::Kept)
+    );
+    assert!(err_text(&o).contains("does not cover 10.96.0.1"));
+}
+
+#[test]
+fn renew_replaces_one_file_and_keeps_the_rest() {
+    let t = TempDir::new("certs-renew");
+    let o = CertsOptions::new(&t.0);
+    generate(&o).unwrap();
+    let before = snapshot(&t.0);
+    for (name, changed) in [
+        ("apiserver", &["apiserver.crt", "apiserver.key"][..]),
+        (
+            "kube-controller-manager",
+            &["kube-controller-manager.crt", "kube-controller-manager.key"][..],
+        ),
+        ("controller-manager.conf", &["controller-manager.conf"][..]),
+        ("admin.conf", &["admin.conf"][..]),
+    ] {
+        let mut renew = o.clone();
+        renew.renew = vec![name.to_string()];
+        let r = generate(&renew).unwrap();
+        let after = snapshot(&t.0);
+        for ((file, a), (_, b)) in before.iter().zip(&after) {
+            let renewed = changed.contains(&file.as_str());
+            assert_eq!(a != b, renewed, "--renew={name}: {file}");
+            let want = if renewed {
+                Status::Replaced
+            } else {
+                Status::Kept
+            };
+            assert_eq!(r.status_of(file), Some(want), "--renew={name}: {file}");
+        }
+        // Put the originals back for the next name.
+        for (file, data) in &before {
+            std::fs::write(t.0.join(file), data).unwrap();
+        }
+    }
+    // The CA and the service-account key cannot be renewed alone.
+    let mut bad = o.clone();
+    bad.renew = vec!["ca".into()];
+    assert!(
+        generate(&bad).is_ok(),
+        "unknown names are refused by the command line only"
     );
 }
 
@@ -442,7 +551,23 @@ fn certs_subcommand() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Error: unknown flag: --bogus"));
+    // Its errors point to its own help.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Error: unknown flag: --bogus (see edgekcm certs --help)\n\
+         Run 'edgekcm certs --help' for the flags.\n"
+    );
+    let out = Command::new(bin)
+        .args(["certs", "--dir", dir.to_str().unwrap(), "--san=edge-2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not cover edge-2")
+            && err.ends_with("Run 'edgekcm certs --help' for the flags.\n"),
+        "{err}"
+    );
 
     let out = Command::new(bin)
         .args(["certs", "--help"])
@@ -562,7 +687,6 @@ fn real_apiserver_accepts_generated_files() {
         "--bind-address=127.0.0.1".into(),
         "--secure-port=26443".into(),
         "--etcd-servers=http://127.0.0.1:22379".into(),
-        "--service-cluster-ip-range=10.96.0.0/12".into(),
         "--allow-privileged=true".into(),
         "--enable-admission-plugins=NodeRestriction".into(),
     ];

@@ -422,14 +422,21 @@ fn controllers_rules() {
     assert!(c
         .controllers
         .is_enabled("storage-version-migrator-controller"));
-    assert_eq!(
-        err("--controllers=*,foo"),
-        "\"foo\" is not in the list of known controllers"
+    // Upstream's message, then the names that are accepted.
+    let e = err("--controllers=*,foo");
+    assert!(
+        e.starts_with("\"foo\" is not in the list of known controllers\nknown controllers (short names in parentheses): bootstrap-signer-controller (bootstrapsigner),"),
+        "{e}"
     );
-    assert_eq!(
-        err("--controllers=-nope"),
-        "\"nope\" is not in the list of known controllers"
-    );
+    for name in [
+        "deployment-controller (deployment)",
+        "node-ipam-controller (nodeipam)",
+        "ttl-controller (ttl)",
+    ] {
+        assert!(e.contains(name), "{name}: {e}");
+    }
+    assert!(err("--controllers=-nope")
+        .starts_with("\"nope\" is not in the list of known controllers\n"));
     // A value may start with '-'.
     let c = run("--controllers -service,*");
     assert!(!c.controllers.is_enabled("service-lb-controller"));
@@ -499,10 +506,92 @@ fn help_and_version() {
         parse(&args("--version=raw")).unwrap(),
         Command::Version(_)
     ));
+    // `edgekcm help`, `edgekcm help certs` and `-V` as well.
+    assert_eq!(
+        parse(&args("help")).unwrap(),
+        parse(&args("--help")).unwrap()
+    );
+    assert_eq!(
+        parse(&args("help certs")).unwrap(),
+        parse(&args("certs --help")).unwrap()
+    );
+    assert_eq!(
+        parse(&args("-V")).unwrap(),
+        parse(&args("--version")).unwrap()
+    );
     assert!(matches!(
         parse(&args("--version=false")).unwrap(),
         Command::Run(_)
     ));
+}
+
+#[test]
+fn help_lists_the_controller_names() {
+    let Command::Help(t) = parse(&args("--help")).unwrap() else {
+        panic!("no help")
+    };
+    let block: Vec<&str> = t
+        .lines()
+        .skip_while(|l| !l.contains("--controllers strings"))
+        .take_while(|l| !l.contains("--controller-start-interval"))
+        .collect();
+    let block = block.join("\n");
+    for want in [
+        "All controllers (short names in parentheses): bootstrap-signer-controller (bootstrapsigner),",
+        "certificatesigningrequest-signing-controller (csrsigning),",
+        "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
+        "In edgekcm today: deployment-controller, garbage-collector-controller, namespace-controller,",
+        "Accepted from later releases (not run): ",
+    ] {
+        assert!(block.contains(want), "{want}:\n{block}");
+    }
+    // The lists are wrapped.
+    assert!(
+        block
+            .lines()
+            .filter(|l| !l.contains("Controllers to run"))
+            .all(|l| l.len() <= 100),
+        "{block}"
+    );
+}
+
+#[test]
+fn help_marks_what_is_not_acted_on_yet() {
+    let Command::Help(t) = parse(&args("--help")).unwrap() else {
+        panic!("no help")
+    };
+    let note = |flag: &str| -> Option<String> {
+        let mut lines = t.lines();
+        lines.find(|l| {
+            l.trim_start().starts_with(&format!("--{flag} ")) || l.trim() == format!("--{flag}")
+        })?;
+        lines.next().map(str::to_string)
+    };
+    for (flag, why) in [
+        ("cluster-signing-cert-file", "csrsigning"),
+        ("cluster-signing-kubelet-serving-key-file", "csrsigning"),
+        ("service-account-private-key-file", "serviceaccount-token"),
+        ("allocate-node-cidrs", "nodeipam"),
+        ("cluster-cidr", "nodeipam"),
+        ("terminated-pod-gc-threshold", "podgc"),
+    ] {
+        let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
+        assert!(
+            n.contains(&format!("Not acted on yet: {why} is not in edgekcm yet.")),
+            "--{flag}: {n}"
+        );
+    }
+    for flag in [
+        "root-ca-file",
+        "kubeconfig",
+        "leader-elect",
+        "use-service-account-credentials",
+    ] {
+        let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
+        assert!(!n.contains("Not acted on yet"), "--{flag}: {n}");
+    }
+    assert!(t.contains("--concurrent-job-syncs int (default 5)  not acted on yet"));
+    assert!(t.contains("--concurrent-deployment-syncs int (default 5)\n"));
 }
 
 #[test]
@@ -540,7 +629,19 @@ fn signing_and_serving_validation() {
     assert_eq!(
         err("--cluster-signing-cert-file=a --cluster-signing-key-file=b \
             --cluster-signing-kubelet-serving-cert-file=c --cluster-signing-kubelet-serving-key-file=d"),
-        "cannot specify default and per controller certs at the same time"
+        "cannot specify --cluster-signing-{cert,key}-file and other --cluster-signing-*-file flags at the same time"
+    );
+    // Each signer's pair whole; every problem named at once, as upstream aggregates them.
+    assert_eq!(
+        err("--cluster-signing-kubelet-serving-cert-file=a"),
+        "\"cluster-signing-kubelet-serving\": cannot specify cert without key"
+    );
+    assert_eq!(
+        err("--cluster-signing-cert-file=a --cluster-signing-kubelet-serving-cert-file=x \
+            --cluster-signing-legacy-unknown-key-file=y"),
+        "[\"cluster-signing-kubelet-serving\": cannot specify cert without key, \
+         \"cluster-signing-legacy-unknown\": cannot specify key without cert, \
+         cannot specify --cluster-signing-{cert,key}-file and other --cluster-signing-*-file flags at the same time]"
     );
     assert!(err("--tls-cert-file=/s.crt").contains("missing filename for serving cert"));
     // With serving off the pair is not needed.
@@ -584,7 +685,7 @@ fn every_upstream_flag_spelling_is_consumed_correctly() {
 #[test]
 fn flag_table_sizes() {
     let (acted, accepted, removed) = edgekcm::cli::flag_counts();
-    assert_eq!(acted, 79);
+    assert_eq!(acted, 80);
     assert!(accepted >= 65, "{accepted}");
     assert!(removed >= 25, "{removed}");
 }

@@ -16,7 +16,8 @@ use edgekcm::sandbox::SandboxOptions;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-const ROOT_CA: &str = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
+/// A real certificate: edgekcm refuses a --root-ca-file without one, as upstream does.
+const ROOT_CA: &str = include_str!("fixtures/test-only-v1-ca.crt");
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn root_ca_flag(t: &Target) -> Vec<String> {

@@ -17,6 +17,7 @@ const KERNEL: &[&str] = &[
     "events.rs",
     "gofmt.rs",
     "leader",
+    "logging.rs",
     "manager",
     "metrics",
     "notify.rs",
@@ -83,6 +84,7 @@ fn every_source_module_is_classified() {
         "lib.rs",
         "main.rs",
         "run.rs",
+        "startup.rs",
     ];
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     for e in std::fs::read_dir(&src).expect("src") {

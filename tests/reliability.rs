@@ -271,7 +271,8 @@ fn scenario_outage(outage: Duration) {
     let during: Vec<&str> = log
         .lines()
         .skip(lines_before)
-        .filter(|l| !l.starts_with("D "))
+        // Warnings and errors (klog's W and E lines); not the -v lines, which are I lines.
+        .filter(|l| l.starts_with('W') || l.starts_with('E'))
         .collect();
     sb.resume_listening();
     let took = wait_converged(&mut kcm, &ns.admin, &ns.name, n, 3);

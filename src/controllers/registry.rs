@@ -21,6 +21,8 @@ pub struct ControllerInfo {
     /// Empty, or why the controller may not start even when enabled: `cloud`,
     /// `feature-gate`, or the flag it needs (`--allocate-node-cidrs`, ...).
     pub needs: &'static str,
+    /// A name from a kube-controller-manager release after 1.28 (1.28 itself would refuse it).
+    pub later_release: bool,
 }
 
 const fn c(
@@ -35,6 +37,7 @@ const fn c(
         disabled_by_default: false,
         sa_name,
         needs,
+        later_release: false,
     }
 }
 
@@ -50,7 +53,14 @@ const fn off(
         disabled_by_default: true,
         sa_name,
         needs,
+        later_release: false,
     }
+}
+
+/// Marks an entry as a name from a release after 1.28.
+const fn later(mut info: ControllerInfo) -> ControllerInfo {
+    info.later_release = true;
+    info
 }
 
 static KNOWN: &[ControllerInfo] = &[
@@ -298,59 +308,108 @@ static KNOWN: &[ControllerInfo] = &[
         "feature-gate",
     ),
     // Names introduced by later kube-controller-manager releases.
-    c(
+    later(c(
         "taint-eviction-controller",
         &[],
         Some("node-controller"),
         "",
-    ),
-    c(
+    )),
+    later(c(
         "service-cidr-controller",
         &[],
         Some("service-cidrs-controller"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "storage-version-migrator-controller",
         &["svm"],
         Some("storage-version-migrator-controller"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "volumeattributesclass-protection-controller",
         &[],
         Some("volumeattributesclass-protection-controller"),
         "feature-gate",
-    ),
-    off(
+    )),
+    later(off(
         "selinux-warning-controller",
         &[],
         Some("selinux-warning-controller"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "kube-apiserver-serving-clustertrustbundle-publisher-controller",
         &[],
         Some("kube-apiserver-serving-clustertrustbundle-publisher"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "device-taint-eviction-controller",
         &[],
         Some("device-taint-eviction-controller"),
         "feature-gate",
-    ),
-    c(
+    )),
+    later(c(
         "podcertificaterequest-cleaner-controller",
         &[],
         Some("podcertificaterequestcleaner"),
         "feature-gate",
-    ),
+    )),
 ];
 
 /// Every controller name `--controllers` accepts.
 pub fn known() -> &'static [ControllerInfo] {
     KNOWN
+}
+
+/// `name (alias, ...)` for every kube-controller-manager 1.28 controller, by canonical name;
+/// what `--controllers` accepts, as `--help` and the unknown-name error list it.
+pub fn described_names() -> Vec<String> {
+    let mut v: Vec<&ControllerInfo> = KNOWN.iter().filter(|c| !c.later_release).collect();
+    v.sort_by_key(|c| c.name);
+    v.iter()
+        .map(|c| match c.aliases {
+            [] => c.name.to_string(),
+            a => format!("{} ({})", c.name, a.join(", ")),
+        })
+        .collect()
+}
+
+/// The names from releases after 1.28 that `--controllers` accepts too.
+pub fn later_names() -> Vec<&'static str> {
+    let mut v: Vec<&str> = KNOWN
+        .iter()
+        .filter(|c| c.later_release)
+        .map(|c| c.name)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// `head` and then the items joined with ", ", wrapped at `width` columns, each line after the
+/// first starting with `indent`.
+pub fn wrap_list(head: &str, items: &[String], width: usize, indent: &str) -> String {
+    let mut out = head.to_string();
+    let mut line = head.len();
+    for (i, item) in items.iter().enumerate() {
+        let word = if i + 1 < items.len() {
+            format!("{item},")
+        } else {
+            item.clone()
+        };
+        if line > 0 && line + 1 + word.len() > width {
+            out.push('\n');
+            out.push_str(indent);
+            line = indent.len();
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(&word);
+        line += word.len();
+    }
+    out
 }
 
 /// The table entry for a canonical name or an alias.
@@ -402,7 +461,17 @@ impl ControllerSelection {
             }
         }
         if !errors.is_empty() {
-            return Err(Error::Config(errors.join(", ")));
+            // Upstream's message, then what would have been accepted.
+            return Err(Error::Config(format!(
+                "{}\n{}",
+                errors.join(", "),
+                wrap_list(
+                    "known controllers (short names in parentheses):",
+                    &described_names(),
+                    100,
+                    "  "
+                )
+            )));
         }
         Ok(ControllerSelection { entries })
     }
@@ -466,6 +535,17 @@ mod tests {
     }
 
     #[test]
+    fn names_for_people() {
+        let names = described_names();
+        assert_eq!(names.len(), 42);
+        assert_eq!(names[0], "bootstrap-signer-controller (bootstrapsigner)");
+        assert!(names.contains(&"validatingadmissionpolicy-status-controller".to_string()));
+        assert_eq!(later_names().len(), 8);
+        let w = wrap_list("x:", &["aa".into(), "bb".into(), "cc".into()], 10, "  ");
+        assert_eq!(w, "x: aa, bb,\n  cc");
+    }
+
+    #[test]
     fn aliases_resolve() {
         assert_eq!(canonical("deployment"), Some("deployment-controller"));
         assert_eq!(
@@ -514,11 +594,18 @@ mod tests {
 
     #[test]
     fn unknown_names_are_errors() {
-        let err = ControllerSelection::parse(&["*".into(), "-foo".into()]).unwrap_err();
-        assert_eq!(
-            err,
-            Error::Config("\"foo\" is not in the list of known controllers".into())
+        let err = ControllerSelection::parse(&["*".into(), "-foo".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("\"foo\" is not in the list of known controllers\nknown controllers (short names in parentheses): bootstrap-signer-controller (bootstrapsigner),"),
+            "{err}"
         );
+        assert!(
+            err.contains(" deployment-controller (deployment),"),
+            "{err}"
+        );
+        assert!(err.lines().all(|l| l.len() <= 100), "{err}");
         assert!(ControllerSelection::parse(&["-*".into()]).is_err());
         assert!(ControllerSelection::parse(&["".into()]).is_err());
         assert!(ControllerSelection::parse(&[])

@@ -71,7 +71,8 @@
 //!   else; CSR `approval` changes `status.conditions` only.
 //! - **Authentication** (`require_auth`): bearer tokens only (the admin token, tokens minted by
 //!   the `token` subresource, and tokens found in `kubernetes.io/service-account-token` Secrets);
-//!   no client certificates. `/healthz`, `/livez`, `/readyz` and `/version` need no token.
+//!   no client certificates. `/healthz`, `/livez`, `/readyz` and `/version` need no token, but
+//!   a token that does not authenticate is answered 401 there too, as kube-apiserver does.
 //!   Without `require_auth` nothing is checked: any token (or none) is accepted, and the
 //!   recorded user is filled in only for tokens the sandbox knows.
 //! - **`metadata.generation`** is set to 1 on create and maintained for every kind (bumped when

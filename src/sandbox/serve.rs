@@ -134,7 +134,12 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
         let (reply, headers) = if let Some(code) = fault {
             let (c, v, h) = fault_reply(code);
             (Reply::Json(c, v), h)
-        } else if shared.opts.require_auth && user.is_none() && !is_public_path(&req.path) {
+        } else if shared.opts.require_auth
+            && user.is_none()
+            && (token.is_some() || !is_public_path(&req.path))
+        {
+            // As kube-apiserver: a token that does not authenticate is refused everywhere;
+            // only a request without one may read the public paths.
             let e = meta::ApiError::new(401, "Unauthorized", "Unauthorized");
             (Reply::Json(401, e.to_status()), Vec::new())
         } else {

@@ -87,9 +87,14 @@ impl Inner {
             }
             let added: Vec<String> = wanted.difference(current).map(|k| k.to_string()).collect();
             let removed: Vec<String> = current.difference(&wanted).map(|k| k.to_string()).collect();
+            // The whole lists only at -v 4: the first sync adds every resource, over a
+            // thousand characters on one line (upstream logs that diff at -v 2).
             log::info!(
-                "{NAME}: syncing monitors with discovery (attempt {attempt}): added {added:?}, removed {removed:?}"
+                "{NAME}: syncing monitors with discovery (attempt {attempt}): added {}, removed {}",
+                crate::logging::few(&added, 6),
+                crate::logging::few(&removed, 6)
             );
+            log::trace!("{NAME}: monitors added {added:?}, removed {removed:?}");
             self.sync_monitors(&wanted);
             if self.wait_monitors_synced(RESYNC_PERIOD) {
                 break;

@@ -1,31 +1,9 @@
-//! The command line, spelled as kube-controller-manager spells it.
-//!
-//! kube-controller-manager uses Go's pflag: `--name=value` or `--name value`, booleans as
-//! `--name` or `--name=true|false` (a boolean never takes the next argument), `_` and `-` are
-//! the same in names, `-v` is the only short flag with a value, and a repeated flag replaces the
-//! earlier value except list flags, which append. This module normalises argv with those rules,
-//! sorts every flag into one of four kinds (acted on, accepted and ignored, removed upstream and
-//! ignored, unknown), hands the acted-on ones to an argh parser and builds the [`Config`].
-
-use std::collections::BTreeMap;
+//! The flag tables: every kube-controller-manager flag edgekcm acts on, accepts and ignores,
+//! or knows as removed upstream, and the argh struct the acted-on ones are handed to.
 
 use argh::FromArgs;
 
-use crate::config::{self, Config, CONCURRENT_SYNCS};
-use crate::error::{Error, Result};
-
-/// What to do after parsing.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Command {
-    /// Run the controller manager.
-    Run(Box<Config>),
-    /// Print this text to stdout and exit 0.
-    Help(String),
-    /// Print this text to stdout and exit 0.
-    Version(String),
-    /// `edgekcm certs`: write the local PKI.
-    Certs(Box<crate::certs::CertsOptions>),
-}
+use crate::config::CONCURRENT_SYNCS;
 
 /// Flags edgekcm acts on, after normalisation (each given at most once, as text).
 /// Values are typed and validated in [`Config::from_flags`], which words errors like pflag.
@@ -128,6 +106,9 @@ pub struct RunFlags {
     /// log verbosity
     #[argh(option)]
     pub v: Option<String>,
+    /// log format
+    #[argh(option)]
+    pub logging_format: Option<String>,
     /// delay between controller starts
     #[argh(option)]
     pub controller_start_interval: Option<String>,
@@ -219,13 +200,13 @@ pub struct RunFlags {
 
 /// A flag edgekcm acts on: name, whether it is boolean, whether repeats append (pflag
 /// string slices), and its help line.
-struct Acted {
-    name: &'static str,
-    boolean: bool,
-    list: bool,
-    group: &'static str,
-    default: &'static str,
-    help: &'static str,
+pub(super) struct Acted {
+    pub(super) name: &'static str,
+    pub(super) boolean: bool,
+    pub(super) list: bool,
+    pub(super) group: &'static str,
+    pub(super) default: &'static str,
+    pub(super) help: &'static str,
 }
 
 const fn a(
@@ -276,7 +257,7 @@ const fn l(
     }
 }
 
-const GENERIC: &str = "Generic flags";
+pub(super) const GENERIC: &str = "Generic flags";
 const LEADER: &str = "Leader election flags";
 const SERVING: &str = "Secure serving flags";
 const AUTHN: &str = "Authentication flags";
@@ -288,7 +269,7 @@ const MISC: &str = "Misc flags";
 
 /// Every flag edgekcm acts on, except the `--concurrent-*-syncs` family
 /// ([`CONCURRENT_SYNCS`]).
-static ACTED: &[Acted] = &[
+pub(super) static ACTED: &[Acted] = &[
     l(GENERIC, "controllers", "*", "Controllers to run: '*' = all on-by-default, 'foo' enables, '-foo' disables (canonical names or aliases)."),
     a(GENERIC, "controller-start-interval", "0s", "Pause between starting controllers."),
     a(GENERIC, "min-resync-period", "12h0m0s", "Informer resync period is random between this and twice this."),
@@ -348,9 +329,40 @@ static ACTED: &[Acted] = &[
     a(NODE, "node-monitor-grace-period", "40s", "How long a node may be silent before it is marked unhealthy."),
     a(NODE, "node-startup-grace-period", "1m0s", "The same for a node that is starting."),
     a(LOGS, "v", "0", "Log verbosity (-v or --v)."),
+    a(LOGS, "logging-format", "text", "Log format: \"text\" (klog's header) or \"json\" (component-base's JSON lines)."),
     a(MISC, "kubeconfig", "", "Kubeconfig with the API server location and credentials."),
     a(MISC, "master", "", "API server URL (overrides the kubeconfig's server)."),
 ];
+
+/// Why a flag edgekcm parses and checks does nothing yet: what would act on it is not in
+/// edgekcm. `None` for the flags it acts on.
+pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "service-account-private-key-file" => "serviceaccount-token is not in edgekcm yet",
+        "cluster-signing-duration" => "csrsigning is not in edgekcm yet",
+        n if n.starts_with("cluster-signing-") => "csrsigning is not in edgekcm yet",
+        "allocate-node-cidrs" | "cluster-cidr" | "service-cluster-ip-range" => {
+            "nodeipam is not in edgekcm yet"
+        }
+        n if n.starts_with("node-cidr-mask-size") => "nodeipam is not in edgekcm yet",
+        "node-monitor-period" | "node-monitor-grace-period" | "node-startup-grace-period" => {
+            "nodelifecycle is not in edgekcm yet"
+        }
+        "terminated-pod-gc-threshold" => "podgc is not in edgekcm yet",
+        "cluster-name" => "the controllers that use it (cloud, volumes) are not in edgekcm yet",
+        "controller-start-interval" => "edgekcm starts its controllers together",
+        "min-resync-period" => "edgekcm's caches do not resync on a timer",
+        n if n.starts_with("concurrent-") || n.starts_with("mirroring-concurrent-") => match n {
+            "concurrent-deployment-syncs"
+            | "concurrent-gc-syncs"
+            | "concurrent-namespace-syncs"
+            | "concurrent-rc-syncs"
+            | "concurrent-replicaset-syncs" => return None,
+            _ => "its controller is not in edgekcm yet",
+        },
+        _ => return None,
+    })
+}
 
 /// Flags kube-controller-manager 1.28 has that edgekcm accepts and ignores.
 /// `(name, boolean)`.
@@ -392,7 +404,6 @@ static ACCEPTED: &[(&str, bool)] = &[
     ("log-flush-frequency", false),
     ("log-json-info-buffer-size", false),
     ("log-json-split-stream", true),
-    ("logging-format", false),
     ("max-endpoints-per-slice", false),
     ("mirroring-endpointslice-updates-batch-period", false),
     ("mirroring-max-endpoints-per-subset", false),
@@ -472,7 +483,7 @@ static RENAMED: &[(&str, &str, &str)] = &[(
 )];
 
 #[derive(Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     Acted {
         boolean: bool,
         list: bool,
@@ -497,7 +508,7 @@ enum Kind {
 }
 
 impl Kind {
-    fn is_bool(self) -> bool {
+    pub(super) fn is_bool(self) -> bool {
         match self {
             Kind::Acted { boolean, .. }
             | Kind::Accepted { boolean }
@@ -510,7 +521,7 @@ impl Kind {
 }
 
 /// Look a normalised flag name up; `None` means upstream never had it.
-fn lookup(name: &str) -> Option<(&'static str, Kind)> {
+pub(super) fn lookup(name: &str) -> Option<(&'static str, Kind)> {
     if let Some(f) = ACTED.iter().find(|f| f.name == name) {
         return Some((
             f.name,
@@ -556,296 +567,6 @@ pub fn flag_counts() -> (usize, usize, usize) {
         ACCEPTED.len() + LATER.len(),
         REMOVED.len() + RENAMED.len(),
     )
-}
-
-/// Parse the arguments after argv\[0\].
-pub fn parse(args: &[String]) -> Result<Command> {
-    let mut rest = args;
-    if let Some(first) = rest.first() {
-        if !first.starts_with('-') {
-            match first.as_str() {
-                "run" => rest = &rest[1..],
-                "certs" => return crate::certs::parse_args(&rest[1..]),
-                other => {
-                    return Err(Error::Config(format!(
-                        "unknown command {other:?} for \"edgekcm\""
-                    )))
-                }
-            }
-        }
-    }
-    parse_run(rest)
-}
-
-/// One flag occurrence after normalisation.
-struct Occurrence {
-    name: &'static str,
-    kind: Kind,
-    value: String,
-}
-
-fn parse_run(args: &[String]) -> Result<Command> {
-    let mut occurrences = Vec::new();
-    let mut positionals = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        i += 1;
-        if arg == "--" {
-            positionals.extend(args[i..].iter().cloned());
-            break;
-        }
-        if let Some(body) = arg.strip_prefix("--") {
-            if body.is_empty() || body.starts_with('-') || body.starts_with('=') {
-                return Err(Error::Config(format!("bad flag syntax: {arg}")));
-            }
-            let (given, inline) = match body.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (body, None),
-            };
-            let normalised = given.replace('_', "-");
-            let (name, kind) = lookup(&normalised)
-                .ok_or_else(|| Error::Config(format!("unknown flag: --{given}")))?;
-            let value = match inline {
-                Some(v) => v,
-                None if kind.is_bool() => "true".to_string(),
-                None => match args.get(i) {
-                    Some(v) => {
-                        i += 1;
-                        v.clone()
-                    }
-                    None => return Err(Error::Config(format!("flag needs an argument: {arg}"))),
-                },
-            };
-            occurrences.push(Occurrence { name, kind, value });
-        } else if arg.len() > 1 && arg.starts_with('-') {
-            let body = &arg[1..];
-            let mut chars = body.chars();
-            let c = chars.next().unwrap_or('-');
-            let tail = chars.as_str();
-            match c {
-                'v' => {
-                    let value = if let Some(v) = tail.strip_prefix('=') {
-                        v.to_string()
-                    } else if !tail.is_empty() {
-                        tail.to_string()
-                    } else {
-                        match args.get(i) {
-                            Some(v) => {
-                                i += 1;
-                                v.clone()
-                            }
-                            None => {
-                                return Err(Error::Config(format!(
-                                    "flag needs an argument: 'v' in {arg}"
-                                )))
-                            }
-                        }
-                    };
-                    occurrences.push(Occurrence {
-                        name: "v",
-                        kind: Kind::Acted {
-                            boolean: false,
-                            list: false,
-                        },
-                        value,
-                    });
-                }
-                'h' if tail.is_empty() || tail.starts_with('=') => {
-                    occurrences.push(Occurrence {
-                        name: "help",
-                        kind: Kind::Help,
-                        value: tail.strip_prefix('=').unwrap_or("true").to_string(),
-                    });
-                }
-                _ => {
-                    return Err(Error::Config(format!(
-                        "unknown shorthand flag: '{c}' in {arg}"
-                    )))
-                }
-            }
-        } else if !arg.is_empty() {
-            positionals.push(arg.to_string());
-        }
-    }
-
-    // Help and version win over everything else, as with cobra.
-    for o in &occurrences {
-        match o.kind {
-            Kind::Help if bool_value(o)? => return Ok(Command::Help(help_text())),
-            Kind::Version if o.value == "raw" || bool_value(o)? => {
-                return Ok(Command::Version(version_text()))
-            }
-            _ => {}
-        }
-    }
-    let positionals: Vec<&String> = positionals.iter().filter(|p| !p.is_empty()).collect();
-    if !positionals.is_empty() {
-        return Err(Error::Config(format!(
-            "\"edgekcm\" does not take any arguments, got {positionals:?}"
-        )));
-    }
-
-    let mut values: BTreeMap<&'static str, String> = BTreeMap::new();
-    let mut lists: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-    let mut concurrent: BTreeMap<&'static str, String> = BTreeMap::new();
-    let mut warnings = Vec::new();
-    let mut warned = std::collections::BTreeSet::new();
-    for o in occurrences {
-        if o.kind.is_bool() {
-            // A bad boolean is an error even for flags edgekcm ignores, as with pflag.
-            bool_value(&o)?;
-        }
-        match o.kind {
-            Kind::Acted { boolean, list } => {
-                if list {
-                    lists
-                        .entry(o.name)
-                        .or_default()
-                        .extend(config::split_list(&o.value));
-                } else if boolean {
-                    let v = bool_value(&o)?;
-                    values.insert(o.name, v.to_string());
-                } else {
-                    values.insert(o.name, o.value);
-                }
-            }
-            Kind::Concurrent => {
-                concurrent.insert(o.name, o.value);
-            }
-            Kind::Accepted { .. } => {
-                if warned.insert(o.name) {
-                    warnings.push(format!(
-                        "flag --{} is accepted for compatibility; edgekcm does not act on it yet",
-                        o.name
-                    ));
-                }
-            }
-            Kind::Later { .. } => {
-                if warned.insert(o.name) {
-                    warnings.push(format!(
-                        "flag --{} (from a kube-controller-manager release after 1.28) is accepted for compatibility; edgekcm does not act on it yet",
-                        o.name
-                    ));
-                }
-            }
-            Kind::Removed { since, .. } => {
-                if warned.insert(o.name) {
-                    warnings.push(format!(
-                        "flag --{} was removed upstream{} and is ignored",
-                        o.name,
-                        release(since)
-                    ));
-                }
-            }
-            Kind::Renamed { to, since } => {
-                if warned.insert(o.name) {
-                    warnings.push(format!(
-                        "flag --{} was removed upstream{}; its value is used for --{to}",
-                        o.name,
-                        release(since)
-                    ));
-                }
-                values.insert(to, o.value);
-            }
-            Kind::Help | Kind::Version => {}
-        }
-    }
-
-    // Hand the acted-on flags to argh, each exactly once.
-    let mut argv: Vec<String> = Vec::new();
-    for (name, v) in values {
-        argv.push(format!("--{name}"));
-        argv.push(v);
-    }
-    for (name, v) in lists {
-        argv.push(format!("--{name}"));
-        argv.push(v.join(","));
-    }
-    let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let flags = RunFlags::from_args(&["edgekcm"], &argv_ref).map_err(|e| {
-        Error::Config(format!(
-            "internal flag table error: {}",
-            e.output.trim_end()
-        ))
-    })?;
-    let cfg = Config::from_flags(flags, &concurrent, warnings)?;
-    Ok(Command::Run(Box::new(cfg)))
-}
-
-/// ` (kube-controller-manager 1.24)`, or nothing when the release is not recorded.
-fn release(since: &str) -> String {
-    if since.is_empty() {
-        String::new()
-    } else {
-        format!(" (kube-controller-manager {since})")
-    }
-}
-
-fn bool_value(o: &Occurrence) -> Result<bool> {
-    config::parse_go_bool(&o.value).map_err(|e| {
-        Error::Config(format!(
-            "invalid argument {:?} for \"--{}\" flag: {e}",
-            o.value, o.name
-        ))
-    })
-}
-
-/// `--version` output.
-pub fn version_text() -> String {
-    format!(
-        "edgekcm {} (kube-controller-manager v1.28 compatible)",
-        env!("CARGO_PKG_VERSION")
-    )
-}
-
-/// `--help` output: the flags edgekcm acts on, grouped, with defaults.
-pub fn help_text() -> String {
-    let mut out = String::new();
-    out.push_str(
-        "edgekcm runs the Kubernetes controllers (a kube-controller-manager v1.28 compatible\n\
-         controller manager in one small binary).\n\nUsage:\n  edgekcm [run] [flags]\n  \
-         edgekcm certs [flags]    (write a cluster's certificates; see edgekcm certs --help)\n",
-    );
-    let mut groups: Vec<&str> = Vec::new();
-    for f in ACTED {
-        if !groups.contains(&f.group) {
-            groups.push(f.group);
-        }
-    }
-    for g in groups {
-        out.push_str(&format!("\n{g}:\n"));
-        for f in ACTED.iter().filter(|f| f.group == g) {
-            let spelled = if f.name == "v" {
-                "-v, --v int".to_string()
-            } else if f.boolean {
-                format!("    --{}", f.name)
-            } else if f.list {
-                format!("    --{} strings", f.name)
-            } else {
-                format!("    --{} value", f.name)
-            };
-            let default = if f.default.is_empty() || (f.boolean && f.default == "false") {
-                String::new()
-            } else {
-                format!(" (default {})", f.default)
-            };
-            out.push_str(&format!("  {spelled}\n        {}{default}\n", f.help));
-        }
-        if g == GENERIC {
-            out.push_str("\nConcurrency flags (workers per controller):\n");
-            for (name, default) in CONCURRENT_SYNCS {
-                out.push_str(&format!("      --{name} int (default {default})\n"));
-            }
-        }
-    }
-    out.push_str(
-        "\n  -h, --help       Show this help.\n      --version    Print the version.\n\n\
-         Every other kube-controller-manager v1.28 flag is accepted with a warning and ignored;\n\
-         flags removed upstream (--address, --port, klog file flags, ...) are accepted with a\n\
-         warning too. Flag names may use '_' or '-'.\n",
-    );
-    out
 }
 
 /// Every flag name (normalised) with whether it is boolean and, for the flags edgekcm acts

@@ -1,0 +1,111 @@
+//! `edgekcm --help`.
+
+use super::flags::{not_acted_on_yet, ACTED, GENERIC};
+use crate::config::CONCURRENT_SYNCS;
+use crate::controllers::registry;
+
+/// `--help` output: the flags edgekcm acts on, grouped, with defaults.
+pub fn help_text() -> String {
+    let mut out = String::new();
+    out.push_str(
+        "edgekcm runs the Kubernetes controllers (a kube-controller-manager v1.28 compatible\n\
+         controller manager in one small binary).\n\nUsage:\n  edgekcm [run] [flags]\n  \
+         edgekcm certs [flags]    (write a cluster's certificates; see edgekcm certs --help)\n",
+    );
+    let mut groups: Vec<&str> = Vec::new();
+    for f in ACTED {
+        if !groups.contains(&f.group) {
+            groups.push(f.group);
+        }
+    }
+    for g in groups {
+        out.push_str(&format!("\n{g}:\n"));
+        for f in ACTED.iter().filter(|f| f.group == g) {
+            let spelled = if f.name == "v" {
+                "-v, --v int".to_string()
+            } else if f.boolean {
+                format!("    --{}", f.name)
+            } else if f.list {
+                format!("    --{} strings", f.name)
+            } else {
+                format!("    --{} value", f.name)
+            };
+            let default = if f.default.is_empty() || (f.boolean && f.default == "false") {
+                String::new()
+            } else {
+                format!(" (default {})", f.default)
+            };
+            let pending = not_acted_on_yet(f.name)
+                .map(|why| format!(" Not acted on yet: {why}."))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {spelled}\n        {}{default}{pending}\n",
+                f.help
+            ));
+            if f.name == "controllers" {
+                out.push_str(&controllers_help());
+            }
+        }
+        if g == GENERIC {
+            out.push_str("\nConcurrency flags (workers per controller):\n");
+            for (name, default) in CONCURRENT_SYNCS {
+                let pending = if not_acted_on_yet(name).is_some() {
+                    "  not acted on yet: its controller is not in edgekcm yet"
+                } else {
+                    ""
+                };
+                out.push_str(&format!(
+                    "      --{name} int (default {default}){pending}\n"
+                ));
+            }
+        }
+    }
+    out.push_str(
+        "\n  -h, --help       Show this help.\n      --version    Print the version.\n\n\
+         Flags marked \"Not acted on yet\" are read and checked (files included) but do\n\
+         nothing until what acts on them is in edgekcm; at start, one log line names the\n\
+         controllers kube-controller-manager would run with the flags given that edgekcm\n\
+         does not have yet.\n\
+         Every other kube-controller-manager v1.28 flag is accepted with a warning and ignored;\n\
+         flags removed upstream (--address, --port, klog file flags, ...) are accepted with a\n\
+         warning too. Flag names may use '_' or '-'.\n",
+    );
+    out
+}
+
+/// The names `--controllers` takes, as upstream's help lists them, and which edgekcm runs.
+fn controllers_help() -> String {
+    const INDENT: &str = "        ";
+    let block = |head: &str, items: Vec<String>| {
+        format!(
+            "{INDENT}{}\n",
+            registry::wrap_list(head, &items, 100, INDENT)
+        )
+    };
+    let disabled: Vec<String> = registry::known()
+        .iter()
+        .filter(|c| c.disabled_by_default && !c.later_release)
+        .map(|c| c.name.to_string())
+        .collect();
+    let mut running: Vec<String> = crate::run::IMPLEMENTED
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    running.sort();
+    [
+        block(
+            "All controllers (short names in parentheses):",
+            registry::described_names(),
+        ),
+        block("Disabled-by-default controllers:", disabled),
+        block("In edgekcm today:", running),
+        block(
+            "Accepted from later releases (not run):",
+            registry::later_names()
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    ]
+    .concat()
+}
