@@ -27,10 +27,11 @@ fuzz secs="120":
 nextest:
     cargo nextest run
 
-# Format check and clippy with warnings as errors
+# Format check and clippy with warnings as errors (all targets, then the product without the sandbox)
 lint:
     cargo fmt --check
     cargo clippy --all-targets -- -D warnings
+    cargo clippy -- -D warnings
 
 # The demo: sandbox API server + edgekcm, a namespace gets its ServiceAccount and ConfigMap
 demo:
@@ -46,9 +47,11 @@ e2e:
     cargo test --tests -- --ignored real_ --skip real_bench --nocapture --test-threads=1
 
 # Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
+# The binary is built on its own: the product build, without the sandbox feature the example has.
 # Benchmark: 300 Deployments x 5, then their namespace deleted; wall, CPU and RSS
 bench *args:
-    cargo build --release --bin edgekcm --example bench
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench
     target/release/examples/bench {{args}}
 
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)

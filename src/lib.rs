@@ -23,6 +23,7 @@ pub mod obj;
 pub mod pool;
 pub mod queue;
 pub mod run;
+#[cfg(any(test, feature = "sandbox"))]
 pub mod sandbox;
 pub mod server;
 pub mod startup;

@@ -28,7 +28,7 @@ use edgekcm::api::client::Client;
 use edgekcm::api::resources::{CLUSTERROLEBINDINGS, CONFIGMAPS};
 use edgekcm::auth::{AuthOptions, Delegating, Reviewer};
 use edgekcm::queue::WorkQueue;
-use edgekcm::server::{Health, Request, RunningServer, ServeConfig, Server};
+use edgekcm::server::{Request, RunningServer};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
 };
@@ -766,17 +766,7 @@ fn parser_rejects_broken_expositions() {
 // /metrics over HTTPS, in process
 
 fn start_server(d: &Arc<Delegating>) -> RunningServer {
-    let mut s = Server::new(
-        ServeConfig {
-            bind_address: "127.0.0.1".parse().unwrap(),
-            port: 0,
-            cert_dir: None,
-            tls_cert_file: None,
-            tls_private_key_file: None,
-        },
-        Health::new(),
-    );
-    s.set_ephemeral_port(true);
+    let mut s = common::loopback_server();
     s.set_filter(d.filter());
     s.route("/metrics", edgekcm::metrics::handler());
     s.start().unwrap()

@@ -3,6 +3,8 @@
 //! requires a client certificate signed by the fixture CA sees the v1 certificate, checks the
 //! handshake signature against its public key, and answers.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
@@ -245,19 +247,7 @@ fn certificate_from_another_ca_is_refused_by_the_test_server() {
 // certificate, say) gets through the TLS handshake, and still has to prove it holds the key.
 
 fn secure_port() -> edgekcm::server::RunningServer {
-    use edgekcm::server::{Health, ServeConfig, Server};
-    let mut s = Server::new(
-        ServeConfig {
-            bind_address: "127.0.0.1".parse().unwrap(),
-            port: 0,
-            cert_dir: None,
-            tls_cert_file: None,
-            tls_private_key_file: None,
-        },
-        Health::new(),
-    );
-    s.set_ephemeral_port(true);
-    s.start().unwrap()
+    common::loopback_server().start().unwrap()
 }
 
 /// GET /healthz with a bare rustls client limited to one TLS version, sending `cert` with

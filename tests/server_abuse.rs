@@ -153,24 +153,14 @@ fn big_head(lines: usize, line_len: usize) -> Vec<u8> {
 
 #[test]
 fn limits_refuse_and_drop() {
-    use edgekcm::server::{Health, Limits, ServeConfig, Server};
+    use edgekcm::server::Limits;
     let limits = Limits {
         head_timeout: Duration::from_millis(1500),
         max_connections: 16,
         ..Limits::default()
     };
     let start = |plain: bool| {
-        let mut s = Server::new(
-            ServeConfig {
-                bind_address: "127.0.0.1".parse().unwrap(),
-                port: 0,
-                cert_dir: None,
-                tls_cert_file: None,
-                tls_private_key_file: None,
-            },
-            Health::new(),
-        );
-        s.set_ephemeral_port(true);
+        let mut s = common::loopback_server();
         s.set_plain_http(plain);
         s.set_limits(limits);
         s.start().unwrap()

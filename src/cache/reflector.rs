@@ -67,6 +67,20 @@ impl Backoff {
     }
 }
 
+/// The wait after a failed list or watch: the server's `Retry-After`, else the next step of the
+/// backoff for that kind of failure (`unreachable` for transport errors); and whether that
+/// backoff is at its cap.
+fn retry_wait(e: &Error, refused: &mut Backoff, unreachable: &mut Backoff) -> (Duration, bool) {
+    let b = match e {
+        Error::Transport(_) => unreachable,
+        _ => refused,
+    };
+    let wait = e
+        .retry_after()
+        .unwrap_or_else(|| b.next_delay(Instant::now()));
+    (wait, b.at_cap())
+}
+
 /// The log of one cache's failures, without repeating itself: a line for each backoff step
 /// while the delay grows or the error changes, then (same error, delay at its cap) one line a
 /// minute that counts what it did not show. Each line gives the real wait before the next
@@ -389,15 +403,8 @@ impl Informer {
                     if self.stopped() {
                         break;
                     }
-                    let b = match e {
-                        Error::Transport(_) => &mut unreachable,
-                        _ => &mut backoff,
-                    };
-                    let wait = e
-                        .retry_after()
-                        .unwrap_or_else(|| b.next_delay(Instant::now()));
-                    let took = started.elapsed();
-                    failures.failed(&self.kind, "list", &e, wait, took, b.at_cap());
+                    let (wait, at_cap) = retry_wait(&e, &mut backoff, &mut unreachable);
+                    failures.failed(&self.kind, "list", &e, wait, started.elapsed(), at_cap);
                     // After a 410 the next list must be a fresh consistent one.
                     let again = if e.is_gone() {
                         (Some(String::new()), true)
@@ -423,14 +430,8 @@ impl Informer {
                     if self.stopped() {
                         break;
                     }
-                    let b = match e {
-                        Error::Transport(_) => &mut unreachable,
-                        _ => &mut backoff,
-                    };
-                    let wait = e
-                        .retry_after()
-                        .unwrap_or_else(|| b.next_delay(Instant::now()));
-                    failures.failed(&self.kind, "watch", &e, wait, started.elapsed(), b.at_cap());
+                    let (wait, at_cap) = retry_wait(&e, &mut backoff, &mut unreachable);
+                    failures.failed(&self.kind, "watch", &e, wait, started.elapsed(), at_cap);
                     self.sleep(wait);
                     // Catch up with what was missed: re-list at the last resourceVersion.
                     next_list = Some((Some(self.store.resource_version()), false));

@@ -16,6 +16,10 @@
 //! chunk. Every write is handed to the watchers of its kind under the store lock, so a watcher
 //! never misses or reorders an event.
 //!
+//! The sandbox is not part of the product: it is compiled for unit tests (`cfg(test)`) and with
+//! the cargo feature `sandbox`, which the integration tests and examples enable through the
+//! crate's dev-dependency on itself.
+//!
 //! # What the sandbox does not do
 //!
 //! Where it differs from kube-apiserver (v1.28), a client that works here may still fail there:
@@ -81,29 +85,32 @@
 
 mod defaults;
 mod discovery;
+mod faults;
 mod http;
 mod meta;
 mod patch;
 mod rest;
 mod selector;
+mod serve;
 mod store;
 
+pub use faults::Faults;
 pub use store::DeleteOpts;
 
 use crate::obj::At as _;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
-use std::io::{self, BufReader};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::api::resources::{Kind, SECRETS};
-use rest::{Reply, WatchPlan};
+use faults::FaultState;
+use serve::{spawn_listener, ListenerCtl};
 use store::{PatchType, State, WriteMode};
 
 /// How to start a sandbox.
@@ -149,22 +156,6 @@ pub struct RequestRecord {
     pub user: Option<String>,
     /// When the request had been read, before any pause (the log is in the order of answers).
     pub at: Instant,
-}
-
-struct FailRule {
-    remaining: usize,
-    /// Until then, however many requests match (`remaining` is not counted down).
-    until: Option<Instant>,
-    /// 0: the request is served, then its connection is reset before the answer is written.
-    code: u16,
-    path_contains: Option<String>,
-    method: Option<String>,
-}
-
-#[derive(Default)]
-struct FaultState {
-    rules: Vec<FailRule>,
-    pause_until: Option<Instant>,
 }
 
 /// State shared by the listener, the connection threads and the handles.
@@ -227,129 +218,6 @@ impl Shared {
         }
         None
     }
-
-    /// Sleep while a pause is in force. False when the sandbox stopped meanwhile.
-    fn wait_unpaused(&self) -> bool {
-        loop {
-            if self.stopped.load(Ordering::SeqCst) {
-                return false;
-            }
-            let until = lock(&self.faults).pause_until;
-            match until {
-                Some(u) if Instant::now() < u => {
-                    thread::sleep((u - Instant::now()).min(Duration::from_millis(20)));
-                }
-                _ => return true,
-            }
-        }
-    }
-
-    fn paused(&self) -> bool {
-        lock(&self.faults)
-            .pause_until
-            .is_some_and(|u| Instant::now() < u)
-    }
-
-    fn take_fault(&self, method: &str, target: &str) -> Option<u16> {
-        let mut f = lock(&self.faults);
-        let now = Instant::now();
-        f.rules
-            .retain(|r| r.until.map_or(r.remaining > 0, |u| now < u));
-        let rule = f.rules.iter_mut().find(|r| {
-            r.path_contains
-                .as_deref()
-                .is_none_or(|p| target.contains(p))
-                && r.method.as_deref().is_none_or(|m| m == method)
-        })?;
-        if rule.until.is_none() {
-            rule.remaining -= 1;
-        }
-        Some(rule.code)
-    }
-
-    fn shutdown_connections(&self) {
-        for (_, c) in lock(&self.conns).drain() {
-            let _ = c.shutdown(Shutdown::Both);
-        }
-    }
-}
-
-/// A handle for injecting faults; clones share the sandbox.
-#[derive(Clone)]
-pub struct Faults {
-    shared: Arc<Shared>,
-}
-
-impl Faults {
-    /// End every open watch stream now (a clean server-side close of the stream and its
-    /// connection).
-    pub fn drop_watches(&self) {
-        self.shared.lock_state().drop_watchers();
-    }
-
-    /// Answer the next `n` requests whose path (with query) contains `path_contains` (all
-    /// requests when `None`) with `code`: 429 (with `Retry-After: 1`), 500, 503 or any other
-    /// status, as a `Status` body.
-    pub fn fail_next(&self, n: usize, code: u16, path_contains: Option<&str>) {
-        lock(&self.shared.faults).rules.push(FailRule {
-            remaining: n,
-            until: None,
-            code,
-            path_contains: path_contains.map(str::to_string),
-            method: None,
-        });
-    }
-
-    /// Answer every request whose path contains `path_contains` (all when `None`) with `code`
-    /// for the next `d` (kube-apiserver answers 403 for a few seconds after it starts, while
-    /// its RBAC cache warms up).
-    pub fn fail_for(&self, d: Duration, code: u16, path_contains: Option<&str>) {
-        lock(&self.shared.faults).rules.push(FailRule {
-            remaining: 0,
-            until: Some(Instant::now() + d),
-            code,
-            path_contains: path_contains.map(str::to_string),
-            method: None,
-        });
-    }
-
-    /// Carry out the next `n` requests of `method` whose path contains `path_contains`, then
-    /// reset their connections instead of answering: the client cannot know whether its
-    /// write happened.
-    pub fn lose_answers(&self, n: usize, method: &str, path_contains: Option<&str>) {
-        lock(&self.shared.faults).rules.push(FailRule {
-            remaining: n,
-            until: None,
-            code: 0,
-            path_contains: path_contains.map(str::to_string),
-            method: Some(method.to_string()),
-        });
-    }
-
-    /// Compact: every resourceVersion below the current one becomes too old for watches and
-    /// continue tokens.
-    pub fn expire_history(&self) {
-        self.shared.lock_state().expire_history();
-    }
-
-    /// Make every token minted by the `token` subresource expired (requests with them get 401
-    /// under `require_auth`).
-    pub fn expire_tokens(&self) {
-        let now = SystemTime::now();
-        for (_, expiry) in self.shared.lock_state().tokens.values_mut() {
-            *expiry = now;
-        }
-    }
-
-    /// Requests are accepted but not answered, and watches deliver nothing, until `d` passes.
-    pub fn pause(&self, d: Duration) {
-        lock(&self.shared.faults).pause_until = Some(Instant::now() + d);
-    }
-}
-
-struct ListenerCtl {
-    stop: Arc<AtomicBool>,
-    handle: thread::JoinHandle<()>,
 }
 
 /// A running sandbox API server; dropping it stops it.
@@ -578,264 +446,5 @@ impl Drop for Sandbox {
         self.stop_listening();
         self.shared.stopped.store(true, Ordering::SeqCst);
         self.shared.shutdown_connections();
-    }
-}
-
-fn spawn_listener(shared: Arc<Shared>, listener: TcpListener) -> io::Result<ListenerCtl> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let handle = thread::Builder::new()
-        .name("sandbox-accept".into())
-        .spawn(move || accept_loop(shared, listener, stop2))?;
-    Ok(ListenerCtl { stop, handle })
-}
-
-fn accept_loop(shared: Arc<Shared>, listener: TcpListener, stop: Arc<AtomicBool>) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(stream) = conn else {
-            thread::sleep(Duration::from_millis(10));
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
-        if let Ok(c) = stream.try_clone() {
-            lock(&shared.conns).insert(id, c);
-        }
-        let sh = shared.clone();
-        let spawned = thread::Builder::new()
-            .name("sandbox-conn".into())
-            .spawn(move || {
-                let _ = serve_connection(&sh, stream);
-                lock(&sh.conns).remove(&id);
-            });
-        if spawned.is_err() {
-            if let Some(c) = lock(&shared.conns).remove(&id) {
-                let _ = c.shutdown(Shutdown::Both);
-            }
-        }
-    }
-}
-
-fn fault_reply(code: u16) -> (u16, Value, Vec<(String, String)>) {
-    let (reason, message) = match code {
-        429 => (
-            "TooManyRequests",
-            "Too many requests, please try again later.",
-        ),
-        500 => ("InternalError", "Internal error occurred: injected fault"),
-        503 => (
-            "ServiceUnavailable",
-            "the server is currently unable to handle the request",
-        ),
-        504 => (
-            "Timeout",
-            "the server was unable to return a response in the time allotted",
-        ),
-        401 => ("Unauthorized", "Unauthorized"),
-        403 => (
-            "Forbidden",
-            "forbidden: User \"system:kube-controller-manager\" cannot perform this request \
-             (injected fault)",
-        ),
-        _ => ("InternalError", "injected fault"),
-    };
-    let mut e = meta::ApiError::new(code, reason, message);
-    let mut headers = Vec::new();
-    if code == 429 {
-        e = e.with_details(json!({"retryAfterSeconds": 1}));
-        headers.push(("Retry-After".to_string(), "1".to_string()));
-    }
-    (code, e.to_status(), headers)
-}
-
-/// The request log keeps at most this many records (the oldest half goes when it is full).
-const MAX_RECORDS: usize = 200_000;
-
-fn push_record(shared: &Shared, record: RequestRecord) {
-    let mut log = lock(&shared.requests);
-    if log.len() >= MAX_RECORDS {
-        log.drain(..MAX_RECORDS / 2);
-    }
-    log.push(record);
-}
-
-fn is_public_path(path: &str) -> bool {
-    matches!(path, "/healthz" | "/livez" | "/readyz" | "/version")
-}
-
-fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut out = stream;
-    loop {
-        let req = match http::read_request(&mut reader) {
-            Ok(Some(r)) => r,
-            Ok(None) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                let body = meta::ApiError::bad_request(e.to_string()).to_status();
-                let _ = http::write_response(
-                    &mut out,
-                    400,
-                    "application/json",
-                    &[],
-                    body.to_string().as_bytes(),
-                    true,
-                );
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        };
-        let read_at = Instant::now();
-        if !shared.wait_unpaused() {
-            return Ok(());
-        }
-        let token = req.bearer();
-        let mut record = RequestRecord {
-            method: req.method.clone(),
-            path: req.target.clone(),
-            user_agent: req.header("user-agent").map(str::to_string),
-            token: token.clone(),
-            content_type: req.header("content-type").map(str::to_string),
-            status: 0,
-            user: None,
-            at: read_at,
-        };
-        let user = token.as_deref().and_then(|t| shared.authenticate(t));
-        record.user = user.clone();
-        let fault = shared.take_fault(&req.method, &req.target);
-        if fault == Some(0) {
-            // Carried out, never answered.
-            let _ = rest::handle(shared, &req);
-            record.status = 0;
-            push_record(shared, record);
-            let _ = out.shutdown(Shutdown::Both);
-            return Ok(());
-        }
-        let (reply, headers) = if let Some(code) = fault {
-            let (c, v, h) = fault_reply(code);
-            (Reply::Json(c, v), h)
-        } else if shared.opts.require_auth
-            && user.is_none()
-            && (token.is_some() || !is_public_path(&req.path))
-        {
-            // As kube-apiserver: a token that does not authenticate is refused everywhere;
-            // only a request without one may read the public paths.
-            let e = meta::ApiError::new(401, "Unauthorized", "Unauthorized");
-            (Reply::Json(401, e.to_status()), Vec::new())
-        } else {
-            (rest::handle(shared, &req), Vec::new())
-        };
-        match reply {
-            Reply::Json(code, v) => {
-                record.status = code;
-                push_record(shared, record);
-                let body = serde_json::to_vec(&v).unwrap_or_default();
-                http::write_response(
-                    &mut out,
-                    code,
-                    "application/json",
-                    &headers,
-                    &body,
-                    req.close,
-                )?;
-            }
-            Reply::Bytes(code, ct, body) => {
-                record.status = code;
-                push_record(shared, record);
-                http::write_response(&mut out, code, ct, &headers, &body, req.close)?;
-            }
-            Reply::Watch(plan) => {
-                record.status = 200;
-                push_record(shared, record);
-                if !serve_watch(shared, &mut out, *plan)? {
-                    let _ = out.shutdown(Shutdown::Both);
-                    return Ok(());
-                }
-            }
-        }
-        if req.close {
-            return Ok(());
-        }
-    }
-}
-
-/// Stream a watch. `Ok(true)` when it ended cleanly and the connection may be reused.
-fn serve_watch(shared: &Shared, out: &mut TcpStream, plan: WatchPlan) -> io::Result<bool> {
-    http::write_chunked_head(out, "application/json")?;
-    if let Some(status) = &plan.error {
-        let mut line = b"{\"type\":\"ERROR\",\"object\":".to_vec();
-        let _ = serde_json::to_writer(&mut line, status);
-        line.extend_from_slice(b"}\n");
-        http::write_chunk(out, &line)?;
-        http::write_last_chunk(out)?;
-        return Ok(true);
-    }
-    let Some(rx) = plan.rx.as_ref() else {
-        http::write_last_chunk(out)?;
-        return Ok(true);
-    };
-    let deliver = |out: &mut TcpStream, ev: &store::Event| -> io::Result<bool> {
-        if let Some(typ) = plan.translate(ev) {
-            if !shared.wait_unpaused() {
-                return Ok(false);
-            }
-            http::write_chunk(out, &plan.encode(typ, &ev.obj))?;
-        }
-        Ok(true)
-    };
-    for ev in &plan.initial {
-        if !deliver(out, ev)? {
-            return Ok(false);
-        }
-    }
-    let interval = shared.opts.bookmark_interval.max(Duration::from_millis(10));
-    let deadline = plan.timeout.map(|t| Instant::now() + t);
-    let mut next_bookmark = Instant::now() + interval;
-    loop {
-        if shared.stopped.load(Ordering::SeqCst) {
-            return Ok(false);
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            http::write_last_chunk(out)?;
-            return Ok(true);
-        }
-        let mut wait = Duration::from_millis(100);
-        if let Some(d) = deadline {
-            wait = wait.min(d - now);
-        }
-        if plan.bookmarks {
-            wait = wait.min(next_bookmark.saturating_duration_since(now));
-        }
-        match rx.recv_timeout(wait) {
-            Ok(ev) => {
-                if !deliver(out, &ev)? {
-                    return Ok(false);
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                if plan.bookmarks && Instant::now() >= next_bookmark && !shared.paused() {
-                    // Everything committed up to `rv` is either delivered or drained here.
-                    let (rv, pending) = {
-                        let st = shared.lock_state();
-                        let pending: Vec<_> = rx.try_iter().collect();
-                        (st.rv, pending)
-                    };
-                    for ev in &pending {
-                        if !deliver(out, ev)? {
-                            return Ok(false);
-                        }
-                    }
-                    http::write_chunk(out, &plan.bookmark(rv))?;
-                    next_bookmark = Instant::now() + interval;
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                let _ = http::write_last_chunk(out);
-                return Ok(false);
-            }
-        }
     }
 }

@@ -350,3 +350,20 @@ pub fn kubeconfig_arg(t: &Target) -> String {
         .find_map(|a| a.strip_prefix("--kubeconfig=").map(str::to_string))
         .unwrap_or_else(|| t.kubeconfig().display().to_string())
 }
+
+/// The secure port on a free loopback port with a self-signed certificate, not started yet.
+pub fn loopback_server() -> edgekcm::server::Server {
+    use edgekcm::server::{Health, ServeConfig, Server};
+    let mut s = Server::new(
+        ServeConfig {
+            bind_address: "127.0.0.1".parse().expect("loopback"),
+            port: 0,
+            cert_dir: None,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+        },
+        Health::new(),
+    );
+    s.set_ephemeral_port(true);
+    s
+}
