@@ -261,7 +261,7 @@ fn parse_f64(v: &str) -> Option<f64> {
 }
 
 /// Convert a YAML tree into JSON. Keys that are not strings are rendered as strings.
-fn yaml_to_json(y: &Yaml) -> Value {
+pub(crate) fn yaml_to_json(y: &Yaml) -> Value {
     match y {
         Yaml::Null | Yaml::BadValue | Yaml::Alias(_) => Value::Null,
         Yaml::Boolean(b) => Value::Bool(*b),

@@ -325,40 +325,12 @@ fn same_as_yaml_rust2(text: &str) {
     }
     let theirs = yaml_rust2::YamlLoader::load_from_str(text)
         .map_err(|e| e.to_string())
-        .map(|docs| docs.first().map(yaml_to_json_ref).unwrap_or(Value::Null));
+        .map(|docs| {
+            docs.first()
+                .map(crate::api::yaml::yaml_to_json)
+                .unwrap_or(Value::Null)
+        });
     assert_eq!(ours, theirs);
-}
-
-/// yaml-rust2's tree as JSON, as the kubeconfig loader converts it (for the comparison;
-/// `api::yaml` keeps its converter private).
-fn yaml_to_json_ref(y: &yaml_rust2::Yaml) -> Value {
-    use yaml_rust2::Yaml;
-    match y {
-        Yaml::Null | Yaml::BadValue | Yaml::Alias(_) => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(*b),
-        Yaml::Integer(i) => Value::from(*i),
-        Yaml::Real(s) => s
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number)
-            .unwrap_or_else(|| Value::String(s.clone())),
-        Yaml::String(s) => Value::String(s.clone()),
-        Yaml::Array(a) => Value::Array(a.iter().map(yaml_to_json_ref).collect()),
-        Yaml::Hash(h) => {
-            let mut m = Map::new();
-            for (k, v) in h {
-                let key = match k {
-                    Yaml::String(s) | Yaml::Real(s) => s.clone(),
-                    Yaml::Integer(i) => i.to_string(),
-                    Yaml::Boolean(b) => b.to_string(),
-                    _ => continue,
-                };
-                m.insert(key, yaml_to_json_ref(v));
-            }
-            Value::Object(m)
-        }
-    }
 }
 
 /// Random YAML from tokens: anchors, aliases, tags, flow and block collections, odd scalars.

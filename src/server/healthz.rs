@@ -112,15 +112,7 @@ mod tests {
     use crate::server::TEXT_PLAIN;
 
     fn req(path_and_query: &str) -> Request {
-        let (path, query) = path_and_query
-            .split_once('?')
-            .unwrap_or((path_and_query, ""));
-        Request {
-            method: "GET".into(),
-            path: path.into(),
-            query: query.into(),
-            ..Default::default()
-        }
+        Request::get(path_and_query)
     }
 
     fn body(r: &Response) -> &str {

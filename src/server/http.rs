@@ -337,10 +337,9 @@ pub(crate) fn encode_response(resp: &Response, head_only: bool) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn req(path_and_query: &str) -> Request {
+impl Request {
+    /// A GET of `path_and_query`, for tests.
+    pub(crate) fn get(path_and_query: &str) -> Request {
         let (path, query) = path_and_query
             .split_once('?')
             .unwrap_or((path_and_query, ""));
@@ -350,6 +349,15 @@ mod tests {
             query: query.into(),
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(path_and_query: &str) -> Request {
+        Request::get(path_and_query)
     }
 
     #[test]
