@@ -34,6 +34,41 @@ pub struct LeaderElector {
     leading: AtomicBool,
     /// Set when `release` begins: no attempt writes the lease after that.
     releasing: AtomicBool,
+    /// Failures of the lease requests, logged without repeating themselves.
+    failures: Mutex<Repeats>,
+}
+
+/// A failure that repeats (a standby polling an API server that is away) is logged once, then
+/// once a minute with a count of the lines not shown, until an attempt gets an answer.
+#[derive(Default)]
+struct Repeats {
+    last: Option<(String, Instant)>,
+    hidden: u32,
+}
+
+impl Repeats {
+    const EVERY: Duration = Duration::from_secs(60);
+
+    /// The line to log for `text` at `now`, if any.
+    fn line(&mut self, now: Instant, text: String) -> Option<String> {
+        if let Some((last, at)) = &self.last {
+            if *last == text && now.saturating_duration_since(*at) < Self::EVERY {
+                self.hidden += 1;
+                return None;
+            }
+        }
+        let line = match std::mem::take(&mut self.hidden) {
+            0 => text.clone(),
+            n => format!("{text} ({n} similar lines not shown)"),
+        };
+        self.last = Some((text, now));
+        Some(line)
+    }
+
+    /// An attempt got its answer: the next failure is logged at once.
+    fn clear(&mut self) {
+        *self = Repeats::default();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -81,6 +116,7 @@ impl LeaderElector {
             }),
             leading: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
+            failures: Mutex::new(Repeats::default()),
         })
     }
 
@@ -168,10 +204,11 @@ impl LeaderElector {
         let lease = match self.api.get() {
             Ok(lease) => lease,
             Err(e) => {
-                log::error!("error retrieving resource lock {desc}: {e}");
+                self.failed(format!("error retrieving resource lock {desc}: {e}"));
                 return false;
             }
         };
+        lock(&self.failures).clear();
         // An attempt that was under way when the release began writes nothing.
         if self.releasing.load(Ordering::SeqCst) {
             return false;
@@ -184,7 +221,9 @@ impl LeaderElector {
                     true
                 }
                 Err(e) => {
-                    log::error!("error initially creating leader election record: {e}");
+                    self.failed(format!(
+                        "error initially creating leader election record: {e}"
+                    ));
                     false
                 }
             };
@@ -227,9 +266,15 @@ impl LeaderElector {
                 true
             }
             Err(e) => {
-                log::error!("Failed to update lock: {e}");
+                self.failed(format!("Failed to update lock: {e}"));
                 false
             }
+        }
+    }
+
+    fn failed(&self, text: String) {
+        if let Some(line) = lock(&self.failures).line(Instant::now(), text) {
+            log::error!("{line}");
         }
     }
 
@@ -683,5 +728,30 @@ mod tests {
             err,
             Err("failed election to renew leadership on lease kube-controller-manager".into())
         );
+    }
+
+    #[test]
+    fn repeated_failures_are_logged_once_a_minute_until_an_answer() {
+        let mut r = Repeats::default();
+        let t0 = Instant::now();
+        let refused = || "error retrieving resource lock kube-system/x: refused".to_string();
+        let mut lines = Vec::new();
+        // Two minutes of a standby's polls, every 2 s.
+        for i in 0..60u64 {
+            lines.extend(r.line(t0 + Duration::from_secs(2 * i), refused()));
+        }
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0], refused());
+        assert_eq!(
+            lines[1],
+            format!("{} (29 similar lines not shown)", refused())
+        );
+        // Another error is shown at once; after an answer, the same one is too.
+        let t = t0 + Duration::from_secs(121);
+        assert!(r
+            .line(t, "Failed to update lock: conflict".into())
+            .is_some());
+        r.clear();
+        assert_eq!(r.line(t, refused()), Some(refused()));
     }
 }
