@@ -583,7 +583,7 @@ mod tests {
             _ => unreachable!(),
         };
         let sec1 = pkcs8_inner(&der);
-        let sec1_pem = pem_wrap("EC PRIVATE KEY", &sec1);
+        let sec1_pem = crate::certs::pem_encode("EC PRIVATE KEY", &sec1);
         let cfg = RestConfig {
             client_key_pem: Some(sec1_pem.into_bytes()),
             ..cfg
@@ -677,17 +677,6 @@ mod tests {
         body.extend(alg);
         body.extend(key);
         der(0x30, &body)
-    }
-
-    fn pem_wrap(label: &str, der: &[u8]) -> String {
-        let b = b64(der);
-        let mut s = format!("-----BEGIN {label}-----\n");
-        for chunk in b.as_bytes().chunks(64) {
-            s.push_str(std::str::from_utf8(chunk).unwrap());
-            s.push('\n');
-        }
-        s.push_str(&format!("-----END {label}-----\n"));
-        s
     }
 
     #[test]

@@ -366,20 +366,6 @@ mod tests {
         }
     }
 
-    fn pem(label: &str, der: &[u8]) -> String {
-        use base64::Engine as _;
-        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-        let lines: Vec<&str> = b64
-            .as_bytes()
-            .chunks(64)
-            .map(|c| std::str::from_utf8(c).unwrap())
-            .collect();
-        format!(
-            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
-            lines.join("\n")
-        )
-    }
-
     /// The fixtures are what they claim to be: version 1, no extensions.
     #[test]
     fn fixtures_are_v1() {
@@ -414,7 +400,7 @@ mod tests {
             PrivateKeyDer::Pkcs1(k) => k.secret_pkcs1_der().to_vec(),
             other => panic!("fixture is not PKCS#1: {other:?}"),
         };
-        let pkcs8 = pem("PRIVATE KEY", &der::pkcs1_to_pkcs8(&pkcs1));
+        let pkcs8 = crate::certs::pem_encode("PRIVATE KEY", &der::pkcs1_to_pkcs8(&pkcs1));
         check(&cfg(V1_RSA_CRT, &pkcs8)).unwrap();
         let pkcs8 = match PrivateKeyDer::from_pem_slice(V1_EC_KEY.as_bytes()).unwrap() {
             PrivateKeyDer::Pkcs8(k) => k.secret_pkcs8_der().to_vec(),
@@ -424,7 +410,7 @@ mod tests {
         let outer = der::read_exact(&pkcs8, der::SEQUENCE).unwrap();
         let inner = der::children(outer.content).unwrap().pop().unwrap();
         assert_eq!(inner.tag, der::OCTET_STRING);
-        let sec1 = pem("EC PRIVATE KEY", inner.content);
+        let sec1 = crate::certs::pem_encode("EC PRIVATE KEY", inner.content);
         check(&cfg(V1_EC_CRT, &sec1)).unwrap();
     }
 
@@ -494,7 +480,7 @@ mod tests {
             "{err}"
         );
         // A PEM certificate whose contents are not X.509.
-        let junk = pem("CERTIFICATE", &der::write(der::SEQUENCE, &[]));
+        let junk = crate::certs::pem_encode("CERTIFICATE", &der::write(der::SEQUENCE, &[]));
         let err = check(&cfg(&junk, V1_RSA_KEY)).unwrap_err().to_string();
         assert!(
             err.starts_with("kubeconfig /etc/kcm.conf: client certificate and key cannot be used together: the client certificate is not a well-formed X.509 certificate"),

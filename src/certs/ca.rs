@@ -62,7 +62,7 @@ pub(super) fn load_ca(cert_path: &Path, key_path: &Path, now: SystemTime) -> Res
     Ok(Ca {
         cert_path: cert_path.to_path_buf(),
         key_path: key_path.to_path_buf(),
-        pem: pem("CERTIFICATE", &der),
+        pem: pem_encode("CERTIFICATE", &der),
         subject: info.subject.to_vec(),
         not_after: info.not_after,
         use_aki: info.subject_key_id.is_some(),

@@ -67,7 +67,8 @@ pub(super) fn kept(path: &Path, secret: bool) -> Result<Status> {
     })
 }
 
-pub(super) fn pem(label: &str, der: &[u8]) -> String {
+/// DER as PEM: base64 in lines of 64 between BEGIN and END `label` lines.
+pub fn pem_encode(label: &str, der: &[u8]) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
     let mut s = format!("-----BEGIN {label}-----\n");
     for line in b64.as_bytes().chunks(64) {

@@ -349,8 +349,8 @@ impl fmt::Display for Report {
 use ca::*;
 #[cfg(test)]
 pub(crate) use files::first_cert;
-pub use files::load_key;
 use files::*;
+pub use files::{load_key, pem_encode};
 use kubeconfig::*;
 use leaf::*;
 #[cfg(test)]

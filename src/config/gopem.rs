@@ -341,19 +341,6 @@ pub fn x509_key_pair(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn pem(kind: &str, der: &[u8]) -> String {
-        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-        let lines: Vec<&str> = b64
-            .as_bytes()
-            .chunks(64)
-            .map(|c| std::str::from_utf8(c).unwrap())
-            .collect();
-        format!(
-            "-----BEGIN {kind}-----\n{}\n-----END {kind}-----\n",
-            lines.join("\n")
-        )
-    }
-
     fn ca() -> (String, String) {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut p = rcgen::CertificateParams::new(vec!["ca".into()]).unwrap();
@@ -387,7 +374,10 @@ mod tests {
         assert_eq!(parse_certs_pem(b"not pem\n").unwrap_err(), none);
         assert_eq!(parse_certs_pem(key.as_bytes()).unwrap_err(), none);
         assert_eq!(
-            parse_certs_pem(pem("CERTIFICATE", b"\x30\x03\x02\x01\x00").as_bytes()).unwrap_err(),
+            parse_certs_pem(
+                crate::certs::pem_encode("CERTIFICATE", b"\x30\x03\x02\x01\x00").as_bytes()
+            )
+            .unwrap_err(),
             "x509: malformed certificate"
         );
     }
@@ -407,14 +397,17 @@ mod tests {
         // EC PARAMETERS before the key, as openssl writes them, are skipped.
         let with_params = format!(
             "{}{}",
-            pem("EC PARAMETERS", &der::write(OID, der::OID_P256)),
+            crate::certs::pem_encode("EC PARAMETERS", &der::write(OID, der::OID_P256)),
             key
         );
         assert!(parse_private_key_pem(with_params.as_bytes()).is_ok());
         let none = "data does not contain a valid RSA or ECDSA private key";
         assert_eq!(parse_private_key_pem(b"garbage").unwrap_err(), none);
         assert_eq!(
-            parse_private_key_pem(pem("RSA PRIVATE KEY", b"\x30\x00").as_bytes()).unwrap_err(),
+            parse_private_key_pem(
+                crate::certs::pem_encode("RSA PRIVATE KEY", b"\x30\x00").as_bytes()
+            )
+            .unwrap_err(),
             none
         );
     }
@@ -452,7 +445,7 @@ mod tests {
         assert_eq!(
             x509_key_pair(
                 cert.as_bytes(),
-                pem("EC PRIVATE KEY", b"\x30\x00").as_bytes()
+                crate::certs::pem_encode("EC PRIVATE KEY", b"\x30\x00").as_bytes()
             )
             .unwrap_err(),
             "tls: failed to parse private key"
@@ -471,7 +464,7 @@ mod tests {
             ]
             .concat(),
         );
-        let bare_pem = pem("EC PRIVATE KEY", &bare);
+        let bare_pem = crate::certs::pem_encode("EC PRIVATE KEY", &bare);
         let Ok(PrivateKey::Ec { public: None, .. }) = parse_private_key_pem(bare_pem.as_bytes())
         else {
             panic!("no bare SEC1 key")

@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use base64::Engine as _;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{PrivateKeyDer, SubjectPublicKeyInfoDer};
 
@@ -25,19 +24,6 @@ struct Seeds {
     keys: Vec<(String, Vec<u8>)>,
     /// PEM public key (SPKI) and its key bits.
     spki: (String, Vec<u8>),
-}
-
-fn pem(label: &str, der: &[u8]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> = b64
-        .as_bytes()
-        .chunks(64)
-        .map(|c| std::str::from_utf8(c).unwrap())
-        .collect();
-    format!(
-        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
-        lines.join("\n")
-    )
 }
 
 /// The SEC1 key inside an EC PKCS#8 key, with its curve named (as `openssl ec` writes it).
@@ -92,7 +78,10 @@ fn seeds() -> &'static Seeds {
             ],
             keys: vec![
                 (ec.serialize_pem(), ec.public_key_raw().to_vec()),
-                (pem("EC PRIVATE KEY", &sec1), ec.public_key_raw().to_vec()),
+                (
+                    crate::certs::pem_encode("EC PRIVATE KEY", &sec1),
+                    ec.public_key_raw().to_vec(),
+                ),
                 (rsa_pem, rsa_bits),
             ],
             spki: (ec.public_key_pem(), ec.public_key_raw().to_vec()),
@@ -415,7 +404,7 @@ fn case(g: &mut Gen) {
         }
         _ => {
             let (cert, cn) = &s.certs[g.below(s.certs.len())];
-            let cert_pem = pem("CERTIFICATE", cert);
+            let cert_pem = crate::certs::pem_encode("CERTIFICATE", cert);
             let first = first_cert(cert_pem.as_bytes(), Path::new("c.pem")).unwrap();
             assert_eq!(
                 der::parse_cert(&first).unwrap().common_name.as_deref(),

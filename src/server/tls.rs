@@ -3,7 +3,6 @@
 //! certificate.
 
 use crate::certs::spki;
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::Path;
@@ -27,18 +26,6 @@ pub(super) struct TlsMaterial {
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
     pub(super) ca_pem: Option<String>,
-}
-
-fn pem_encode(label: &str, der: &[u8]) -> String {
-    use base64::Engine as _;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut s = format!("-----BEGIN {label}-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        s.push_str(&String::from_utf8_lossy(line));
-        s.push('\n');
-    }
-    let _ = writeln!(s, "-----END {label}-----");
-    s
 }
 
 fn parse_chain(pem: &[u8], path: &Path) -> Result<Vec<CertificateDer<'static>>> {
@@ -204,7 +191,10 @@ pub(super) fn load_tls(cfg: &ServeConfig) -> Result<TlsMaterial> {
     if cert_path.exists() && key_path.exists() {
         let mut m = load_pair(&cert_path, &key_path)?;
         if m.chain.len() > 1 {
-            m.ca_pem = m.chain.last().map(|c| pem_encode("CERTIFICATE", c));
+            m.ca_pem = m
+                .chain
+                .last()
+                .map(|c| crate::certs::pem_encode("CERTIFICATE", c));
         }
         return Ok(m);
     }
