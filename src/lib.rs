@@ -28,5 +28,7 @@ pub mod sandbox;
 pub mod server;
 pub mod startup;
 pub mod timefmt;
+pub mod timer;
+pub mod workers;
 
 pub use error::{Error, Result};

@@ -63,6 +63,11 @@ fn hand_off(job: Job) -> bool {
         .is_ok()
 }
 
+/// Run `job` on a helper thread and return at once. False if no thread could be started.
+pub fn spawn(job: impl FnOnce() + Send + 'static) -> bool {
+    hand_off(Box::new(job))
+}
+
 fn helper(slot: Arc<Slot>) {
     loop {
         let job = lock(&slot.job).take();

@@ -28,6 +28,8 @@ const KERNEL: &[&str] = &[
     "server.rs",
     "server",
     "timefmt.rs",
+    "timer.rs",
+    "workers.rs",
 ];
 
 fn rust_files(p: &Path, out: &mut Vec<PathBuf>) {

@@ -11,12 +11,15 @@
 //! * `add_rate_limited` asks the rate limiter how long the key must wait (per-key exponential
 //!   backoff combined with an overall token bucket by default); `forget` resets the key's history.
 //!
-//! Workers are OS threads: `get` blocks on a condition variable.
+//! Workers either block in `get` (a condition variable), or are started on demand: with
+//! `set_on_ready`, the queue calls back whenever a key becomes available (delayed keys are
+//! brought in by the shared timer thread, `crate::timer`), and workers take keys with the
+//! non-blocking `try_get` (see `crate::workers`).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 mod metrics;
@@ -74,6 +77,8 @@ struct State<K> {
     /// Getters blocked on `ready`. Waking is skipped when there are none: with every worker
     /// busy (a long queue) each add would otherwise cost a futex syscall for nothing.
     idle: usize,
+    /// A key was queued under this lock: call `on_ready` once it is released.
+    kick: bool,
     metrics: Metrics<K>,
 }
 
@@ -89,6 +94,10 @@ pub struct WorkQueue<K> {
     drained: Condvar,
     limiter: Mutex<Box<dyn RateLimiter<K>>>,
     clock: Clock,
+    /// Called (outside the lock) whenever a key became available; see `set_on_ready`.
+    on_ready: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// This queue, for the timers of delayed keys.
+    me: Weak<Self>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -106,7 +115,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     fn with_clock(name: &str, rl: Box<dyn RateLimiter<K>>, clock: Clock) -> Arc<Self> {
-        let q = Arc::new(WorkQueue {
+        let q = Arc::new_cyclic(|me| WorkQueue {
             name: name.to_string(),
             state: Mutex::new(State {
                 queue: VecDeque::new(),
@@ -118,6 +127,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 shutting_down: false,
                 drain: false,
                 idle: 0,
+                kick: false,
                 metrics: Metrics {
                     adds: 0,
                     retries: 0,
@@ -131,6 +141,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             drained: Condvar::new(),
             limiter: Mutex::new(rl),
             clock,
+            on_ready: OnceLock::new(),
+            me: me.clone(),
         });
         if !name.is_empty() {
             let weak: std::sync::Weak<Self> = Arc::downgrade(&q);
@@ -143,12 +155,62 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         &self.name
     }
 
+    /// Have `f` called whenever a key becomes available to `try_get` (queued by `add`, due
+    /// after `add_after`, back after `done`), outside the queue's lock. Delayed keys are then
+    /// brought in on time by the timer thread. Set once; later calls are ignored. If keys are
+    /// queued already, `f` is called at once.
+    pub fn set_on_ready(&self, f: impl Fn() + Send + Sync + 'static) {
+        if self.on_ready.set(Box::new(f)).is_err() {
+            return;
+        }
+        let mut st = lock(&self.state);
+        let next = st.waiting.peek().map(|w| w.ready_at);
+        if let Some(t) = next {
+            self.poke_at(t);
+        }
+        st.kick = !st.queue.is_empty();
+        self.release(st);
+    }
+
+    /// Release the lock, then tell `on_ready` if a key was queued under it.
+    fn release(&self, mut st: MutexGuard<'_, State<K>>) {
+        let kick = std::mem::take(&mut st.kick);
+        drop(st);
+        if kick {
+            if let Some(f) = self.on_ready.get() {
+                f();
+            }
+        }
+    }
+
+    /// With `on_ready` set: bring delayed keys in at `t`.
+    fn poke_at(&self, t: Instant) {
+        if self.on_ready.get().is_none() {
+            return;
+        }
+        let me = self.me.clone();
+        crate::timer::at(t, move || {
+            if let Some(q) = me.upgrade() {
+                q.poke();
+            }
+        });
+    }
+
+    /// Move due delayed keys onto the queue (and tell `on_ready`).
+    pub fn poke(&self) {
+        let now = (self.clock)();
+        let mut st = lock(&self.state);
+        self.promote(&mut st, now);
+        self.release(st);
+    }
+
     /// Mark `k` as needing processing.
     pub fn add(&self, k: K) {
         let now = (self.clock)();
         let mut st = lock(&self.state);
         self.promote(&mut st, now);
         self.add_locked(&mut st, k, now);
+        self.release(st);
     }
 
     fn add_locked(&self, st: &mut State<K>, k: K, now: Instant) {
@@ -163,6 +225,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             return;
         }
         st.queue.push_back(k);
+        st.kick = true;
         self.wake_one(st);
     }
 
@@ -197,14 +260,17 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.promote(&mut st, now);
         if d.is_zero() {
             self.add_locked(&mut st, k, now);
+            self.release(st);
             return;
         }
         let Some(ready_at) = now.checked_add(d) else {
             // Beyond the representable future: it would never fire.
+            self.release(st);
             return;
         };
         if let Some((t, _)) = st.waiting_by_key.get(&k) {
             if *t <= ready_at {
+                self.release(st);
                 return;
             }
         }
@@ -218,6 +284,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         });
         // A blocked getter may have to wake earlier than it planned.
         self.wake_one(&st);
+        self.poke_at(ready_at);
+        self.release(st);
     }
 
     /// Add `k` after the delay the rate limiter chooses.
@@ -235,6 +303,35 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         lock(&self.limiter).num_requeues(k)
     }
 
+    /// Hand out a key if one is available now (see `get`); `done(key)` must follow. None when
+    /// none is, or after `shut_down` (or after `shut_down_with_drain` once drained).
+    pub fn try_get(&self) -> Option<K> {
+        let now = (self.clock)();
+        let mut st = lock(&self.state);
+        self.promote(&mut st, now);
+        if st.shutting_down && !st.drain {
+            return None;
+        }
+        let k = self.take_locked(&mut st, now);
+        // Keys promoted above and still queued may want another worker.
+        st.kick &= !st.queue.is_empty();
+        self.release(st);
+        k
+    }
+
+    fn take_locked(&self, st: &mut State<K>, now: Instant) -> Option<K> {
+        let k = st.queue.pop_front()?;
+        st.dirty.remove(&k);
+        st.processing.insert(k.clone());
+        let m = &mut st.metrics;
+        m.start_times.insert(k.clone(), now);
+        if let Some(t) = m.add_times.remove(&k) {
+            m.queue_duration
+                .observe(now.saturating_duration_since(t).as_secs_f64());
+        }
+        Some(k)
+    }
+
     /// Block until a key is available and hand it out; `done(key)` must follow.
     /// Returns None after `shut_down`, or after `shut_down_with_drain` once every queued key
     /// was handed out and every handed-out key is done.
@@ -246,15 +343,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             if st.shutting_down && !st.drain {
                 return None;
             }
-            if let Some(k) = st.queue.pop_front() {
-                st.dirty.remove(&k);
-                st.processing.insert(k.clone());
-                let m = &mut st.metrics;
-                m.start_times.insert(k.clone(), now);
-                if let Some(t) = m.add_times.remove(&k) {
-                    m.queue_duration
-                        .observe(now.saturating_duration_since(t).as_secs_f64());
-                }
+            if let Some(k) = self.take_locked(&mut st, now) {
+                st.kick = false;
                 return Some(k);
             }
             if st.shutting_down && st.processing.is_empty() {
@@ -288,6 +378,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         st.processing.remove(k);
         if st.dirty.contains(k) {
             st.queue.push_back(k.clone());
+            st.kick = true;
             self.wake_one(&st);
         } else if st.processing.is_empty() {
             // Idle workers only need waking to exit (shutting down with nothing in flight);
@@ -300,6 +391,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 self.drained.notify_all();
             }
         }
+        self.release(st);
     }
 
     /// Number of keys waiting to be handed out (not counting delayed or in-flight keys).
@@ -307,7 +399,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         let now = (self.clock)();
         let mut st = lock(&self.state);
         self.promote(&mut st, now);
-        st.queue.len()
+        let n = st.queue.len();
+        self.release(st);
+        n
+    }
+
+    /// Whether a key waits to be handed out now, without bringing in due delayed keys (the
+    /// timer does that) and without calling `on_ready`.
+    pub fn has_queued(&self) -> bool {
+        !lock(&self.state).queue.is_empty()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -353,7 +453,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             total += age;
             longest = longest.max(age);
         }
-        QueueStats {
+        let stats = QueueStats {
             name: self.name.clone(),
             adds_total: st.metrics.adds,
             depth: st.dirty.len(),
@@ -362,7 +462,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             work_duration: st.metrics.work_duration.clone(),
             unfinished_work_seconds: total,
             longest_running_processor_seconds: longest,
-        }
+        };
+        self.release(st);
+        stats
     }
 }
 
