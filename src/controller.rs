@@ -1,5 +1,5 @@
-//! What a controller is, as the manager sees it: the `Controller` trait (and `SelfDriven`
-//! for controllers that run their own loops), what a reconcile reads (`Cx`) and returns
+//! What a controller is, as the manager sees it: the `Controller` trait for controllers that
+//! reconcile keys, `SelfDriven` for those that run their own queues, `Runnable` for either, what a reconcile reads (`Cx`) and returns
 //! (`Outcome`, `Action`), and how writes are reported back (`Applied`, `OnError`). The
 //! kernel (api, cache, queue, events, manager) knows this module and no controller; the
 //! controllers in `crate::controllers` implement it.
@@ -9,11 +9,13 @@ use crate::api::Kind;
 pub use crate::cache::Watch;
 use crate::cache::{Cache, Delta};
 use crate::error::Result;
+use crate::queue::WorkQueue;
+use crate::workers::Workers;
 use serde_json::Value;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// What a reconcile reads: the shared cache, the time, and a live client for the few reads
 /// that must not come from the cache.
@@ -185,24 +187,99 @@ pub enum OnError {
 }
 
 /// What a self-driven controller gets to run its own loops.
+#[derive(Clone)]
 pub struct RunEnv {
     pub cache: Arc<Cache>,
-    /// The controller's own identity (see `Controller::client_rate`).
+    /// The controller's own identity (see `SelfDriven::client_rate`).
     pub client: Client,
     pub recorder: Arc<crate::events::Recorder>,
     /// Set at shutdown; its threads return soon after.
     pub stop: Arc<AtomicBool>,
+    /// Worker pools started with `serve`, waited for at shutdown.
+    pub(crate) served: Arc<std::sync::Mutex<Vec<Arc<dyn Served>>>>,
 }
 
-/// A controller that drives itself (several queues, delayed keys, informers for resources
-/// found by discovery after the start) instead of the manager's worker loop.
+/// Workers the manager stops and waits for at shutdown.
+pub(crate) trait Served: Send + Sync {
+    fn stop(&self);
+    fn wait(&self, until: Instant) -> bool;
+}
+
+impl<K: Clone + Eq + std::hash::Hash + Send + 'static> Served for Workers<K> {
+    fn stop(&self) {
+        Workers::stop(self)
+    }
+    fn wait(&self, until: Instant) -> bool {
+        Workers::wait(self, until)
+    }
+}
+
+impl RunEnv {
+    /// Serve `queue` with the shared worker loop (`crate::workers`): at most `limit` keys at
+    /// once, each handed to `handle` and then marked done; the manager waits for them at
+    /// shutdown. The queue itself is the controller's to shut down (`SelfDriven::shutdown`).
+    pub fn serve<K: Clone + Eq + std::hash::Hash + Send + 'static>(
+        &self,
+        name: &str,
+        queue: Arc<WorkQueue<K>>,
+        limit: usize,
+        handle: impl Fn(&K) + Send + Sync + 'static,
+    ) -> Arc<Workers<K>> {
+        let w = Workers::start(name, queue, limit, handle);
+        self.served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(w.clone());
+        w
+    }
+}
+
+/// A controller that drives itself (several kinds of work in one queue, informers for
+/// resources found by discovery after the start) instead of reconciling keys of watched
+/// objects through the manager. Its queues are served with `RunEnv::serve`.
 pub trait SelfDriven: Send + Sync {
+    /// Upstream's canonical name, e.g. "namespace-controller".
+    fn name(&self) -> &'static str;
+    /// The client rate limits from `--kube-api-qps`/`--kube-api-burst` (upstream raises them
+    /// for a few controllers).
+    fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
+        (qps, burst)
+    }
     /// Before the cache starts: the informers to sync first, and their handlers.
     fn register(&self, _cache: &Arc<Cache>) {}
-    /// Once the caches synced: start its threads, which return after `env.stop` is set.
-    fn start(&self, env: RunEnv) -> Vec<JoinHandle<()>>;
-    /// Shutdown begins: stop handing out work (its threads are joined after).
+    /// Once the caches synced: start its work; threads it starts itself are returned and
+    /// return after `env.stop` is set.
+    fn start(&self, env: &RunEnv) -> Vec<JoinHandle<()>>;
+    /// Shutdown begins: stop handing out work (its workers are waited for after).
     fn shutdown(&self) {}
+}
+
+/// What the manager runs: a reconciling controller or a self-driven one.
+#[derive(Clone)]
+pub enum Runnable {
+    Reconciles(Arc<dyn Controller>),
+    Drives(Arc<dyn SelfDriven>),
+}
+
+impl Runnable {
+    pub fn reconciles(c: impl Controller + 'static) -> Self {
+        Runnable::Reconciles(Arc::new(c))
+    }
+    pub fn drives(c: impl SelfDriven + 'static) -> Self {
+        Runnable::Drives(Arc::new(c))
+    }
+    pub fn name(&self) -> &'static str {
+        match self {
+            Runnable::Reconciles(c) => c.name(),
+            Runnable::Drives(c) => c.name(),
+        }
+    }
+    pub fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
+        match self {
+            Runnable::Reconciles(c) => c.client_rate(qps, burst),
+            Runnable::Drives(c) => c.client_rate(qps, burst),
+        }
+    }
 }
 
 pub trait Controller: Send + Sync {
@@ -217,7 +294,9 @@ pub trait Controller: Send + Sync {
     fn queue_name(&self) -> &'static str;
     /// What it reads; the primary kind first.
     fn watches(&self) -> Vec<Watch>;
-    /// Keys of primary objects to reconcile after a change of a watched object.
+    /// Keys of primary objects to reconcile after a change of a watched object. Runs on the
+    /// watch path, for every change of every watched object, while the watch waits: keep it
+    /// to lookups (an index, the object's own fields), never a scan or a request.
     fn keys_for(&self, watch: &Watch, delta: &Delta, cache: &Cache) -> Vec<String>;
     /// Read the cache, decide, return the actions. No I/O besides `cx.client` reads.
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome>;
@@ -239,9 +318,10 @@ pub trait Controller: Send + Sync {
     fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
         (qps, burst)
     }
-    /// Some when the controller runs its own loops (the manager then runs no workers for it,
-    /// and `watches`/`keys_for`/`reconcile` are not used).
-    fn self_driven(&self) -> Option<&dyn SelfDriven> {
+    /// Every this often, every object of the primary (first) watch is handed to `keys_for`
+    /// again as an unchanged update, as a client-go informer's resync does: for controllers
+    /// whose decisions depend on time as well as on objects. None (the default): never.
+    fn resync_period(&self) -> Option<Duration> {
         None
     }
     /// Classify a failed action (per controller quirks such as ignoring AlreadyExists).

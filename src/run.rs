@@ -6,14 +6,8 @@ use crate::api::kubeconfig::{self, RestConfig};
 use crate::api::resources::LEASES;
 use crate::cache::Cache;
 use crate::config::Config;
-use crate::controllers::deployment::DeploymentController;
-use crate::controllers::garbagecollector::{self, DebugHandle, GarbageCollector};
-use crate::controllers::namespace::NamespaceController;
 use crate::controllers::registry;
-use crate::controllers::replicaset::{Flavor, ReplicaSetController};
-use crate::controllers::rootca::RootCaPublisher;
-use crate::controllers::serviceaccount::ServiceAccountController;
-use crate::controllers::{Controller, EventSpec, EventType, ObjectRef};
+use crate::controllers::{EventSpec, EventType, ObjectRef, Runnable};
 use crate::credentials::ServiceAccountTokens;
 use crate::error::{Error, Result};
 use crate::events::Recorder;
@@ -30,17 +24,6 @@ use std::time::{Duration, Instant};
 pub const EXIT_OK: i32 = 0;
 /// Exit status when leadership is lost (as upstream: the process exits and is restarted).
 pub const EXIT_LOST_LEADERSHIP: i32 = 1;
-
-/// Controllers edgekcm implements, by canonical name.
-pub const IMPLEMENTED: &[&str] = &[
-    "serviceaccount-controller",
-    "deployment-controller",
-    "root-ca-certificate-publisher-controller",
-    "replicaset-controller",
-    "replicationcontroller-controller",
-    "namespace-controller",
-    "garbage-collector-controller",
-];
 
 struct LeaseClient {
     client: Client,
@@ -64,26 +47,13 @@ impl LeaseApi for LeaseClient {
     }
 }
 
-/// The root CA published to namespaces: `--root-ca-file`, else the kubeconfig's inline CA.
-fn root_ca(cfg: &Config, rest: &RestConfig) -> Result<String> {
-    if let Some(p) = &cfg.root_ca_file {
-        let pem = crate::config::files::read_ca(p)?;
-        return Ok(String::from_utf8_lossy(&pem).into_owned());
-    }
-    Ok(rest
-        .ca_inline
-        .as_ref()
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-        .unwrap_or_default())
-}
-
 /// The client a controller writes with: its own ServiceAccount with
 /// `--use-service-account-credentials`, else the root identity.
 fn controller_client(
     cfg: &Config,
     rest: &RestConfig,
     root: &Client,
-    ctrl: &dyn Controller,
+    ctrl: &Runnable,
 ) -> Result<Client> {
     let name = ctrl.name();
     let (qps, burst) = ctrl.client_rate(cfg.kube_api_qps, cfg.kube_api_burst);
@@ -111,64 +81,17 @@ fn controller_client(
     }
 }
 
-fn build_controllers(
-    cfg: &Config,
-    rest: &RestConfig,
-    gc_debug: &DebugHandle,
-) -> Result<Vec<Arc<dyn Controller>>> {
-    let mut out: Vec<Arc<dyn Controller>> = Vec::new();
-    if cfg.controllers.is_enabled("serviceaccount-controller") {
-        out.push(Arc::new(ServiceAccountController));
-    }
-    if cfg
-        .controllers
-        .is_enabled("root-ca-certificate-publisher-controller")
-    {
-        out.push(Arc::new(RootCaPublisher {
-            root_ca: root_ca(cfg, rest)?,
-        }));
-    }
-    for (name, flavor, flag) in [
-        (
-            "replicaset-controller",
-            Flavor::ReplicaSet,
-            "concurrent-replicaset-syncs",
-        ),
-        (
-            "replicationcontroller-controller",
-            Flavor::ReplicationController,
-            "concurrent-rc-syncs",
-        ),
-    ] {
-        if cfg.controllers.is_enabled(name) {
-            out.push(Arc::new(ReplicaSetController::new(
-                flavor,
-                cfg.concurrency(flag),
-            )));
+/// Every enabled controller edgekcm has, built from its row of the controller table.
+fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Runnable>> {
+    let mut out = Vec::new();
+    for row in registry::implemented() {
+        if !cfg.controllers.is_enabled(row.name) {
+            continue;
         }
-    }
-    if cfg.controllers.is_enabled("namespace-controller") {
-        out.push(Arc::new(NamespaceController::new(
-            cfg.concurrency("concurrent-namespace-syncs"),
-            cfg.namespace_sync_period,
-        )));
-    }
-    if cfg.controllers.is_enabled("garbage-collector-controller") {
-        if cfg.enable_garbage_collector {
-            out.push(Arc::new(
-                GarbageCollector::new(cfg.concurrency("concurrent-gc-syncs"))
-                    .with_namespace_controller(cfg.controllers.is_enabled("namespace-controller"))
-                    .with_debug_handle(gc_debug),
-            ));
-        } else {
-            log::warn!(
-                "garbage-collector-controller is disabled (--enable-garbage-collector=false)"
-            );
+        if let Some(c) = row.build(cfg, rest)? {
+            debug_assert_eq!(c.name(), row.name, "a row builds its own controller");
+            out.push(c);
         }
-    }
-    if cfg.controllers.is_enabled("deployment-controller") {
-        let workers = cfg.concurrency("concurrent-deployment-syncs");
-        out.push(Arc::new(DeploymentController::new(workers)));
     }
     Ok(out)
 }
@@ -217,7 +140,6 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         let h = health.clone();
         move || h.healthz(&Default::default()).status == 200
     });
-    let gc_debug = DebugHandle::new();
     let server = if cfg.secure_port != 0 {
         let mut s = Server::new(
             ServeConfig {
@@ -232,7 +154,12 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(&cfg)?)?;
         s.set_filter(auth.filter());
         s.route("/metrics", crate::metrics::handler());
-        s.route_tree(garbagecollector::dump::BASE_PATH, gc_debug.handler());
+        for row in registry::implemented() {
+            if let Some(route) = row.debug.filter(|_| cfg.controllers.is_enabled(row.name)) {
+                let (base, handler) = route();
+                s.route_tree(base, handler);
+            }
+        }
         Some(s.start()?)
     } else {
         None
@@ -245,8 +172,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         return Ok(EXIT_OK);
     }
 
-    let controllers = build_controllers(&cfg, &rest, &gc_debug)?;
-    if let Some(line) = crate::startup::not_implemented_line(&cfg, IMPLEMENTED) {
+    let controllers = build_controllers(&cfg, &rest)?;
+    if let Some(line) = crate::startup::not_implemented_line(&cfg, &registry::implemented_names()) {
         log::warn!("{line}");
     }
 
@@ -255,7 +182,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     crate::metrics::register_cache(&cache);
     let mut manager = Manager::new(cache.clone(), recorder.clone());
     for c in &controllers {
-        let client = controller_client(&cfg, &rest, &root, c.as_ref())?;
+        let client = controller_client(&cfg, &rest, &root, c)?;
         client.set_fence(fence.clone());
         manager.add(c.clone(), client);
     }

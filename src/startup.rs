@@ -202,7 +202,7 @@ mod tests {
     }
 
     fn missing(line: &str) -> Vec<&'static str> {
-        not_implemented(&cfg(line), crate::run::IMPLEMENTED)
+        not_implemented(&cfg(line), &registry::implemented_names())
             .iter()
             .map(|i| i.name)
             .collect()
@@ -260,10 +260,11 @@ mod tests {
             missing("--controllers=deployment,job --service-account-private-key-file=/sa.key"),
             vec!["job-controller"]
         );
-        assert!(
-            not_implemented_line(&cfg("--controllers=deployment"), crate::run::IMPLEMENTED)
-                .is_none()
-        );
+        assert!(not_implemented_line(
+            &cfg("--controllers=deployment"),
+            &registry::implemented_names()
+        )
+        .is_none());
     }
 
     #[test]
@@ -310,7 +311,7 @@ mod tests {
 
     #[test]
     fn one_readable_line() {
-        let line = not_implemented_line(&cfg(KUBEADM), crate::run::IMPLEMENTED).unwrap();
+        let line = not_implemented_line(&cfg(KUBEADM), &registry::implemented_names()).unwrap();
         let n = missing(KUBEADM).len();
         assert!(
             line.starts_with(&format!("{n} controllers that kube-controller-manager v1.28 would run with these flags are not in edgekcm yet: serviceaccount-token, endpoint, ")),

@@ -352,14 +352,14 @@ pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
         "cluster-name" => "the controllers that use it (cloud, volumes) are not in edgekcm yet",
         "controller-start-interval" => "edgekcm starts its controllers together",
         "min-resync-period" => "edgekcm's caches do not resync on a timer",
-        n if n.starts_with("concurrent-") || n.starts_with("mirroring-concurrent-") => match n {
-            "concurrent-deployment-syncs"
-            | "concurrent-gc-syncs"
-            | "concurrent-namespace-syncs"
-            | "concurrent-rc-syncs"
-            | "concurrent-replicaset-syncs" => return None,
-            _ => "its controller is not in edgekcm yet",
-        },
+        n if n.starts_with("concurrent-") || n.starts_with("mirroring-concurrent-") => {
+            let runs =
+                crate::controllers::registry::implemented().any(|c| c.workers_flag == Some(n));
+            if runs {
+                return None;
+            }
+            "its controller is not in edgekcm yet"
+        }
         _ => return None,
     })
 }

@@ -87,9 +87,8 @@ fn controllers_help() -> String {
         .filter(|c| c.disabled_by_default && !c.later_release)
         .map(|c| c.name.to_string())
         .collect();
-    let mut running: Vec<String> = crate::run::IMPLEMENTED
-        .iter()
-        .map(|s| s.to_string())
+    let mut running: Vec<String> = registry::implemented()
+        .map(|c| c.name.to_string())
         .collect();
     running.sort();
     [

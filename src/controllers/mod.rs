@@ -70,17 +70,21 @@ mod tests {
         let (cache, recorder) = (Cache::new(client.clone()), Recorder::start());
         let mut m = Manager::new(cache, Arc::new(recorder));
         m.add(
-            Arc::new(crate::controllers::replicaset::ReplicaSetController::new(
-                crate::controllers::replicaset::Flavor::ReplicationController,
-                1,
-            )),
+            crate::controller::Runnable::reconciles(
+                crate::controllers::replicaset::ReplicaSetController::new(
+                    crate::controllers::replicaset::Flavor::ReplicationController,
+                    1,
+                ),
+            ),
             client.clone(),
         );
         m.add(
-            Arc::new(crate::controllers::namespace::NamespaceController::new(
-                1,
-                Duration::from_secs(300),
-            )),
+            crate::controller::Runnable::drives(
+                crate::controllers::namespace::NamespaceController::new(
+                    1,
+                    Duration::from_secs(300),
+                ),
+            ),
             client,
         );
         let text = crate::metrics::render();

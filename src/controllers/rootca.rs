@@ -16,6 +16,23 @@ pub const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify t
 /// Only the well-known ConfigMap is watched, not every ConfigMap in the cluster.
 pub const CONFIGMAP_WATCH: Watch = Watch::named(CONFIGMAPS, "metadata.name=kube-root-ca.crt");
 
+/// Its row in the controller table: the CA published is `--root-ca-file`, else the
+/// kubeconfig's inline CA.
+pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    let root_ca = match &cx.cfg.root_ca_file {
+        Some(p) => String::from_utf8_lossy(&crate::config::files::read_ca(p)?).into_owned(),
+        None => cx
+            .rest
+            .ca_inline
+            .as_ref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default(),
+    };
+    Ok(Some(super::Runnable::reconciles(RootCaPublisher {
+        root_ca,
+    })))
+}
+
 pub struct RootCaPublisher {
     /// PEM bundle published as `ca.crt` (from --root-ca-file, else the kubeconfig's inline CA).
     pub root_ca: String,

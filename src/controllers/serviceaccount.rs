@@ -12,6 +12,11 @@ use serde_json::json;
 /// The ServiceAccounts ensured in every namespace (upstream's default options: `default`).
 pub const MANAGED: &[&str] = &["default"];
 
+/// Its row in the controller table (one worker, as upstream).
+pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    Ok(Some(super::Runnable::reconciles(ServiceAccountController)))
+}
+
 pub struct ServiceAccountController;
 
 impl Controller for ServiceAccountController {

@@ -1,14 +1,16 @@
-//! The manager: wires controllers to the shared cache, waits for it to sync, runs each
-//! controller's workers, applies the actions they return, and retries failures through the
-//! workqueue's rate limiter. The worker loop exists once, here.
+//! The manager: wires controllers to the shared cache, waits for it to sync, serves each
+//! reconciling controller's queue with the shared worker loop (`crate::workers`), applies the
+//! actions the reconciles return, retries failures through the workqueue's rate limiter, and
+//! runs the periodic resyncs.
 
 use crate::api::client::Client;
-use crate::cache::Cache;
-use crate::controller::{sooner, Controller, Cx, RunEnv};
+use crate::cache::{Cache, Delta, DeltaKind};
+use crate::controller::{sooner, Controller, Cx, RunEnv, Runnable, Served};
 use crate::events::Recorder;
 use crate::queue::WorkQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 mod apply;
@@ -18,10 +20,10 @@ pub use apply::{apply, slow_start_sizes, MAX_PARALLEL};
 use apply::Run;
 
 struct Entry {
-    ctrl: Arc<dyn Controller>,
+    ctrl: Runnable,
     /// The identity this controller writes with.
     client: Client,
-    /// None for a self-driven controller (it keeps its own queues).
+    /// A reconciling controller's queue (a self-driven one keeps its own).
     queue: Option<Arc<WorkQueue<String>>>,
 }
 
@@ -29,87 +31,105 @@ pub struct Manager {
     cache: Arc<Cache>,
     recorder: Arc<Recorder>,
     entries: Vec<Entry>,
-    workers: Vec<std::thread::JoinHandle<()>>,
+    /// Every worker pool (the reconcilers' and those self-driven controllers serve).
+    served: Arc<Mutex<Vec<Arc<dyn Served>>>>,
+    /// Threads self-driven controllers started themselves.
+    threads: Vec<JoinHandle<()>>,
     /// Tells self-driven controllers to stop.
     stop: Arc<AtomicBool>,
 }
 
-fn worker(
-    cache: Arc<Cache>,
-    recorder: Arc<Recorder>,
-    ctrl: Arc<dyn Controller>,
-    client: Client,
-    queue: Arc<WorkQueue<String>>,
+/// One key of a reconciling controller: reconcile, apply the actions, decide about a retry.
+fn sync_key(
+    cache: &Cache,
+    recorder: &Recorder,
+    ctrl: &dyn Controller,
+    client: &Client,
+    queue: &WorkQueue<String>,
+    key: &String,
 ) {
-    while let Some(key) = queue.get() {
+    let cx = Cx {
+        cache,
+        now: SystemTime::now(),
+        client,
+    };
+    let mut outcome = match ctrl.reconcile(&cx, key) {
+        Ok(o) => o,
+        Err(e) => {
+            log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
+            queue.add_rate_limited(key.clone());
+            return;
+        }
+    };
+    let run = Run {
+        cache,
+        client,
+        recorder,
+        ctrl,
+        key,
+        failures: Mutex::new(Vec::new()),
+    };
+    for a in &outcome.actions {
+        run.one(a);
+    }
+    if outcome.status_after_writes {
         let cx = Cx {
-            cache: &cache,
             now: SystemTime::now(),
-            client: &client,
+            ..cx
         };
-        match ctrl.reconcile(&cx, &key) {
-            Ok(mut outcome) => {
-                let run = Run {
-                    cache: &cache,
-                    client: &client,
-                    recorder: &recorder,
-                    ctrl: ctrl.as_ref(),
-                    key: &key,
-                    failures: Mutex::new(Vec::new()),
-                };
-                for a in &outcome.actions {
+        match ctrl.status_after_writes(&cx, key) {
+            Ok(report) => {
+                for a in &report.actions {
                     run.one(a);
                 }
-                if outcome.status_after_writes {
-                    let cx = Cx {
-                        now: SystemTime::now(),
-                        ..cx
-                    };
-                    match ctrl.status_after_writes(&cx, &key) {
-                        Ok(report) => {
-                            for a in &report.actions {
-                                run.one(a);
-                            }
-                            outcome.requeue_after =
-                                sooner(outcome.requeue_after, report.requeue_after);
-                        }
-                        Err(e) => run
-                            .failures
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(e),
-                    }
-                }
-                let failures = run.failures.into_inner().unwrap_or_else(|p| p.into_inner());
-                let conflict = failures.iter().any(|e| e.is_conflict());
-                match failures.into_iter().next() {
-                    // A stale read: look again at once, the watch brings the newer object.
-                    Some(e) if conflict => {
-                        log::debug!("{}: {key}: {e}; requeued", ctrl.name());
-                        queue.add_after(key.clone(), Duration::from_millis(10));
-                    }
-                    // Shutting down: writes are refused; the queue takes nothing more.
-                    Some(crate::Error::Cancelled) => {
-                        log::debug!("{}: {key}: writes stopped for shutdown", ctrl.name());
-                    }
-                    Some(e) => {
-                        log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
-                        queue.add_rate_limited(key.clone());
-                    }
-                    None => {
-                        queue.forget(&key);
-                        if let Some(d) = outcome.requeue_after {
-                            queue.add_after(key.clone(), d);
-                        }
-                    }
-                }
+                outcome.requeue_after = sooner(outcome.requeue_after, report.requeue_after);
             }
-            Err(e) => {
-                log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
-                queue.add_rate_limited(key.clone());
+            Err(e) => run
+                .failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(e),
+        }
+    }
+    let failures = run.failures.into_inner().unwrap_or_else(|p| p.into_inner());
+    let conflict = failures.iter().any(|e| e.is_conflict());
+    match failures.into_iter().next() {
+        // A stale read: look again at once, the watch brings the newer object.
+        Some(e) if conflict => {
+            log::debug!("{}: {key}: {e}; requeued", ctrl.name());
+            queue.add_after(key.clone(), Duration::from_millis(10));
+        }
+        // Shutting down: writes are refused; the queue takes nothing more.
+        Some(crate::Error::Cancelled) => {
+            log::debug!("{}: {key}: writes stopped for shutdown", ctrl.name());
+        }
+        Some(e) => {
+            log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
+            queue.add_rate_limited(key.clone());
+        }
+        None => {
+            queue.forget(key);
+            if let Some(d) = outcome.requeue_after {
+                queue.add_after(key.clone(), d);
             }
         }
-        queue.done(&key);
+    }
+}
+
+/// A resync: every object of the primary watch through `keys_for` as an unchanged update.
+fn resync(cache: &Cache, ctrl: &dyn Controller, queue: &WorkQueue<String>) {
+    let Some(w) = ctrl.watches().into_iter().next() else {
+        return;
+    };
+    for o in cache.store_for(&w).list() {
+        let d = Delta {
+            kind: DeltaKind::Updated,
+            old: Some(o.clone()),
+            new: Some(o),
+        };
+        for k in ctrl.keys_for(&w, &d, cache) {
+            queue.add(k);
+        }
     }
 }
 
@@ -119,26 +139,30 @@ impl Manager {
             cache,
             recorder,
             entries: Vec::new(),
-            workers: Vec::new(),
+            served: Arc::new(Mutex::new(Vec::new())),
+            threads: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// Register a controller: its informers and event handlers (nothing runs yet).
-    pub fn add(&mut self, ctrl: Arc<dyn Controller>, client: Client) {
-        if let Some(sd) = ctrl.self_driven() {
-            sd.register(&self.cache);
-            self.entries.push(Entry {
-                ctrl,
-                client,
-                queue: None,
-            });
-            return;
-        }
-        let queue = WorkQueue::new(ctrl.queue_name());
-        for w in ctrl.watches() {
+    pub fn add(&mut self, ctrl: Runnable, client: Client) {
+        let c = match &ctrl {
+            Runnable::Drives(sd) => {
+                sd.register(&self.cache);
+                self.entries.push(Entry {
+                    ctrl,
+                    client,
+                    queue: None,
+                });
+                return;
+            }
+            Runnable::Reconciles(c) => c.clone(),
+        };
+        let queue = WorkQueue::new(c.queue_name());
+        for w in c.watches() {
             let inf = self.cache.informer_for(&w);
-            let (c, q, cache) = (ctrl.clone(), queue.clone(), Arc::downgrade(&self.cache));
+            let (c, q, cache) = (c.clone(), queue.clone(), Arc::downgrade(&self.cache));
             inf.add_handler(Arc::new(move |d| {
                 if let Some(cache) = cache.upgrade() {
                     for k in c.keys_for(&w, d, &cache) {
@@ -158,8 +182,9 @@ impl Manager {
         self.entries.iter().map(|e| e.ctrl.name()).collect()
     }
 
-    /// Start the cache, wait for it to sync (or `stop`), then start every controller's workers.
-    /// Returns false if stopped before the cache synced.
+    /// Start the cache, wait for it to sync (or `stop`), then start every controller: its
+    /// workers take keys as they come (no thread waits on an empty queue). Returns false if
+    /// stopped before the cache synced.
     pub fn start(&mut self, stop: &AtomicBool) -> bool {
         // Shutdown may have begun before this thread got the manager.
         let stopped = |own: &AtomicBool| stop.load(Ordering::SeqCst) || own.load(Ordering::SeqCst);
@@ -177,40 +202,56 @@ impl Manager {
         }
         log::info!("caches synced for {} kinds", self.cache.kinds().len());
         for e in &self.entries {
-            if let Some(sd) = e.ctrl.self_driven() {
-                log::info!("starting {}", e.ctrl.name());
-                self.workers.extend(sd.start(RunEnv {
-                    cache: self.cache.clone(),
-                    client: e.client.clone(),
-                    recorder: self.recorder.clone(),
-                    stop: self.stop.clone(),
-                }));
-                continue;
-            }
-            let Some(queue) = &e.queue else { continue };
-            let n = e.ctrl.workers().max(1);
-            log::info!(
-                "starting {} ({} worker{})",
-                e.ctrl.name(),
-                n,
-                if n == 1 { "" } else { "s" }
-            );
-            for i in 0..n {
-                let (cache, rec, ctrl, client, queue) = (
-                    self.cache.clone(),
-                    self.recorder.clone(),
-                    e.ctrl.clone(),
-                    e.client.clone(),
-                    queue.clone(),
-                );
-                let t = std::thread::Builder::new()
-                    .name(format!("{}-{i}", e.ctrl.name()))
-                    .stack_size(512 * 1024)
-                    .spawn(move || worker(cache, rec, ctrl, client, queue));
-                match t {
-                    Ok(t) => self.workers.push(t),
-                    Err(err) => log::error!("cannot start a worker for {}: {err}", e.ctrl.name()),
+            let env = RunEnv {
+                cache: self.cache.clone(),
+                client: e.client.clone(),
+                recorder: self.recorder.clone(),
+                stop: self.stop.clone(),
+                served: self.served.clone(),
+            };
+            match (&e.ctrl, &e.queue) {
+                (Runnable::Drives(sd), _) => {
+                    log::info!("starting {}", sd.name());
+                    self.threads.extend(sd.start(&env));
                 }
+                (Runnable::Reconciles(c), Some(queue)) => {
+                    let n = c.workers().max(1);
+                    log::info!(
+                        "starting {} ({} worker{})",
+                        c.name(),
+                        n,
+                        if n == 1 { "" } else { "s" }
+                    );
+                    let (cache, rec, ctrl, client, q) = (
+                        self.cache.clone(),
+                        self.recorder.clone(),
+                        c.clone(),
+                        e.client.clone(),
+                        queue.clone(),
+                    );
+                    env.serve(c.name(), queue.clone(), n, move |key: &String| {
+                        sync_key(&cache, &rec, ctrl.as_ref(), &client, &q, key)
+                    });
+                    if let Some(period) = c.resync_period() {
+                        let (cache, ctrl, q) = (
+                            Arc::downgrade(&self.cache),
+                            c.clone(),
+                            Arc::downgrade(queue),
+                        );
+                        crate::timer::every(period, move || {
+                            let (Some(cache), Some(q)) = (cache.upgrade(), q.upgrade()) else {
+                                return false;
+                            };
+                            if q.shutting_down() {
+                                return false;
+                            }
+                            let ctrl = ctrl.clone();
+                            crate::pool::spawn(move || resync(&cache, ctrl.as_ref(), &q));
+                            true
+                        });
+                    }
+                }
+                (Runnable::Reconciles(_), None) => {}
             }
         }
         true
@@ -220,28 +261,41 @@ impl Manager {
     /// told to stop, and `start` starts nothing any more); the keys in hand go on.
     pub fn stop_work(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        for w in self.served.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            w.stop();
+        }
         for e in &self.entries {
             if let Some(q) = &e.queue {
                 q.shut_down();
             }
-            if let Some(sd) = e.ctrl.self_driven() {
+            if let Runnable::Drives(sd) = &e.ctrl {
                 sd.shutdown();
             }
         }
     }
 
-    /// Wait until every worker has finished the key in hand and returned, or `until`; true if
-    /// all did. Workers still busy then are left to the end of the process.
+    /// Wait until every worker has finished the key in hand, and every thread of a
+    /// self-driven controller returned, or `until`; true if all did. Work still going on then
+    /// is left to the end of the process.
     pub fn wait_workers(&mut self, until: Instant) -> bool {
+        let served: Vec<_> = self
+            .served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut all = true;
+        for w in served {
+            all &= w.wait(until);
+        }
         loop {
             let (done, busy): (Vec<_>, Vec<_>) =
-                self.workers.drain(..).partition(|t| t.is_finished());
+                self.threads.drain(..).partition(|t| t.is_finished());
             for t in done {
                 let _ = t.join();
             }
-            self.workers = busy;
-            if self.workers.is_empty() {
-                return true;
+            self.threads = busy;
+            if self.threads.is_empty() {
+                return all;
             }
             if Instant::now() >= until {
                 return false;

@@ -38,6 +38,13 @@ struct CreateFailure {
     count: u32,
 }
 
+/// Its row in the controller table.
+pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    Ok(Some(super::Runnable::reconciles(
+        DeploymentController::new(cx.workers),
+    )))
+}
+
 pub struct DeploymentController {
     workers: usize,
     /// Deployment key -> the last failed creation of its new ReplicaSet.

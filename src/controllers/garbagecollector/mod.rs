@@ -32,13 +32,13 @@ mod monitors;
 mod orphan;
 mod workers;
 
-use super::{Controller, Cx, EventSpec, EventType, ObjectRef, Outcome, RunEnv, SelfDriven, Watch};
+use super::{EventSpec, EventType, ObjectRef, RunEnv, SelfDriven};
 use crate::api::client::Client;
 use crate::api::discovery::Discovery;
 use crate::api::resources::NAMESPACES;
 use crate::api::Kind;
 use crate::cache::{Cache, Delta, DeltaKind, Informer};
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::events::Recorder;
 use crate::obj::{self, OwnerRef};
 use crate::queue::WorkQueue;
@@ -84,13 +84,30 @@ pub fn metric_families() -> Vec<crate::metrics::Family> {
     vec![f]
 }
 
+/// Its row in the controller table: off with `--enable-garbage-collector=false`.
+pub fn build(cx: &super::registry::BuildCx<'_>) -> crate::Result<Option<super::Runnable>> {
+    if !cx.cfg.enable_garbage_collector {
+        log::warn!("{NAME} is disabled (--enable-garbage-collector=false)");
+        return Ok(None);
+    }
+    let gc = GarbageCollector::new(cx.workers)
+        .with_namespace_controller(cx.cfg.controllers.is_enabled("namespace-controller"))
+        .with_debug_handle(DebugHandle::process());
+    Ok(Some(super::Runnable::drives(gc)))
+}
+
+/// The owner graph's debug paths, served by the process's collector.
+pub fn debug_route() -> (&'static str, crate::server::Handler) {
+    (dump::BASE_PATH, DebugHandle::process().handler())
+}
+
 /// Reads the owner graph of a garbage collector for the debug endpoint
 /// ([`dump::GRAPH_PATH`]). Made before the collector (the secure port starts first) and
 /// filled by [`GarbageCollector::with_debug_handle`]; answers 404 until the collector runs,
 /// as upstream mounts the handler only once the controller started.
 #[derive(Clone, Default)]
 pub struct DebugHandle {
-    gc: Arc<OnceLock<Weak<Inner>>>,
+    gc: Arc<Mutex<Weak<Inner>>>,
 }
 
 impl DebugHandle {
@@ -98,16 +115,26 @@ impl DebugHandle {
         DebugHandle::default()
     }
 
+    /// The process's handle: the one the secure port serves and the built collector fills.
+    pub fn process() -> &'static DebugHandle {
+        static PROCESS: OnceLock<DebugHandle> = OnceLock::new();
+        PROCESS.get_or_init(DebugHandle::new)
+    }
+
+    fn collector(&self) -> Option<Arc<Inner>> {
+        self.gc.lock().unwrap_or_else(|p| p.into_inner()).upgrade()
+    }
+
     /// Whether a collector runs (its handler is mounted, upstream would say).
     fn running(&self) -> bool {
-        let inner = self.gc.get().and_then(Weak::upgrade);
+        let inner = self.collector();
         inner.is_some_and(|i| i.env.get().is_some())
     }
 
     /// The DOT dump (all of the graph, or what is reachable from `uids`); None while no
     /// collector runs. The graph is only read-locked while the vertices are copied out.
     pub fn dot(&self, uids: Option<&[String]>) -> Option<String> {
-        let inner = self.gc.get()?.upgrade()?;
+        let inner = self.collector()?;
         inner.env.get()?;
         let (vertices, edges) = {
             let g = inner.graph.read().unwrap_or_else(|p| p.into_inner());
@@ -222,6 +249,8 @@ struct Env {
     client: Client,
     recorder: Arc<Recorder>,
     stop: Arc<AtomicBool>,
+    /// Starts the workers once the monitors synced.
+    run: RunEnv,
 }
 
 struct Inner {
@@ -259,11 +288,10 @@ impl GarbageCollector {
         self
     }
 
-    /// Let `h` read this collector's graph (for the debug endpoint).
+    /// Let `h` read this collector's graph (for the debug endpoint), instead of the one it
+    /// read before.
     pub fn with_debug_handle(self, h: &DebugHandle) -> Self {
-        if h.gc.set(Arc::downgrade(&self.inner)).is_err() {
-            log::warn!("{NAME}: a debug handle serves one garbage collector; not attached");
-        }
+        *h.gc.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&self.inner);
         self
     }
 
@@ -289,45 +317,22 @@ impl GarbageCollector {
     }
 }
 
-impl Controller for GarbageCollector {
+impl SelfDriven for GarbageCollector {
     fn name(&self) -> &'static str {
         NAME
-    }
-    fn queue_name(&self) -> &'static str {
-        QUEUE_NAME
-    }
-    fn event_component(&self) -> &'static str {
-        COMPONENT
-    }
-    fn watches(&self) -> Vec<Watch> {
-        vec![]
-    }
-    fn keys_for(&self, _w: &Watch, _d: &Delta, _c: &Cache) -> Vec<String> {
-        vec![]
-    }
-    fn reconcile(&self, _cx: &Cx, _key: &str) -> Result<Outcome> {
-        Ok(Outcome::none())
-    }
-    fn workers(&self) -> usize {
-        self.inner.workers
     }
     /// Upstream doubles the QPS of the garbage collector's client (each deletion takes two
     /// requests).
     fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
         (qps * 2.0, burst)
     }
-    fn self_driven(&self) -> Option<&dyn SelfDriven> {
-        Some(self)
-    }
-}
-
-impl SelfDriven for GarbageCollector {
-    fn start(&self, env: RunEnv) -> Vec<JoinHandle<()>> {
+    fn start(&self, env: &RunEnv) -> Vec<JoinHandle<()>> {
         let _ = self.inner.env.set(Env {
-            cache: env.cache,
-            client: env.client,
-            recorder: env.recorder,
-            stop: env.stop,
+            cache: env.cache.clone(),
+            client: env.client.clone(),
+            recorder: env.recorder.clone(),
+            stop: env.stop.clone(),
+            run: env.clone(),
         });
         crate::metrics::register_collector("garbagecollector", Arc::new(metric_families));
         let mut out = Vec::new();
@@ -339,17 +344,6 @@ impl SelfDriven for GarbageCollector {
         {
             Ok(t) => out.push(t),
             Err(e) => log::error!("{NAME}: cannot start its discovery thread: {e}"),
-        }
-        for i in 0..self.inner.workers {
-            let inner = self.inner.clone();
-            match std::thread::Builder::new()
-                .name(format!("gc-{i}"))
-                .stack_size(512 * 1024)
-                .spawn(move || inner.worker())
-            {
-                Ok(t) => out.push(t),
-                Err(e) => log::error!("{NAME}: cannot start a worker: {e}"),
-            }
         }
         out
     }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::{resources_sync_error, Inner, Monitor, NAME, RESYNC_PERIOD};
+use super::{resources_sync_error, Inner, Item, Monitor, NAME, RESYNC_PERIOD};
 
 /// The earliest a re-discovery may be brought forward after the previous one.
 const EARLY_DISCOVERY: Duration = Duration::from_secs(5);
@@ -110,6 +110,13 @@ impl Inner {
         *current = wanted;
         if !self.ready.swap(true, Ordering::SeqCst) {
             log::info!("{NAME}: all resource monitors have synced; proceeding to collect garbage");
+            let inner = self.clone();
+            self.env().run.serve(
+                NAME,
+                self.queue.clone(),
+                self.workers,
+                move |item: &Item| inner.work(item),
+            );
         } else {
             log::info!("{NAME}: synced with discovery");
         }

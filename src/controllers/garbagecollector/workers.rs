@@ -7,7 +7,6 @@ use crate::api::Kind;
 use crate::error::Result;
 use crate::obj::{self, OwnerRef};
 use serde_json::Value;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::decide::{self, Decision, OwnerState};
@@ -15,26 +14,19 @@ use super::graph::{Change, Identity, FINALIZER_FOREGROUND};
 use super::{Inner, Item, Next, Snapshot, Stop, NAME};
 
 impl Inner {
-    pub(super) fn worker(&self) {
-        while !self.ready.load(Ordering::SeqCst) {
-            if self.stopped() || self.queue.shutting_down() {
-                return;
+    /// One queued item (the worker loop is `crate::workers`, started once the monitors
+    /// synced).
+    pub(super) fn work(&self, item: &Item) {
+        let next = {
+            let _running = self.gate.read().unwrap_or_else(|p| p.into_inner());
+            match item {
+                Item::Delete(uid) => self.attempt_to_delete(uid),
+                Item::Orphan(uid) => self.attempt_to_orphan(uid),
             }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        while let Some(item) = self.queue.get() {
-            let next = {
-                let _running = self.gate.read().unwrap_or_else(|p| p.into_inner());
-                match &item {
-                    Item::Delete(uid) => self.attempt_to_delete(uid),
-                    Item::Orphan(uid) => self.attempt_to_orphan(uid),
-                }
-            };
-            match next {
-                Next::Forget => self.queue.forget(&item),
-                Next::Requeue => self.queue.add_rate_limited(item.clone()),
-            }
-            self.queue.done(&item);
+        };
+        match next {
+            Next::Forget => self.queue.forget(item),
+            Next::Requeue => self.queue.add_rate_limited(item.clone()),
         }
     }
 

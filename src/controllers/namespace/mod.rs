@@ -19,7 +19,7 @@
 //!   parallel (`deletecollection` with `limit` and `continue`), as the apiserver serves one
 //!   `deletecollection` request with a single worker.
 
-use super::{Controller, Cx, Outcome, RunEnv, SelfDriven, Watch};
+use super::{RunEnv, SelfDriven};
 use crate::api::client::Client;
 use crate::api::resources::NAMESPACES;
 use crate::api::Kind;
@@ -30,7 +30,6 @@ use crate::obj::At as _;
 use crate::queue::{Bucket, ItemExponential, MaxOf, WorkQueue};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -111,6 +110,14 @@ struct Inner {
     first_seen: Mutex<HashMap<String, Instant>>,
     workers: usize,
     resync: Duration,
+}
+
+/// Its row in the controller table (`--namespace-sync-period` is its resync).
+pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    Ok(Some(super::Runnable::drives(NamespaceController::new(
+        cx.workers,
+        cx.cfg.namespace_sync_period,
+    ))))
 }
 
 pub struct NamespaceController {
@@ -196,35 +203,14 @@ fn recheck_wait(n: u32, estimate: i64, grace_left: Option<Duration>) -> Duration
     grace_left.map_or(wait, |g| wait.min(g))
 }
 
-impl Controller for NamespaceController {
+impl SelfDriven for NamespaceController {
     fn name(&self) -> &'static str {
         "namespace-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        QUEUE_NAME
-    }
-    fn watches(&self) -> Vec<Watch> {
-        vec![]
-    }
-    fn keys_for(&self, _w: &Watch, _d: &Delta, _c: &Cache) -> Vec<String> {
-        vec![]
-    }
-    fn reconcile(&self, _cx: &Cx, _key: &str) -> Result<Outcome> {
-        Ok(Outcome::none())
-    }
-    fn workers(&self) -> usize {
-        self.inner.workers
     }
     /// Upstream: QPS x20, burst x100 ("the namespace cleanup controller is very chatty").
     fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
         (qps * 20.0, burst.saturating_mul(100))
     }
-    fn self_driven(&self) -> Option<&dyn SelfDriven> {
-        Some(self)
-    }
-}
-
-impl SelfDriven for NamespaceController {
     fn register(&self, cache: &Arc<Cache>) {
         let inner = Arc::downgrade(&self.inner);
         cache
@@ -236,46 +222,34 @@ impl SelfDriven for NamespaceController {
             }));
     }
 
-    fn start(&self, env: RunEnv) -> Vec<JoinHandle<()>> {
-        let mut out = Vec::new();
-        for i in 0..self.inner.workers {
-            let (inner, client) = (self.inner.clone(), env.client.clone());
-            let t = std::thread::Builder::new()
-                .name(format!("namespace-{i}"))
-                .stack_size(512 * 1024)
-                .spawn(move || inner.worker(&client));
-            match t {
-                Ok(t) => out.push(t),
-                Err(e) => log::error!("namespace-controller: cannot start a worker: {e}"),
-            }
-        }
+    fn start(&self, env: &RunEnv) -> Vec<JoinHandle<()>> {
+        let inner = self.inner.clone();
+        let client = env.client.clone();
+        env.serve(
+            self.name(),
+            self.inner.queue.clone(),
+            self.inner.workers,
+            move |key: &String| inner.work(&client, key),
+        );
         // The informer resync: every namespace still deleting is looked at again.
-        if !self.inner.resync.is_zero() {
-            let (inner, cache, stop) = (self.inner.clone(), env.cache.clone(), env.stop.clone());
-            let t = std::thread::Builder::new()
-                .name("namespace-resync".into())
-                .stack_size(256 * 1024)
-                .spawn(move || {
-                    let mut last = Instant::now();
-                    while !stop.load(Ordering::SeqCst) {
-                        std::thread::sleep(Duration::from_millis(200));
-                        if last.elapsed() >= inner.resync {
-                            last = Instant::now();
-                            for ns in cache.store(NAMESPACES).list() {
-                                if obj::is_deleting(&ns) {
-                                    inner
-                                        .queue
-                                        .add_after(obj::name(&ns).to_string(), DELETION_GRACE);
-                                }
-                            }
-                        }
-                    }
-                });
-            if let Ok(t) = t {
-                out.push(t);
+        let (inner, cache) = (Arc::downgrade(&self.inner), Arc::downgrade(&env.cache));
+        crate::timer::every(self.inner.resync, move || {
+            let (Some(inner), Some(cache)) = (inner.upgrade(), cache.upgrade()) else {
+                return false;
+            };
+            if inner.queue.shutting_down() {
+                return false;
             }
-        }
-        out
+            for ns in cache.store(NAMESPACES).list() {
+                if obj::is_deleting(&ns) {
+                    inner
+                        .queue
+                        .add_after(obj::name(&ns).to_string(), DELETION_GRACE);
+                }
+            }
+            true
+        });
+        Vec::new()
     }
 
     fn shutdown(&self) {
@@ -284,51 +258,49 @@ impl SelfDriven for NamespaceController {
 }
 
 impl Inner {
-    fn worker(&self, client: &Client) {
-        while let Some(key) = self.queue.get() {
-            let started = Instant::now();
-            match self.sync(client, &key) {
-                Ok(()) => {
-                    self.queue.forget(&key);
-                    self.rechecks_reset(&key);
-                }
-                Err(SyncError::Remaining(estimate)) => {
-                    let n = {
-                        let mut r = self.rechecks.lock().unwrap_or_else(|p| p.into_inner());
-                        let n = r.entry(key.clone()).or_insert(0);
-                        *n += 1;
-                        *n
-                    };
-                    let grace_left = self
-                        .first_seen_lock()
-                        .get(&key)
-                        .map(|t| (*t + DELETION_GRACE).saturating_duration_since(Instant::now()))
-                        .filter(|d| !d.is_zero());
-                    let wait = recheck_wait(n, estimate, grace_left);
-                    log::debug!(
-                        "namespace-controller: content remaining in {key} (estimate {estimate}s); looking again in {wait:?}"
-                    );
-                    self.queue.add_after(key.clone(), wait);
-                }
-                Err(SyncError::Early(wait)) => {
-                    self.rechecks_reset(&key);
-                    log::debug!(
-                        "namespace-controller: {key} is empty; finalizing after the grace period, in {wait:?}"
-                    );
-                    self.queue.add_after(key.clone(), wait);
-                }
-                Err(SyncError::Failed(e)) => {
-                    self.rechecks_reset(&key);
-                    log::warn!("namespace-controller: deletion of namespace {key} failed: {e}");
-                    self.queue.add_rate_limited(key.clone());
-                }
+    /// One namespace key (the worker loop is `crate::workers`).
+    fn work(&self, client: &Client, key: &String) {
+        let started = Instant::now();
+        match self.sync(client, key) {
+            Ok(()) => {
+                self.queue.forget(key);
+                self.rechecks_reset(key);
             }
-            log::debug!(
-                "namespace-controller: finished syncing namespace {key} in {:?}",
-                started.elapsed()
-            );
-            self.queue.done(&key);
+            Err(SyncError::Remaining(estimate)) => {
+                let n = {
+                    let mut r = self.rechecks.lock().unwrap_or_else(|p| p.into_inner());
+                    let n = r.entry(key.clone()).or_insert(0);
+                    *n += 1;
+                    *n
+                };
+                let grace_left = self
+                    .first_seen_lock()
+                    .get(key)
+                    .map(|t| (*t + DELETION_GRACE).saturating_duration_since(Instant::now()))
+                    .filter(|d| !d.is_zero());
+                let wait = recheck_wait(n, estimate, grace_left);
+                log::debug!(
+                    "namespace-controller: content remaining in {key} (estimate {estimate}s); looking again in {wait:?}"
+                );
+                self.queue.add_after(key.clone(), wait);
+            }
+            Err(SyncError::Early(wait)) => {
+                self.rechecks_reset(key);
+                log::debug!(
+                    "namespace-controller: {key} is empty; finalizing after the grace period, in {wait:?}"
+                );
+                self.queue.add_after(key.clone(), wait);
+            }
+            Err(SyncError::Failed(e)) => {
+                self.rechecks_reset(key);
+                log::warn!("namespace-controller: deletion of namespace {key} failed: {e}");
+                self.queue.add_rate_limited(key.clone());
+            }
         }
+        log::debug!(
+            "namespace-controller: finished syncing namespace {key} in {:?}",
+            started.elapsed()
+        );
     }
 
     fn rechecks_reset(&self, key: &str) {

@@ -1,13 +1,39 @@
-//! The table of controller names `--controllers` understands, and the enable rules.
+//! The controller table: every controller is described once, in `table.rs` (its upstream
+//! name and aliases, whether `*` enables it, its ServiceAccount, its `--concurrent-*` flag,
+//! and for the ones edgekcm runs, the function that builds it). What `--controllers` accepts,
+//! which controllers run, their identities and worker counts all come from it.
 //!
 //! Names follow kube-controller-manager 1.28: the long `*-controller` names are canonical and
 //! the short historical names are aliases. A few names from later releases are known too, so
 //! command lines written for a newer kube-controller-manager still parse.
 
+use crate::api::kubeconfig::RestConfig;
+use crate::config::Config;
+use crate::controller::Runnable;
 use crate::error::{Error, Result};
 
+mod table;
+use table::KNOWN;
+
+/// What a controller is built from: the configuration, the connection (for the CA bundle),
+/// and its worker count (its row's `--concurrent-*` flag, else 1).
+pub struct BuildCx<'a> {
+    pub cfg: &'a Config,
+    pub rest: &'a RestConfig,
+    pub workers: usize,
+}
+
+/// Builds an enabled controller; `Ok(None)` when its options turn it off after all (as
+/// `--enable-garbage-collector=false`), an error when it cannot start (upstream: the process
+/// exits).
+pub type Build = fn(&BuildCx<'_>) -> Result<Option<Runnable>>;
+
+/// A path tree on the secure port served for a controller when it is enabled (mounted before
+/// the controller runs: it answers for itself until then).
+pub type DebugRoute = fn() -> (&'static str, crate::server::Handler);
+
 /// One entry of the controller table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct ControllerInfo {
     /// Canonical name, e.g. `deployment-controller`.
     pub name: &'static str,
@@ -23,340 +49,49 @@ pub struct ControllerInfo {
     pub needs: &'static str,
     /// A name from a kube-controller-manager release after 1.28 (1.28 itself would refuse it).
     pub later_release: bool,
+    /// Its `--concurrent-*-syncs` flag (without dashes), if upstream has one.
+    pub workers_flag: Option<&'static str>,
+    /// How edgekcm builds it; None while edgekcm does not have it.
+    pub build: Option<Build>,
+    /// Its debug paths on the secure port, if any.
+    pub debug: Option<DebugRoute>,
 }
 
-const fn c(
-    name: &'static str,
-    aliases: &'static [&'static str],
-    sa_name: Option<&'static str>,
-    needs: &'static str,
-) -> ControllerInfo {
-    ControllerInfo {
-        name,
-        aliases,
-        disabled_by_default: false,
-        sa_name,
-        needs,
-        later_release: false,
+impl std::fmt::Debug for ControllerInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerInfo")
+            .field("name", &self.name)
+            .field("workers_flag", &self.workers_flag)
+            .field("implemented", &self.build.is_some())
+            .finish_non_exhaustive()
     }
 }
 
-const fn off(
-    name: &'static str,
-    aliases: &'static [&'static str],
-    sa_name: Option<&'static str>,
-    needs: &'static str,
-) -> ControllerInfo {
-    ControllerInfo {
-        name,
-        aliases,
-        disabled_by_default: true,
-        sa_name,
-        needs,
-        later_release: false,
+impl ControllerInfo {
+    /// Whether edgekcm has this controller.
+    pub fn implemented(&self) -> bool {
+        self.build.is_some()
+    }
+
+    /// Build it with the worker count of its flag.
+    pub fn build(&self, cfg: &Config, rest: &RestConfig) -> Result<Option<Runnable>> {
+        let Some(build) = self.build else {
+            return Ok(None);
+        };
+        let workers = self.workers_flag.map_or(1, |f| cfg.concurrency(f));
+        build(&BuildCx { cfg, rest, workers })
     }
 }
 
-/// Marks an entry as a name from a release after 1.28.
-const fn later(mut info: ControllerInfo) -> ControllerInfo {
-    info.later_release = true;
-    info
+/// The controllers edgekcm has, in table order.
+pub fn implemented() -> impl Iterator<Item = &'static ControllerInfo> {
+    KNOWN.iter().filter(|c| c.implemented())
 }
 
-static KNOWN: &[ControllerInfo] = &[
-    // Started before the others, always with the manager's own credentials.
-    c(
-        "serviceaccount-token-controller",
-        &["serviceaccount-token"],
-        None,
-        "--service-account-private-key-file",
-    ),
-    c(
-        "endpoints-controller",
-        &["endpoint"],
-        Some("endpoint-controller"),
-        "",
-    ),
-    c(
-        "endpointslice-controller",
-        &["endpointslice"],
-        Some("endpointslice-controller"),
-        "",
-    ),
-    c(
-        "endpointslice-mirroring-controller",
-        &["endpointslicemirroring"],
-        Some("endpointslicemirroring-controller"),
-        "",
-    ),
-    c(
-        "replicationcontroller-controller",
-        &["replicationcontroller"],
-        Some("replication-controller"),
-        "",
-    ),
-    c(
-        "pod-garbage-collector-controller",
-        &["podgc"],
-        Some("pod-garbage-collector"),
-        "",
-    ),
-    c(
-        "resourcequota-controller",
-        &["resourcequota"],
-        Some("resourcequota-controller"),
-        "",
-    ),
-    c(
-        "namespace-controller",
-        &["namespace"],
-        Some("namespace-controller"),
-        "",
-    ),
-    c(
-        "serviceaccount-controller",
-        &["serviceaccount"],
-        Some("service-account-controller"),
-        "",
-    ),
-    c(
-        "garbage-collector-controller",
-        &["garbagecollector"],
-        Some("generic-garbage-collector"),
-        "--enable-garbage-collector",
-    ),
-    c(
-        "daemonset-controller",
-        &["daemonset"],
-        Some("daemon-set-controller"),
-        "",
-    ),
-    c("job-controller", &["job"], Some("job-controller"), ""),
-    c(
-        "deployment-controller",
-        &["deployment"],
-        Some("deployment-controller"),
-        "",
-    ),
-    c(
-        "replicaset-controller",
-        &["replicaset"],
-        Some("replicaset-controller"),
-        "",
-    ),
-    c(
-        "horizontal-pod-autoscaler-controller",
-        &["horizontalpodautoscaling"],
-        Some("horizontal-pod-autoscaler"),
-        "",
-    ),
-    c(
-        "disruption-controller",
-        &["disruption"],
-        Some("disruption-controller"),
-        "",
-    ),
-    c(
-        "statefulset-controller",
-        &["statefulset"],
-        Some("statefulset-controller"),
-        "",
-    ),
-    c(
-        "cronjob-controller",
-        &["cronjob"],
-        Some("cronjob-controller"),
-        "",
-    ),
-    c(
-        "certificatesigningrequest-signing-controller",
-        &["csrsigning"],
-        Some("certificate-controller"),
-        "--cluster-signing-cert-file",
-    ),
-    c(
-        "certificatesigningrequest-approving-controller",
-        &["csrapproving"],
-        Some("certificate-controller"),
-        "",
-    ),
-    c(
-        "certificatesigningrequest-cleaner-controller",
-        &["csrcleaner"],
-        Some("certificate-controller"),
-        "",
-    ),
-    c("ttl-controller", &["ttl"], Some("ttl-controller"), ""),
-    off(
-        "bootstrap-signer-controller",
-        &["bootstrapsigner"],
-        Some("bootstrap-signer"),
-        "",
-    ),
-    off(
-        "token-cleaner-controller",
-        &["tokencleaner"],
-        Some("token-cleaner"),
-        "",
-    ),
-    c(
-        "node-ipam-controller",
-        &["nodeipam"],
-        Some("node-controller"),
-        "--allocate-node-cidrs",
-    ),
-    c(
-        "node-lifecycle-controller",
-        &["nodelifecycle"],
-        Some("node-controller"),
-        "",
-    ),
-    c(
-        "service-lb-controller",
-        &["service"],
-        Some("service-controller"),
-        "cloud",
-    ),
-    c(
-        "node-route-controller",
-        &["route"],
-        Some("route-controller"),
-        "cloud",
-    ),
-    c(
-        "cloud-node-lifecycle-controller",
-        &["cloud-node-lifecycle"],
-        Some("node-controller"),
-        "cloud",
-    ),
-    c(
-        "persistentvolume-binder-controller",
-        &["persistentvolume-binder"],
-        Some("persistent-volume-binder"),
-        "",
-    ),
-    c(
-        "persistentvolume-attach-detach-controller",
-        &["attachdetach"],
-        Some("attachdetach-controller"),
-        "",
-    ),
-    c(
-        "persistentvolume-expander-controller",
-        &["persistentvolume-expander"],
-        Some("expand-controller"),
-        "",
-    ),
-    c(
-        "clusterrole-aggregation-controller",
-        &["clusterrole-aggregation"],
-        Some("clusterrole-aggregation-controller"),
-        "",
-    ),
-    c(
-        "persistentvolumeclaim-protection-controller",
-        &["pvc-protection"],
-        Some("pvc-protection-controller"),
-        "",
-    ),
-    c(
-        "persistentvolume-protection-controller",
-        &["pv-protection"],
-        Some("pv-protection-controller"),
-        "",
-    ),
-    c(
-        "ttl-after-finished-controller",
-        &["ttl-after-finished"],
-        Some("ttl-after-finished-controller"),
-        "",
-    ),
-    c(
-        "root-ca-certificate-publisher-controller",
-        &["root-ca-cert-publisher"],
-        Some("root-ca-cert-publisher"),
-        "",
-    ),
-    c(
-        "ephemeral-volume-controller",
-        &["ephemeral-volume"],
-        Some("ephemeral-volume-controller"),
-        "",
-    ),
-    c(
-        "storageversion-garbage-collector-controller",
-        &["storage-version-gc"],
-        Some("storage-version-garbage-collector"),
-        "feature-gate",
-    ),
-    c(
-        "resourceclaim-controller",
-        &["resource-claim-controller"],
-        Some("resource-claim-controller"),
-        "feature-gate",
-    ),
-    c(
-        "legacy-serviceaccount-token-cleaner-controller",
-        &["legacy-service-account-token-cleaner"],
-        Some("legacy-service-account-token-cleaner"),
-        "feature-gate",
-    ),
-    c(
-        "validatingadmissionpolicy-status-controller",
-        &[],
-        Some("validatingadmissionpolicy-status-controller"),
-        "feature-gate",
-    ),
-    // Names introduced by later kube-controller-manager releases.
-    later(c(
-        "taint-eviction-controller",
-        &[],
-        Some("node-controller"),
-        "",
-    )),
-    later(c(
-        "service-cidr-controller",
-        &[],
-        Some("service-cidrs-controller"),
-        "feature-gate",
-    )),
-    later(c(
-        "storage-version-migrator-controller",
-        &["svm"],
-        Some("storage-version-migrator-controller"),
-        "feature-gate",
-    )),
-    later(c(
-        "volumeattributesclass-protection-controller",
-        &[],
-        Some("volumeattributesclass-protection-controller"),
-        "feature-gate",
-    )),
-    later(off(
-        "selinux-warning-controller",
-        &[],
-        Some("selinux-warning-controller"),
-        "feature-gate",
-    )),
-    later(c(
-        "kube-apiserver-serving-clustertrustbundle-publisher-controller",
-        &[],
-        Some("kube-apiserver-serving-clustertrustbundle-publisher"),
-        "feature-gate",
-    )),
-    later(c(
-        "device-taint-eviction-controller",
-        &[],
-        Some("device-taint-eviction-controller"),
-        "feature-gate",
-    )),
-    later(c(
-        "podcertificaterequest-cleaner-controller",
-        &[],
-        Some("podcertificaterequestcleaner"),
-        "feature-gate",
-    )),
-];
+/// Canonical names of the controllers edgekcm has.
+pub fn implemented_names() -> Vec<&'static str> {
+    implemented().map(|c| c.name).collect()
+}
 
 /// Every controller name `--controllers` accepts.
 pub fn known() -> &'static [ControllerInfo] {
@@ -520,6 +255,46 @@ mod tests {
     fn sel(s: &str) -> ControllerSelection {
         let list: Vec<String> = s.split(',').map(str::to_string).collect();
         ControllerSelection::parse(&list).unwrap()
+    }
+
+    #[test]
+    fn every_row_builds_its_own_controller_with_a_real_flag_and_identity() {
+        let (cfg, rest) = (Config::default(), RestConfig::default());
+        let flags: Vec<&str> = crate::config::CONCURRENT_SYNCS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        for row in known() {
+            if let Some(f) = row.workers_flag {
+                assert!(flags.contains(&f), "{}: no flag --{f}", row.name);
+            }
+        }
+        let built: Vec<&str> = implemented()
+            .map(|row| {
+                let c = row.build(&cfg, &rest).expect("builds").expect("enabled");
+                assert_eq!(c.name(), row.name, "the row builds another controller");
+                assert!(
+                    row.sa_name.is_some_and(|s| !s.is_empty()),
+                    "{}: no ServiceAccount for --use-service-account-credentials",
+                    row.name
+                );
+                if let crate::controller::Runnable::Reconciles(r) = &c {
+                    assert!(!r.queue_name().is_empty());
+                    assert!(!r.watches().is_empty(), "{}: watches nothing", row.name);
+                }
+                row.name
+            })
+            .collect();
+        assert_eq!(built.len(), 7, "{built:?}");
+        // Worker counts come from the row's flag.
+        let mut cfg = Config::default();
+        cfg.concurrent_syncs
+            .insert("concurrent-deployment-syncs", 9);
+        let row = info("deployment").unwrap();
+        match row.build(&cfg, &rest).unwrap().unwrap() {
+            crate::controller::Runnable::Reconciles(c) => assert_eq!(c.workers(), 9),
+            _ => panic!("deployment-controller reconciles"),
+        }
     }
 
     #[test]

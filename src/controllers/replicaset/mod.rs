@@ -107,6 +107,22 @@ struct Orphan {
     deleting: bool,
 }
 
+/// The replicaset-controller's row in the controller table.
+pub fn build_replicaset(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    Ok(Some(super::Runnable::reconciles(
+        ReplicaSetController::new(Flavor::ReplicaSet, cx.workers),
+    )))
+}
+
+/// The replicationcontroller-controller's row in the controller table.
+pub fn build_replicationcontroller(
+    cx: &super::registry::BuildCx<'_>,
+) -> Result<Option<super::Runnable>> {
+    Ok(Some(super::Runnable::reconciles(
+        ReplicaSetController::new(Flavor::ReplicationController, cx.workers),
+    )))
+}
+
 pub struct ReplicaSetController {
     flavor: Flavor,
     workers: usize,
