@@ -12,6 +12,7 @@ pub mod rolling;
 pub mod sync;
 pub mod util;
 
+use super::kit;
 use super::refmanager::SelectorIndex;
 use super::{
     refmanager, Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome,
@@ -88,12 +89,7 @@ fn controller_uid(o: &Value) -> Option<&str> {
 
 /// The Deployment a controller reference names, if it is in the cache with that UID.
 fn resolve(cache: &Cache, ns: &str, r: &obj::OwnerRefView) -> Option<String> {
-    if r.kind != "Deployment" {
-        return None;
-    }
-    let key = obj::make_key(ns, r.name);
-    let uid = cache.store(DEPLOYMENTS).uid_of(&key)?;
-    (uid == r.uid).then_some(key)
+    kit::owners::resolve(cache, DEPLOYMENTS, ns, r)
 }
 
 /// A Deployment's selector as upstream's GetDeploymentsForReplicaSet matches with it: None
@@ -106,37 +102,12 @@ fn selecting_selector(d: &Value) -> Option<Value> {
 
 impl DeploymentController {
     fn replica_set_keys(&self, d: &Delta, cache: &Cache) -> Vec<String> {
-        let cur = d.object();
-        let ns = obj::namespace(cur);
-        let by_ref = |o: &Value| obj::controller_ref(o).and_then(|r| resolve(cache, ns, &r));
-        match d.kind {
-            DeltaKind::Deleted => by_ref(cur).into_iter().collect(),
-            DeltaKind::Added if obj::is_deleting(cur) => by_ref(cur).into_iter().collect(),
-            DeltaKind::Added => match obj::controller_ref(cur) {
-                Some(r) => resolve(cache, ns, &r).into_iter().collect(),
-                None => self.selectors.matching(cur),
-            },
-            DeltaKind::Updated => {
-                let old = d.old.as_deref().unwrap_or(&Value::Null);
-                let (old_ref, cur_ref) = (obj::controller_ref(old), obj::controller_ref(cur));
-                let ref_changed = old_ref != cur_ref;
-                let mut keys = Vec::new();
-                if ref_changed {
-                    if let Some(k) = old_ref.and_then(|r| resolve(cache, ns, &r)) {
-                        keys.push(k);
-                    }
-                }
-                match cur_ref {
-                    Some(r) => keys.extend(resolve(cache, ns, &r)),
-                    None => {
-                        if ref_changed || obj::labels(old) != obj::labels(cur) {
-                            keys.extend(self.selectors.matching(cur));
-                        }
-                    }
-                }
-                keys
-            }
-        }
+        kit::owners::owner_keys(
+            d,
+            kit::owners::Deleting::AsUpdate,
+            |rs, r| resolve(cache, obj::namespace(rs), r),
+            |rs| self.selectors.matching(rs),
+        )
     }
 
     /// A deleted pod wakes its Recreate Deployment once none of its pods remain.

@@ -28,7 +28,7 @@ use super::kit::pod::{
     is_pod_active, is_pod_available, is_pod_ready, pod_from_template, ready_time,
 };
 use super::kit::ranking::pods_to_delete;
-use super::kit::selector;
+use super::kit::{self, selector};
 use super::refmanager::{self, Claim};
 use super::{Action, Applied, Controller, Cx, ObjectRef, OnError, Outcome, Report, Watch};
 use crate::api::client::{DeleteOptions, PatchType};
@@ -336,16 +336,6 @@ impl ReplicaSetController {
         self.flavor.kind().kind
     }
 
-    /// The owner a controller reference points to, if it is ours and still exists.
-    fn resolve(&self, cache: &Cache, ns: &str, r: &obj::OwnerRefView) -> Option<String> {
-        if r.kind != self.kind_name() {
-            return None;
-        }
-        let key = obj::make_key(ns, r.name);
-        let uid = cache.store(self.flavor.kind()).uid_of(&key)?;
-        (uid == r.uid).then_some(key)
-    }
-
     /// Owners in the pod's namespace whose (non-empty) selector matches it.
     fn matching_owners(&self, pod: &Value) -> Vec<String> {
         let found = self.selectors.matching(pod);
@@ -639,44 +629,13 @@ impl Controller for ReplicaSetController {
             return vec![];
         }
         self.note_pod(d);
-        let mut keys = BTreeSet::new();
-        let owner_of = |p: &Value| {
-            obj::controller_ref(p).and_then(|r| self.resolve(cache, obj::namespace(p), &r))
-        };
-        match (&d.old, &d.new) {
-            (_, None) | (None, Some(_)) => {
-                // Added or deleted: its controller, or (a new orphan) every owner selecting it.
-                let p = d.object();
-                match obj::controller_ref(p) {
-                    Some(_) => keys.extend(owner_of(p)),
-                    None if d.kind != DeltaKind::Deleted && !obj::is_deleting(p) => {
-                        keys.extend(self.matching_owners(p))
-                    }
-                    None => {}
-                }
-            }
-            (Some(old), Some(cur)) => {
-                let label_changed = obj::labels(old) != obj::labels(cur);
-                let (old_ref, cur_ref) = (obj::controller_ref(old), obj::controller_ref(cur));
-                if obj::is_deleting(cur) {
-                    keys.extend(owner_of(cur));
-                    if label_changed {
-                        keys.extend(owner_of(old));
-                    }
-                } else {
-                    let ref_changed = old_ref != cur_ref;
-                    if ref_changed && old_ref.is_some() {
-                        keys.extend(owner_of(old));
-                    }
-                    if cur_ref.is_some() {
-                        keys.extend(owner_of(cur));
-                    } else if label_changed || ref_changed {
-                        keys.extend(self.matching_owners(cur));
-                    }
-                }
-            }
-        }
-        keys.into_iter().collect()
+        let owner = self.flavor.kind();
+        kit::owners::owner_keys(
+            d,
+            kit::owners::Deleting::AsDeletion,
+            |p, r| kit::owners::resolve(cache, owner, obj::namespace(p), r),
+            |p| self.matching_owners(p),
+        )
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
