@@ -1,7 +1,8 @@
 //! The five conditions a terminating namespace reports (`NamespaceDeletion*Failure`,
 //! `Namespace*Remaining`), their reasons and messages as upstream words them.
 
-use serde_json::{json, Value};
+use crate::controllers::kit::conditions;
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 pub const DISCOVERY_FAILURE: &str = "NamespaceDeletionDiscoveryFailure";
@@ -143,51 +144,20 @@ impl Conditions {
     /// changed. A condition's `lastTransitionTime` moves only when its status does.
     pub fn apply(&self, status: &mut Value, now: &str) -> bool {
         let failing = self.failing();
-        if !status.is_object() {
-            *status = json!({});
-        }
-        let Some(st) = status.as_object_mut() else {
-            return false;
-        };
-        let conds = st.entry("conditions").or_insert_with(|| json!([]));
-        if !conds.is_array() {
-            *conds = json!([]);
-        }
-        let Some(list) = conds.as_array_mut() else {
-            return false;
-        };
+        let list = conditions::list_mut(status);
         let mut changed = false;
         for (type_, ok_reason, ok_message) in CONDITIONS {
             let (status, reason, message) = match failing.iter().find(|f| f.type_ == type_) {
                 Some(f) => ("True", f.reason, f.message.as_str()),
                 None => ("False", ok_reason, ok_message),
             };
-            let old = list
-                .iter_mut()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some(type_));
-            match old {
-                None => {
-                    list.push(json!({"type": type_, "status": status,
-                        "lastTransitionTime": now, "reason": reason, "message": message}));
-                    changed = true;
-                }
-                Some(c) => {
-                    let field = |c: &Value, f: &str| {
-                        c.get(f).and_then(Value::as_str).unwrap_or("").to_string()
-                    };
-                    let (os, or, om) =
-                        (field(c, "status"), field(c, "reason"), field(c, "message"));
-                    if os != status || or != reason || om != message {
-                        if os != status {
-                            c["lastTransitionTime"] = json!(now);
-                        }
-                        c["status"] = json!(status);
-                        c["reason"] = json!(reason);
-                        c["message"] = json!(message);
-                        changed = true;
-                    }
-                }
-            }
+            let c = conditions::Condition {
+                type_,
+                status,
+                reason,
+                message,
+            };
+            changed |= conditions::set_in_place(list, &c, now);
         }
         changed
     }

@@ -2,6 +2,7 @@
 //! `calculateStatus` reports, and whether it changed.
 
 use super::{min_ready_seconds, spec_replicas, REPLICA_FAILURE};
+use crate::controllers::kit::conditions;
 use crate::controllers::kit::pod::{is_pod_available, is_pod_ready};
 use crate::obj::At as _;
 use crate::obj::{self, Obj};
@@ -52,8 +53,9 @@ pub fn calculate_status(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let is_failure = |c: &Value| c.get("type").and_then(Value::as_str) == Some(REPLICA_FAILURE);
-    let has_failure = conditions.iter().any(is_failure);
+    // Upstream sets ReplicaFailure only when there is none (a later failure's message does
+    // not replace the first), and removes it once a sync manages the replicas.
+    let has_failure = conditions::get(&conditions, REPLICA_FAILURE).is_some();
     match manage_err {
         Some(msg) if !has_failure => {
             let replicas = spec_replicas(owner);
@@ -62,15 +64,17 @@ pub fn calculate_status(
                 std::cmp::Ordering::Greater => "FailedDelete",
                 std::cmp::Ordering::Equal => "",
             };
-            conditions.push(json!({
-                "type": REPLICA_FAILURE,
-                "status": "True",
-                "lastTransitionTime": crate::timefmt::rfc3339(now),
-                "reason": reason,
-                "message": msg,
-            }));
+            let c = conditions::Condition {
+                type_: REPLICA_FAILURE,
+                status: "True",
+                reason,
+                message: msg,
+            };
+            conditions::set_replacing(&mut conditions, &c, &crate::timefmt::rfc3339(now), false);
         }
-        None if has_failure => conditions.retain(|c| !is_failure(c)),
+        None if has_failure => {
+            conditions::remove(&mut conditions, REPLICA_FAILURE);
+        }
         _ => {}
     }
     let mut set = |k: &str, v: i64, always: bool| {

@@ -8,6 +8,7 @@ mod hash;
 pub use annotations::*;
 pub use hash::*;
 
+use crate::controllers::kit::conditions;
 use crate::obj;
 use crate::obj::At as _;
 use serde_json::{json, Map, Value};
@@ -254,14 +255,19 @@ impl DeploymentStatus {
     /// Upstream's SetDeploymentCondition: no change when status and reason are the same;
     /// keeps lastTransitionTime when only the reason changes; the condition goes last.
     pub fn set_condition(&mut self, mut c: Condition) {
-        if let Some(cur) = self.condition(&c.type_) {
-            if cur.status == c.status && cur.reason == c.reason {
-                return;
-            }
-            if cur.status == c.status {
-                c.last_transition_time = cur.last_transition_time.clone();
-            }
-        }
+        let old = self.condition(&c.type_).map(|o| {
+            (
+                o.status.as_str(),
+                o.reason.as_str(),
+                o.last_transition_time.as_str(),
+            )
+        });
+        let Some(t) =
+            conditions::replacing_transition(old, &c.status, &c.reason, &c.last_transition_time)
+        else {
+            return;
+        };
+        c.last_transition_time = t.to_string();
         self.remove_condition(&c.type_.clone());
         self.conditions.push(c);
     }
