@@ -14,16 +14,14 @@
 //! - while pods it created are not yet visible in the watch cache, no new decision about
 //!   replicas is taken (upstream's expectations), so a lagging watch never leads to extra pods.
 //!
-//! Own-write tracking differs in form from upstream's expectations because the manager writes
-//! the answers of our own writes into the cache at once: a created pod counts from the moment
-//! it is created, and stays "expected" until the pod watch has passed its resourceVersion (so
-//! a re-list from a stale snapshot cannot hide it); a pod we deleted is ignored even if a late,
-//! older watch event brings it back into the cache.
+//! Own writes are tracked with `kit::inflight` (its docs say how that differs in form from
+//! upstream's expectations).
 
 mod status;
 
 pub use status::{calculate_status, status_update};
 
+use super::kit::inflight::InFlight;
 use super::kit::pod::{
     is_pod_active, is_pod_available, is_pod_ready, pod_from_template, ready_time,
 };
@@ -41,13 +39,11 @@ use crate::obj::{self, Obj};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Creations or deletions at most per sync (upstream's `BurstReplicas`).
 pub const BURST_REPLICAS: usize = 500;
-/// How long own writes are waited for before deciding anyway (upstream's
-/// `ExpectationsTimeout`).
-pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+pub use super::kit::inflight::EXPECTATIONS_TIMEOUT;
 pub use super::kit::ranking::POD_DELETION_COST;
 pub const REPLICA_FAILURE: &str = "ReplicaFailure";
 
@@ -77,20 +73,10 @@ impl Flavor {
     }
 }
 
-/// A pod we created, waited for until the pod watch has gone past it.
-struct Created {
-    owner_uid: String,
-    name: String,
-    rv: Option<u64>,
-    at: Instant,
-}
-
 #[derive(Default)]
 struct Tracking {
-    /// Per owner key: pods created and not yet confirmed by the watch.
-    created: HashMap<String, Vec<Created>>,
-    /// Pod key -> (uid, when) of pods we deleted: ignored while the cache may still show them.
-    deleted: HashMap<String, (String, Instant)>,
+    /// Pods created and deleted, not yet confirmed by the watch.
+    inflight: InFlight,
     /// Pod key -> uid of deletions decided and not applied yet.
     deleting: HashMap<String, String>,
     /// Per owner key: the error of the last attempt to create or delete pods.
@@ -192,17 +178,7 @@ impl ReplicaSetController {
                 if !is_pod_active(p) {
                     return false;
                 }
-                let pk = obj::make_key(&ns, name);
-                match t.deleted.get(&pk) {
-                    Some((u, at)) if u == obj::uid(p) && at.elapsed() < EXPECTATIONS_TIMEOUT => {
-                        false
-                    }
-                    Some(_) => {
-                        t.deleted.remove(&pk);
-                        true
-                    }
-                    None => true,
-                }
+                !t.inflight.hides(&obj::make_key(&ns, name), obj::uid(p))
             });
         }
 
@@ -353,7 +329,6 @@ impl ReplicaSetController {
     fn note_pod(&self, d: &Delta) {
         let p = d.object();
         let (ns, name) = (obj::namespace(p), obj::name(p));
-        let key = obj::key(p);
         let mut t = self.track();
         let orphan = d.kind != DeltaKind::Deleted && obj::controller_ref(p).is_none();
         if orphan {
@@ -370,21 +345,13 @@ impl ReplicaSetController {
                 t.orphans.remove(ns);
             }
         }
-        let confirmed = match t.deleted.get(&key) {
-            Some((uid, _)) => {
-                d.kind == DeltaKind::Deleted || uid != obj::uid(p) || !is_pod_active(p)
-            }
-            None => false,
-        };
-        if confirmed {
-            t.deleted.remove(&key);
-        }
+        t.inflight.observe(d, is_pod_active);
     }
 
     /// Forget everything about an owner that is gone (or was replaced by another UID).
     fn forget(&self, key: &str) {
         let mut t = self.track();
-        t.created.remove(key);
+        t.inflight.forget(key);
         t.manage_err.remove(key);
     }
 
@@ -397,30 +364,7 @@ impl ReplicaSetController {
         ns: &str,
         pods: &Store,
     ) -> std::result::Result<(), Duration> {
-        let store_rv: Option<u64> = pods.resource_version().parse().ok();
-        let mut t = self.track();
-        let Some(list) = t.created.get_mut(key) else {
-            return Ok(());
-        };
-        list.retain(|c| {
-            let confirmed = match (store_rv, c.rv) {
-                (Some(s), Some(r)) => s >= r,
-                _ => true,
-            };
-            c.owner_uid == owner_uid && !confirmed && c.at.elapsed() < EXPECTATIONS_TIMEOUT
-        });
-        let waiting = list
-            .iter()
-            .filter(|c| pods.get_in(ns, &c.name).is_none())
-            .map(|c| EXPECTATIONS_TIMEOUT.saturating_sub(c.at.elapsed()))
-            .min();
-        if list.is_empty() {
-            t.created.remove(key);
-        }
-        match waiting {
-            Some(d) => Err(d),
-            None => Ok(()),
-        }
+        self.track().inflight.settled(key, owner_uid, ns, pods)
     }
 
     /// Upstream re-reads the owner from the API server once before adopting anything.
@@ -649,20 +593,7 @@ impl Controller for ReplicaSetController {
     fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
         match (action, result) {
             (Action::Create { .. }, Applied::Done(Some(pod))) => {
-                let owner_uid = obj::controller_ref(pod)
-                    .map(|r| r.uid.to_string())
-                    .unwrap_or_default();
-                let created = Created {
-                    owner_uid,
-                    name: obj::name(pod).to_string(),
-                    rv: obj::resource_version(pod).parse().ok(),
-                    at: Instant::now(),
-                };
-                self.track()
-                    .created
-                    .entry(key.to_string())
-                    .or_default()
-                    .push(created);
+                self.track().inflight.created(key, pod);
             }
             (Action::Create { .. }, Applied::Failed(e)) if !e.is_namespace_terminating() => {
                 self.track()
@@ -682,11 +613,7 @@ impl Controller for ReplicaSetController {
                 match res {
                     Applied::Done(_) => {
                         if let Some(uid) = uid {
-                            if t.deleted.len() > 10_000 {
-                                t.deleted
-                                    .retain(|_, (_, at)| at.elapsed() < EXPECTATIONS_TIMEOUT);
-                            }
-                            t.deleted.insert(pk, (uid, Instant::now()));
+                            t.inflight.deleted(pk, uid);
                         }
                     }
                     Applied::Failed(e) => {
