@@ -146,30 +146,6 @@ fn scenario_repair(t: &Target) {
 }
 
 #[test]
-fn sandbox_new_namespace_gets_serviceaccount_and_configmap() {
-    scenario_new_namespace(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_new_namespace_gets_serviceaccount_and_configmap() {
-    let t = real("new namespace");
-    scenario_new_namespace(&t);
-}
-
-#[test]
-fn sandbox_deleted_or_tampered_objects_are_repaired() {
-    scenario_repair(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_deleted_or_tampered_objects_are_repaired() {
-    let t = real("repair");
-    scenario_repair(&t);
-}
-
-#[test]
 fn sandbox_relists_after_expired_history() {
     let t = sandbox();
     let sb = t.sandbox().expect("sandbox");
@@ -403,4 +379,11 @@ fn unknown_flag_exits_with_a_message() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--no-such-flag"), "{err}");
+}
+
+// Each scenario runs on the sandbox (`sandbox_scenarios::<name>`) and, with `just e2e`,
+// on a real kube-apiserver (`real_scenarios::<name>`).
+scenarios! {
+    new_namespace_gets_serviceaccount_and_configmap => scenario_new_namespace,
+    deleted_or_tampered_objects_are_repaired => scenario_repair,
 }

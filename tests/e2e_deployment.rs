@@ -578,78 +578,6 @@ fn scenario_adopt_existing(t: &Target) {
     assert!(scaling_events(admin, n, "web").is_empty());
 }
 
-#[test]
-fn sandbox_deployment_create_scale() {
-    scenario_create_scale(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_deployment_create_scale() {
-    let t = real("deployment create/scale");
-    scenario_create_scale(&t);
-}
-
-#[test]
-fn sandbox_deployment_rolling_update() {
-    scenario_rolling_update(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_deployment_rolling_update() {
-    let t = real("deployment rolling update");
-    scenario_rolling_update(&t);
-}
-
-#[test]
-fn sandbox_deployment_recreate() {
-    scenario_recreate(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_deployment_recreate() {
-    let t = real("deployment recreate");
-    scenario_recreate(&t);
-}
-
-#[test]
-fn sandbox_deployment_paused() {
-    scenario_paused(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_deployment_paused() {
-    let t = real("deployment paused");
-    scenario_paused(&t);
-}
-
-#[test]
-fn sandbox_deployment_progress_deadline() {
-    scenario_progress_deadline(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_deployment_progress_deadline() {
-    let t = real("deployment progress deadline");
-    scenario_progress_deadline(&t);
-}
-
-#[test]
-fn sandbox_deployment_adopt_existing() {
-    scenario_adopt_existing(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_deployment_adopt_existing() {
-    let t = real("deployment adopts an existing ReplicaSet");
-    scenario_adopt_existing(&t);
-}
-
 /// A new ReplicaSet that cannot be created: Progressing False ReplicaSetCreateError and a
 /// Warning Event. On the sandbox the creation is refused a few times, then the rollout goes
 /// on; on a real cluster the Deployment's name is so long that its ReplicaSet's name is
@@ -760,19 +688,19 @@ fn scenario_many(t: &Target) {
 }
 
 #[test]
-fn sandbox_deployment_create_error() {
-    scenario_create_error(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_deployment_create_error() {
-    let t = real("deployment ReplicaSet creation error");
-    scenario_create_error(&t);
-}
-
-#[test]
 #[ignore]
 fn sandbox_deployment_many() {
     scenario_many(&sandbox());
+}
+
+// Each scenario runs on the sandbox (`sandbox_scenarios::<name>`) and, with `just e2e`,
+// on a real kube-apiserver (`real_scenarios::<name>`).
+scenarios! {
+    deployment_create_scale => scenario_create_scale,
+    deployment_rolling_update => scenario_rolling_update,
+    deployment_recreate => scenario_recreate,
+    deployment_paused => scenario_paused,
+    deployment_progress_deadline => scenario_progress_deadline,
+    deployment_adopt_existing => scenario_adopt_existing,
+    deployment_create_error => scenario_create_error,
 }

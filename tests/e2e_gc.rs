@@ -392,57 +392,12 @@ fn scenario_invalid_namespace_reference(t: &Target) {
     });
 }
 
-#[test]
-fn sandbox_gc_background() {
-    scenario_background(&sandbox());
-}
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_gc_background() {
-    let t = real("gc background");
-    scenario_background(&t);
-}
-
-#[test]
-fn sandbox_gc_foreground() {
-    scenario_foreground(&sandbox());
-}
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_gc_foreground() {
-    let t = real("gc foreground");
-    scenario_foreground(&t);
-}
-
-#[test]
-fn sandbox_gc_orphan() {
-    scenario_orphan(&sandbox());
-}
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_gc_orphan() {
-    let t = real("gc orphan");
-    scenario_orphan(&t);
-}
-
-#[test]
-fn sandbox_gc_custom_resources() {
-    scenario_custom_resources(&sandbox());
-}
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_gc_custom_resources() {
-    let t = real("gc custom resources");
-    scenario_custom_resources(&t);
-}
-
-#[test]
-fn sandbox_gc_invalid_namespace_reference() {
-    scenario_invalid_namespace_reference(&sandbox());
-}
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_gc_invalid_namespace_reference() {
-    let t = real("gc invalid namespace reference");
-    scenario_invalid_namespace_reference(&t);
+// Each scenario runs on the sandbox (`sandbox_scenarios::<name>`) and, with `just e2e`,
+// on a real kube-apiserver (`real_scenarios::<name>`).
+scenarios! {
+    gc_background => scenario_background,
+    gc_foreground => scenario_foreground,
+    gc_orphan => scenario_orphan,
+    gc_custom_resources => scenario_custom_resources,
+    gc_invalid_namespace_reference => scenario_invalid_namespace_reference,
 }

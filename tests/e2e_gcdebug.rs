@@ -315,14 +315,8 @@ fn scenario_graph(t: &Target) {
     drop(cleanup);
 }
 
-#[test]
-fn sandbox_gc_debug_graph() {
-    scenario_graph(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_gc_debug_graph() {
-    let t = real("gc debug graph");
-    scenario_graph(&t);
+// Each scenario runs on the sandbox (`sandbox_scenarios::<name>`) and, with `just e2e`,
+// on a real kube-apiserver (`real_scenarios::<name>`).
+scenarios! {
+    gc_debug_graph => scenario_graph,
 }

@@ -202,28 +202,6 @@ fn scenario_conditions(t: &Target) {
     eventually(LIMIT, "namespace removed", || gone_ns(&admin, &ns));
 }
 
-#[test]
-fn sandbox_namespace_is_emptied_and_removed() {
-    scenario_namespace_emptied(&sandbox());
-}
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_namespace_is_emptied_and_removed() {
-    let t = real("namespace emptied");
-    scenario_namespace_emptied(&t);
-}
-
-#[test]
-fn sandbox_namespace_conditions_report_remaining_content() {
-    scenario_conditions(&sandbox());
-}
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_namespace_conditions_report_remaining_content() {
-    let t = real("namespace conditions");
-    scenario_conditions(&t);
-}
-
 /// The namespace-deletion benchmark: 300 Deployments, 300 ReplicaSets and 1500 Pods (owned
 /// in the usual chain), then the namespace is deleted; prints how long until it is gone.
 /// Not a timed test: run with `--ignored --nocapture`.
@@ -313,4 +291,11 @@ fn sandbox_bench_namespace_deletion() {
 fn real_bench_namespace_deletion() {
     let t = real("namespace deletion benchmark");
     bench_namespace_deletion(&t);
+}
+
+// Each scenario runs on the sandbox (`sandbox_scenarios::<name>`) and, with `just e2e`,
+// on a real kube-apiserver (`real_scenarios::<name>`).
+scenarios! {
+    namespace_is_emptied_and_removed => scenario_namespace_emptied,
+    namespace_conditions_report_remaining_content => scenario_conditions,
 }

@@ -475,66 +475,6 @@ fn scenario_no_overcreation(t: &Target) {
     }
 }
 
-#[test]
-fn sandbox_replicaset_create_scale() {
-    scenario_create_scale(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_replicaset_create_scale() {
-    let t = real("replicaset create/scale");
-    scenario_create_scale(&t);
-}
-
-#[test]
-fn sandbox_replicaset_adopt_release() {
-    scenario_adopt_release(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_replicaset_adopt_release() {
-    let t = real("replicaset adopt/release");
-    scenario_adopt_release(&t);
-}
-
-#[test]
-fn sandbox_replicationcontroller() {
-    scenario_rc(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_replicationcontroller() {
-    let t = real("replicationcontroller");
-    scenario_rc(&t);
-}
-
-#[test]
-fn sandbox_replicaset_failure_condition() {
-    scenario_replica_failure(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_replicaset_failure_condition() {
-    let t = real("replicaset failure condition");
-    scenario_replica_failure(&t);
-}
-
-#[test]
-fn sandbox_replicaset_no_overcreation() {
-    scenario_no_overcreation(&sandbox());
-}
-
-#[test]
-#[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
-fn real_replicaset_no_overcreation() {
-    let t = real("replicaset no over-creation");
-    scenario_no_overcreation(&t);
-}
-
 /// Not a test: `cargo test --release --test e2e_replicaset bench_ -- --ignored --nocapture`
 /// prints how long 300 ReplicaSets x 5 pods take on the sandbox, and edgekcm's CPU time.
 #[test]
@@ -601,4 +541,14 @@ fn bench_sandbox_300_replicasets() {
         .unwrap_or(0);
     assert_eq!(posts, 1500);
     kcm.kill();
+}
+
+// Each scenario runs on the sandbox (`sandbox_scenarios::<name>`) and, with `just e2e`,
+// on a real kube-apiserver (`real_scenarios::<name>`).
+scenarios! {
+    replicaset_create_scale => scenario_create_scale,
+    replicaset_adopt_release => scenario_adopt_release,
+    replicationcontroller => scenario_rc,
+    replicaset_failure_condition => scenario_replica_failure,
+    replicaset_no_overcreation => scenario_no_overcreation,
 }

@@ -23,29 +23,7 @@ pub fn namespace_key(d: &Delta) -> Vec<String> {
 }
 
 #[cfg(test)]
-pub(crate) mod testutil {
-    use crate::api::client::Client;
-    use crate::api::kubeconfig::RestConfig;
-    use crate::api::Kind;
-    use crate::cache::{Cache, DeltaKind};
-    use serde_json::Value;
-    use std::sync::Arc;
-
-    /// A cache filled with `objects` and a client that is never contacted.
-    pub fn cx_with(objects: &[(Kind, Value)]) -> (Arc<Cache>, Client) {
-        let cfg = RestConfig {
-            server: "http://127.0.0.1:9".into(),
-            source: "test".into(),
-            ..Default::default()
-        };
-        let client = Client::new(&cfg, 0.0, 1, "test").expect("client");
-        let cache = Cache::new(client.clone());
-        for (k, v) in objects {
-            cache.store(*k).apply(DeltaKind::Added, v.clone());
-        }
-        (cache, client)
-    }
-}
+pub(crate) mod testing;
 
 #[cfg(test)]
 mod tests {

@@ -138,7 +138,7 @@ impl Controller for RootCaPublisher {
 mod tests {
     use super::*;
     use crate::cache::DeltaKind;
-    use crate::controllers::testutil::cx_with;
+    use crate::controllers::testing::cx_with;
     use serde_json::json;
 
     fn publisher() -> RootCaPublisher {

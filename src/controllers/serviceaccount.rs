@@ -85,81 +85,52 @@ impl Controller for ServiceAccountController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testutil::cx_with;
+    use crate::controllers::testing::Harness;
     use serde_json::json;
 
     #[test]
     fn creates_default_in_active_namespace_only() {
-        let (cache, client) = cx_with(&[
-            (
-                NAMESPACES,
-                json!({"metadata":{"name":"a","resourceVersion":"1"},"status":{"phase":"Active"}}),
-            ),
-            (
-                NAMESPACES,
-                json!({"metadata":{"name":"t","resourceVersion":"2","deletionTimestamp":"2024-01-01T00:00:00Z"},"status":{"phase":"Terminating"}}),
-            ),
-            (
-                NAMESPACES,
-                json!({"metadata":{"name":"b","resourceVersion":"3"},"status":{"phase":"Active"}}),
-            ),
-            (
-                SERVICEACCOUNTS,
-                json!({"metadata":{"name":"default","namespace":"b","resourceVersion":"4"}}),
-            ),
-        ]);
-        let cx = Cx {
-            cache: &cache,
-            now: std::time::SystemTime::now(),
-            client: &client,
-        };
-        let c = ServiceAccountController;
-        let out = c.reconcile(&cx, "a").expect("reconcile");
-        assert_eq!(out.actions.len(), 1);
-        match &out.actions[0] {
-            Action::Create {
-                kind,
-                namespace,
-                object,
-            } => {
-                assert_eq!(*kind, SERVICEACCOUNTS);
-                assert_eq!(namespace, "a");
-                assert_eq!(object["metadata"]["name"], "default");
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-        assert!(c.reconcile(&cx, "t").expect("reconcile").actions.is_empty());
-        assert!(c.reconcile(&cx, "b").expect("reconcile").actions.is_empty());
-        assert!(c
-            .reconcile(&cx, "missing")
-            .expect("reconcile")
-            .actions
-            .is_empty());
+        let mut h = Harness::new(ServiceAccountController);
+        h.add(
+            NAMESPACES,
+            json!({"metadata":{"name":"a","resourceVersion":"1"},"status":{"phase":"Active"}}),
+        )
+        .add(
+            NAMESPACES,
+            json!({"metadata":{"name":"t","resourceVersion":"2","deletionTimestamp":"2024-01-01T00:00:00Z"},"status":{"phase":"Terminating"}}),
+        )
+        .add(
+            NAMESPACES,
+            json!({"metadata":{"name":"b","resourceVersion":"3"},"status":{"phase":"Active"}}),
+        )
+        .add(
+            SERVICEACCOUNTS,
+            json!({"metadata":{"name":"default","namespace":"b","resourceVersion":"4"}}),
+        );
+        // Every namespace is looked at; the ServiceAccount's own event names its namespace.
+        assert_eq!(h.take_queued(), ["a", "b", "t"]);
+        let w = h.sync("a");
+        assert_eq!(w.created_names(), ["default"]);
+        assert_eq!(w.creates[0].0, SERVICEACCOUNTS);
+        assert!(w.updates.is_empty() && w.deletes.is_empty() && w.events.is_empty());
+        assert!(h.sync("t").is_empty());
+        assert!(h.sync("b").is_empty());
+        assert!(h.sync("missing").is_empty());
     }
 
     #[test]
     fn deleted_default_sa_requeues_its_namespace() {
-        let (cache, _) = cx_with(&[]);
-        let c = ServiceAccountController;
-        let sa = std::sync::Arc::new(json!({"metadata":{"name":"default","namespace":"x"}}));
-        let d = Delta {
-            kind: DeltaKind::Deleted,
-            old: Some(sa),
-            new: None,
-        };
-        assert_eq!(
-            c.keys_for(&Watch::full(SERVICEACCOUNTS), &d, &cache),
-            vec!["x".to_string()]
+        let mut h = Harness::new(ServiceAccountController);
+        h.delete(
+            SERVICEACCOUNTS,
+            json!({"metadata":{"name":"default","namespace":"x"}}),
         );
-        let other = std::sync::Arc::new(json!({"metadata":{"name":"builder","namespace":"x"}}));
-        let d = Delta {
-            kind: DeltaKind::Deleted,
-            old: Some(other),
-            new: None,
-        };
-        assert!(c
-            .keys_for(&Watch::full(SERVICEACCOUNTS), &d, &cache)
-            .is_empty());
+        assert_eq!(h.take_queued(), ["x"]);
+        h.delete(
+            SERVICEACCOUNTS,
+            json!({"metadata":{"name":"builder","namespace":"x"}}),
+        );
+        assert!(h.take_queued().is_empty());
     }
 
     #[test]

@@ -367,3 +367,30 @@ pub fn loopback_server() -> edgekcm::server::Server {
     s.set_ephemeral_port(true);
     s
 }
+
+/// One declaration per scenario: `name => function` (a `fn(&Target)` of the test file) gives the test
+/// `sandbox_scenarios::name`, run by `cargo test` on the in-process sandbox, and
+/// `real_scenarios::name`, run by `just e2e` against the real kube-apiserver of
+/// `KCM_E2E_KUBECONFIG` and shown as ignored otherwise (never as passed).
+#[macro_export]
+macro_rules! scenarios {
+    ($($name:ident => $f:ident),* $(,)?) => {
+        mod sandbox_scenarios {
+            $(
+                #[test]
+                fn $name() {
+                    super::$f(&$crate::common::sandbox());
+                }
+            )*
+        }
+        mod real_scenarios {
+            $(
+                #[test]
+                #[ignore = "needs a real kube-apiserver: KCM_E2E_KUBECONFIG=... just e2e"]
+                fn $name() {
+                    super::$f(&$crate::common::real(stringify!($name)));
+                }
+            )*
+        }
+    };
+}

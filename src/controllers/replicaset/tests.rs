@@ -4,7 +4,7 @@ use super::*;
 use crate::controllers::kit::pod::*;
 use crate::controllers::kit::ranking::*;
 use crate::controllers::kit::selector;
-use crate::controllers::testutil::cx_with;
+use crate::controllers::testing::cx_with;
 use std::sync::Arc;
 use std::time::SystemTime;
 

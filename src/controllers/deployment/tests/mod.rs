@@ -3,7 +3,7 @@
 use super::util::*;
 use super::*;
 use crate::api::Kind;
-use crate::controllers::testutil::cx_with;
+use crate::controllers::testing::cx_with;
 use serde_json::json;
 use std::time::{Duration, SystemTime};
 
