@@ -10,12 +10,15 @@ use crate::controllers::registry::ControllerSelection;
 use crate::error::{Error, Result};
 
 mod cidr;
+pub mod componentconfig;
 pub mod files;
 mod flagtype;
+mod gojson;
 mod goparse;
 mod gopem;
 pub use cidr::Cidr;
 pub use flagtype::{record as record_flag, FlagType, FlagValue};
+pub use gojson::Json;
 pub use goparse::{
     format_go_duration, go_quote, parse_go_bool, parse_go_duration, parse_go_int10, parse_go_uint10,
 };

@@ -222,7 +222,11 @@ fn case(g: &mut Gen) {
             };
             let mut got = config(check(&argv).unwrap_or_else(|e| panic!("defaults refused: {e}")));
             let mut none = config(check(&[]).unwrap());
-            // The same, though the text of the flags given is kept.
+            // `/configz` shows the same, though the text of the flags given is kept.
+            assert_eq!(
+                crate::config::componentconfig::document(&got),
+                crate::config::componentconfig::document(&none)
+            );
             got.given.clear();
             none.given.clear();
             let (got, none) = (format!("{got:#?}"), format!("{none:#?}"));
