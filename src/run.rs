@@ -232,6 +232,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(&cfg)?)?;
         s.set_filter(auth.filter());
         s.route("/metrics", crate::metrics::handler());
+        crate::server::debug::install(&mut s, &cfg);
         s.route_tree(garbagecollector::dump::BASE_PATH, gc_debug.handler());
         Some(s.start()?)
     } else {

@@ -1,5 +1,5 @@
 //! The secure port (`--secure-port`, 10257): HTTPS with /healthz, /readyz, /livez and whatever
-//! routes the rest of the program registers (/metrics, /configz). A filter
+//! routes the rest of the program registers (/metrics, /configz, /debug/flags/v). A filter
 //! set with [`Server::set_filter`] sees every request before routing (the delegated
 //! authentication and authorization of `crate::auth`), so unknown paths are authorized before
 //! they are 404. Every answer carries `Cache-Control: no-cache, private`, as the apiserver
@@ -22,6 +22,7 @@
 //! for authentication further up.
 
 mod conn;
+pub mod debug;
 mod healthz;
 pub(crate) mod http;
 mod tls;
