@@ -14,9 +14,14 @@
 //! `-v` asks for (log's debug and trace, shown from `--v=2` and `--v=4`) are `I` lines, as
 //! klog's `V(n)` lines are; in JSON their `"v"` is 2 or 4. Writes that fail (a closed pipe) are
 //! dropped; they never stop the program.
+//!
+//! The verbosity can change while the program runs ([`set_verbosity`], behind `PUT
+//! /debug/flags/v`): edgekcm's records pass a gate that reads it on every record, and log's
+//! global maximum level follows it, so lines above it still cost one comparison.
 
 use std::fmt::Write as _;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `--logging-format`.
@@ -52,13 +57,64 @@ pub fn level_for(verbosity: u32) -> log::LevelFilter {
     }
 }
 
-/// Install the logger: edgekcm's own lines at `verbosity`, other crates' warnings and errors;
-/// `EDGEKCM_LOG` (env_logger's syntax) overrides the filter.
+/// The klog verbosity edgekcm's own lines are shown at (`-v`, `PUT /debug/flags/v`).
+static VERBOSITY: AtomicU32 = AtomicU32::new(0);
+/// `EDGEKCM_LOG` set: its filter decides alone, and the verbosity changes nothing.
+static ENV_FILTER: AtomicBool = AtomicBool::new(false);
+
+/// The current verbosity.
+pub fn verbosity() -> u32 {
+    VERBOSITY.load(Ordering::Relaxed)
+}
+
+/// Show edgekcm's lines up to `v` from now on (klog's `V(n)`: log's debug lines from 2, trace
+/// lines from 4).
+pub fn set_verbosity(v: u32) {
+    VERBOSITY.store(v, Ordering::Relaxed);
+    if !ENV_FILTER.load(Ordering::Relaxed) {
+        // Other crates' lines stop at warnings; edgekcm's at the verbosity, never below info.
+        log::set_max_level(level_for(v));
+    }
+}
+
+/// Held by the unit tests that change the verbosity, which is global.
+#[cfg(test)]
+pub(crate) static VERBOSITY_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Whether a record of `target` at `level` passes the verbosity (other crates' records are
+/// left to the filter built in [`init`]).
+fn shown(target: &str, level: log::Level) -> bool {
+    ENV_FILTER.load(Ordering::Relaxed)
+        || !(target == "edgekcm" || target.starts_with("edgekcm::"))
+        || level <= level_for(verbosity())
+}
+
+/// env_logger's filter and format, behind the verbosity gate.
+struct Gated(env_logger::Logger);
+
+impl log::Log for Gated {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        shown(m.target(), m.level()) && self.0.enabled(m)
+    }
+    fn log(&self, rec: &log::Record<'_>) {
+        if shown(rec.target(), rec.level()) {
+            self.0.log(rec);
+        }
+    }
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
+
+/// Install the logger: edgekcm's own lines at `verbosity` (changeable later with
+/// [`set_verbosity`]), other crates' warnings and errors; `EDGEKCM_LOG` (env_logger's syntax)
+/// overrides the filter.
 pub fn init(verbosity: u32, format: Format) {
     let pid = std::process::id();
-    let _ = env_logger::Builder::new()
+    let env = std::env::var_os("EDGEKCM_LOG").is_some_and(|v| !v.is_empty());
+    let logger = env_logger::Builder::new()
         .filter_level(log::LevelFilter::Warn)
-        .filter_module("edgekcm", level_for(verbosity))
+        .filter_module("edgekcm", log::LevelFilter::Trace)
         .parse_env("EDGEKCM_LOG")
         .format(move |buf, rec| {
             use std::io::Write as _;
@@ -70,7 +126,18 @@ pub fn init(verbosity: u32, format: Format) {
             };
             buf.write_all(text.as_bytes())
         })
-        .try_init();
+        .build();
+    let env_max = logger.filter();
+    if log::set_boxed_logger(Box::new(Gated(logger))).is_err() {
+        return; // a logger is installed already
+    }
+    ENV_FILTER.store(env, Ordering::Relaxed);
+    if env {
+        VERBOSITY.store(verbosity, Ordering::Relaxed);
+        log::set_max_level(env_max);
+    } else {
+        set_verbosity(verbosity);
+    }
 }
 
 /// One record, taken apart.
@@ -363,6 +430,36 @@ mod tests {
         assert_eq!(few(&names(0), 3), "0");
         assert_eq!(few(&names(2), 3), "2 (r0, r1)");
         assert_eq!(few(&names(5), 3), "5 (r0, r1, r2 and 2 more)");
+    }
+
+    #[test]
+    fn verbosity_gate() {
+        use log::Level::{Debug, Info, Trace};
+        let _serial = VERBOSITY_TEST_LOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        set_verbosity(0);
+        assert!(shown("edgekcm::manager::apply", Info));
+        assert!(!shown("edgekcm::manager::apply", Debug));
+        assert!(
+            shown("ureq", Trace),
+            "other crates are left to env_logger's filter"
+        );
+        assert!(
+            shown("edgekcmx", Trace),
+            "another crate, not a module of edgekcm"
+        );
+        set_verbosity(2);
+        assert_eq!(verbosity(), 2);
+        assert_eq!(log::max_level(), log::LevelFilter::Debug);
+        assert!(shown("edgekcm", Debug));
+        assert!(!shown("edgekcm::run", Trace));
+        set_verbosity(5);
+        assert!(shown("edgekcm::run", Trace));
+        assert_eq!(log::max_level(), log::LevelFilter::Trace);
+        set_verbosity(0);
+        assert_eq!(log::max_level(), log::LevelFilter::Info);
+        assert!(!shown("edgekcm::run", Debug));
     }
 
     #[test]

@@ -686,6 +686,7 @@ fn every_upstream_flag_spelling_is_consumed_correctly() {
 fn flag_table_sizes() {
     let (acted, accepted, removed) = edgekcm::cli::flag_counts();
     assert_eq!(acted, 80);
-    assert!(accepted >= 65, "{accepted}");
-    assert!(removed >= 25, "{removed}");
+    assert!(accepted >= 66, "{accepted}");
+    // --node-sync-period is deprecated in 1.28, not removed: it is among the accepted ones.
+    assert!(removed >= 24, "{removed}");
 }

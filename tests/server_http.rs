@@ -397,3 +397,112 @@ fn a_kubeconfig_tls_server_name_is_what_the_certificate_is_verified_against() {
         "{err}"
     );
 }
+
+#[test]
+fn request_bodies_reach_body_routes_after_the_filter() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut s = Server::new(cfg(), Health::new());
+    s.set_ephemeral_port(true);
+    s.set_plain_http(true);
+    s.set_limits(edgekcm::server::Limits {
+        max_body_bytes: 32,
+        ..Default::default()
+    });
+    let handled = Arc::new(AtomicUsize::new(0));
+    s.set_filter(Arc::new(|r: &Request| {
+        r.header("x-deny")
+            .map(|_| Response::error(403, "forbidden"))
+    }));
+    let h = handled.clone();
+    s.route_body(
+        "/echo",
+        Arc::new(move |r: &Request| {
+            h.fetch_add(1, Ordering::SeqCst);
+            Response::text(
+                200,
+                format!("{} {}", r.method, String::from_utf8_lossy(&r.body)),
+            )
+        }),
+    );
+    s.route(
+        "/plain",
+        Arc::new(|r: &Request| Response::text(200, format!("{} bytes", r.body.len()))),
+    );
+    let srv = s.start().unwrap();
+    let addr = srv.addr();
+    let body_of = |answer: &str| answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string());
+
+    let a = raw_exchange(
+        addr,
+        b"PUT /echo HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    assert!(a.starts_with("HTTP/1.1 200 OK\r\n"), "{a}");
+    assert_eq!(body_of(&a).as_deref(), Some("PUT hello"));
+
+    // The body after the head, in a later packet.
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(b"PUT /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    c.write_all(b"abc").unwrap();
+    let mut a = String::new();
+    c.read_to_string(&mut a).unwrap();
+    assert_eq!(body_of(&a).as_deref(), Some("PUT abc"), "{a}");
+
+    let a = raw_exchange(
+        addr,
+        b"PUT /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=1\r\n world\r\n0\r\nTrailer: t\r\n\r\n",
+    );
+    assert_eq!(body_of(&a).as_deref(), Some("PUT hello world"), "{a}");
+
+    let a = raw_exchange(
+        addr,
+        b"PUT /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+    );
+    assert!(a.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{a}");
+    assert_eq!(
+        body_of(&a).as_deref(),
+        Some("400 Bad Request: malformed chunked encoding\n")
+    );
+
+    // Larger than the limit: declared (refused before anything else), or in chunks.
+    let a = raw_exchange(addr, b"PUT /echo HTTP/1.1\r\nContent-Length: 33\r\n\r\n");
+    assert!(a.starts_with("HTTP/1.1 413 "), "{a}");
+    let a = raw_exchange(
+        addr,
+        format!(
+            "PUT /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{0}\r\n11\r\n{0}x\r\n0\r\n\r\n",
+            "y".repeat(16)
+        )
+        .as_bytes(),
+    );
+    assert!(a.starts_with("HTTP/1.1 413 "), "{a}");
+
+    // curl's `Expect: 100-continue` is answered before the body is read.
+    let a = raw_exchange(
+        addr,
+        b"PUT /echo HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok",
+    );
+    assert!(
+        a.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"),
+        "{a}"
+    );
+
+    // Refused by the filter: the body is never waited for, the route never runs.
+    let before = handled.load(Ordering::SeqCst);
+    let t0 = std::time::Instant::now();
+    let a = raw_exchange(
+        addr,
+        b"PUT /echo HTTP/1.1\r\nX-Deny: 1\r\nContent-Length: 20\r\n\r\n",
+    );
+    assert!(a.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{a}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(handled.load(Ordering::SeqCst), before);
+
+    // Other routes never see a body.
+    let a = raw_exchange(
+        addr,
+        b"PUT /plain HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    assert_eq!(body_of(&a).as_deref(), Some("0 bytes"), "{a}");
+}

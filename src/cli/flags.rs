@@ -3,7 +3,8 @@
 
 use argh::FromArgs;
 
-use crate::config::CONCURRENT_SYNCS;
+use crate::config::{FlagType, CONCURRENT_SYNCS};
+use FlagType::{Bool, Duration as Dur, Float32, Float64, Int, Int32, Str, StrSlice};
 
 /// Flags edgekcm acts on, after normalisation (each given at most once, as text).
 /// Values are typed and validated in [`Config::from_flags`], which words errors like pflag.
@@ -364,82 +365,83 @@ pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
     })
 }
 
-/// Flags kube-controller-manager 1.28 has that edgekcm accepts and ignores.
-/// `(name, boolean)`.
-static ACCEPTED: &[(&str, bool)] = &[
-    ("allow-metric-labels", false),
-    ("allow-metric-labels-manifest", false),
-    ("allow-untagged-cloud", true),
-    ("attach-detach-reconcile-sync-period", false),
-    ("azure-container-registry-config", false),
-    ("cidr-allocator-type", false),
-    ("cloud-config", false),
-    ("cloud-provider", false),
-    ("cloud-provider-gce-l7lb-src-cidrs", false),
-    ("cloud-provider-gce-lb-src-cidrs", false),
-    ("configure-cloud-routes", true),
-    ("contention-profiling", true),
-    ("disable-attach-detach-reconcile-sync", true),
-    ("disabled-metrics", false),
-    ("enable-dynamic-provisioning", true),
-    ("enable-hostpath-provisioner", true),
-    ("enable-leader-migration", true),
-    ("endpoint-updates-batch-period", false),
-    ("endpointslice-updates-batch-period", false),
-    ("external-cloud-volume-plugin", false),
-    ("feature-gates", false),
-    ("flex-volume-plugin-dir", false),
-    ("horizontal-pod-autoscaler-cpu-initialization-period", false),
-    ("horizontal-pod-autoscaler-downscale-delay", false),
-    ("horizontal-pod-autoscaler-downscale-stabilization", false),
-    ("horizontal-pod-autoscaler-initial-readiness-delay", false),
-    ("horizontal-pod-autoscaler-sync-period", false),
-    ("horizontal-pod-autoscaler-tolerance", false),
-    ("horizontal-pod-autoscaler-upscale-delay", false),
-    ("http2-max-streams-per-connection", false),
-    ("kube-api-content-type", false),
-    ("large-cluster-size-threshold", false),
-    ("leader-migration-config", false),
-    ("legacy-service-account-token-clean-up-period", false),
-    ("log-flush-frequency", false),
-    ("log-json-info-buffer-size", false),
-    ("log-json-split-stream", true),
-    ("max-endpoints-per-slice", false),
-    ("mirroring-endpointslice-updates-batch-period", false),
-    ("mirroring-max-endpoints-per-subset", false),
-    ("node-eviction-rate", false),
-    ("permit-address-sharing", true),
-    ("permit-port-sharing", true),
-    ("profiling", true),
-    ("pv-recycler-increment-timeout-nfs", false),
-    ("pv-recycler-minimum-timeout-hostpath", false),
-    ("pv-recycler-minimum-timeout-nfs", false),
-    ("pv-recycler-pod-template-filepath-hostpath", false),
-    ("pv-recycler-pod-template-filepath-nfs", false),
-    ("pv-recycler-timeout-increment-hostpath", false),
-    ("pvclaimbinder-sync-period", false),
-    ("resource-quota-sync-period", false),
-    ("route-reconciliation-period", false),
-    ("secondary-node-eviction-rate", false),
-    ("show-hidden-metrics-for-version", false),
-    ("tls-cipher-suites", false),
-    ("tls-min-version", false),
-    ("tls-sni-cert-key", false),
-    ("unhealthy-zone-threshold", false),
-    ("vmodule", false),
-    ("volume-host-allow-local-loopback", true),
-    ("volume-host-cidr-denylist", false),
+/// Flags kube-controller-manager 1.28 has that edgekcm accepts without acting on them, with
+/// their Go type: a value is checked against it as pflag checks it, and kept for `/configz`.
+static ACCEPTED: &[(&str, FlagType)] = &[
+    ("allow-metric-labels", Str),
+    ("allow-metric-labels-manifest", Str),
+    ("allow-untagged-cloud", Bool),
+    ("attach-detach-reconcile-sync-period", Dur),
+    ("azure-container-registry-config", Str),
+    ("cidr-allocator-type", Str),
+    ("cloud-config", Str),
+    ("cloud-provider", Str),
+    ("cloud-provider-gce-l7lb-src-cidrs", Str),
+    ("cloud-provider-gce-lb-src-cidrs", Str),
+    ("configure-cloud-routes", Bool),
+    ("contention-profiling", Bool),
+    ("disable-attach-detach-reconcile-sync", Bool),
+    ("disabled-metrics", StrSlice),
+    ("enable-dynamic-provisioning", Bool),
+    ("enable-hostpath-provisioner", Bool),
+    ("enable-leader-migration", Bool),
+    ("endpoint-updates-batch-period", Dur),
+    ("endpointslice-updates-batch-period", Dur),
+    ("external-cloud-volume-plugin", Str),
+    ("feature-gates", Str),
+    ("flex-volume-plugin-dir", Str),
+    ("horizontal-pod-autoscaler-cpu-initialization-period", Dur),
+    ("horizontal-pod-autoscaler-downscale-delay", Dur),
+    ("horizontal-pod-autoscaler-downscale-stabilization", Dur),
+    ("horizontal-pod-autoscaler-initial-readiness-delay", Dur),
+    ("horizontal-pod-autoscaler-sync-period", Dur),
+    ("horizontal-pod-autoscaler-tolerance", Float64),
+    ("horizontal-pod-autoscaler-upscale-delay", Dur),
+    ("http2-max-streams-per-connection", Int),
+    ("kube-api-content-type", Str),
+    ("large-cluster-size-threshold", Int32),
+    ("leader-migration-config", Str),
+    ("legacy-service-account-token-clean-up-period", Dur),
+    ("log-flush-frequency", Dur),
+    ("log-json-info-buffer-size", Str),
+    ("log-json-split-stream", Bool),
+    ("max-endpoints-per-slice", Int32),
+    ("mirroring-endpointslice-updates-batch-period", Dur),
+    ("mirroring-max-endpoints-per-subset", Int32),
+    ("node-eviction-rate", Float32),
+    ("node-sync-period", Dur),
+    ("permit-address-sharing", Bool),
+    ("permit-port-sharing", Bool),
+    ("profiling", Bool),
+    ("pv-recycler-increment-timeout-nfs", Int32),
+    ("pv-recycler-minimum-timeout-hostpath", Int32),
+    ("pv-recycler-minimum-timeout-nfs", Int32),
+    ("pv-recycler-pod-template-filepath-hostpath", Str),
+    ("pv-recycler-pod-template-filepath-nfs", Str),
+    ("pv-recycler-timeout-increment-hostpath", Int32),
+    ("pvclaimbinder-sync-period", Dur),
+    ("resource-quota-sync-period", Dur),
+    ("route-reconciliation-period", Dur),
+    ("secondary-node-eviction-rate", Float32),
+    ("show-hidden-metrics-for-version", Str),
+    ("tls-cipher-suites", StrSlice),
+    ("tls-min-version", Str),
+    ("tls-sni-cert-key", Str),
+    ("unhealthy-zone-threshold", Float32),
+    ("vmodule", Str),
+    ("volume-host-allow-local-loopback", Bool),
+    ("volume-host-cidr-denylist", StrSlice),
 ];
 
 /// Flags of kube-controller-manager releases after 1.28, accepted and ignored so newer
-/// command lines still start. `(name, boolean)`.
-static LATER: &[(&str, bool)] = &[
-    ("concurrent-daemonset-syncs", false),
-    ("concurrent-device-taint-eviction-syncs", false),
-    ("disable-force-detach-on-timeout", true),
-    ("log-text-info-buffer-size", false),
-    ("log-text-split-stream", true),
-    ("requestheader-uid-headers", false),
+/// command lines still start, with their Go type (as [`ACCEPTED`]).
+static LATER: &[(&str, FlagType)] = &[
+    ("concurrent-daemonset-syncs", Int32),
+    ("concurrent-device-taint-eviction-syncs", Int32),
+    ("disable-force-detach-on-timeout", Bool),
+    ("log-text-info-buffer-size", Str),
+    ("log-text-split-stream", Bool),
+    ("requestheader-uid-headers", StrSlice),
 ];
 
 /// Flags kube-controller-manager removed before 1.28 that old units still carry.
@@ -465,7 +467,6 @@ static REMOVED: &[(&str, bool, &str)] = &[
     ("log-file", false, "1.26"),
     ("log-file-max-size", false, "1.26"),
     ("logtostderr", true, "1.26"),
-    ("node-sync-period", false, ""),
     ("one-output", true, "1.26"),
     ("pod-eviction-timeout", false, "1.27"),
     ("port", false, "1.24"),
@@ -490,10 +491,10 @@ pub(super) enum Kind {
     },
     Concurrent,
     Accepted {
-        boolean: bool,
+        ty: FlagType,
     },
     Later {
-        boolean: bool,
+        ty: FlagType,
     },
     Removed {
         boolean: bool,
@@ -510,10 +511,8 @@ pub(super) enum Kind {
 impl Kind {
     pub(super) fn is_bool(self) -> bool {
         match self {
-            Kind::Acted { boolean, .. }
-            | Kind::Accepted { boolean }
-            | Kind::Later { boolean }
-            | Kind::Removed { boolean, .. } => boolean,
+            Kind::Acted { boolean, .. } | Kind::Removed { boolean, .. } => boolean,
+            Kind::Accepted { ty } | Kind::Later { ty } => ty == Bool,
             Kind::Help | Kind::Version => true,
             Kind::Concurrent | Kind::Renamed { .. } => false,
         }
@@ -534,11 +533,11 @@ pub(super) fn lookup(name: &str) -> Option<(&'static str, Kind)> {
     if let Some((n, _)) = CONCURRENT_SYNCS.iter().find(|(n, _)| *n == name) {
         return Some((n, Kind::Concurrent));
     }
-    if let Some((n, boolean)) = ACCEPTED.iter().find(|(n, _)| *n == name) {
-        return Some((n, Kind::Accepted { boolean: *boolean }));
+    if let Some((n, ty)) = ACCEPTED.iter().find(|(n, _)| *n == name) {
+        return Some((n, Kind::Accepted { ty: *ty }));
     }
-    if let Some((n, boolean)) = LATER.iter().find(|(n, _)| *n == name) {
-        return Some((n, Kind::Later { boolean: *boolean }));
+    if let Some((n, ty)) = LATER.iter().find(|(n, _)| *n == name) {
+        return Some((n, Kind::Later { ty: *ty }));
     }
     if let Some((n, boolean, since)) = REMOVED.iter().find(|(n, _, _)| *n == name) {
         return Some((
@@ -578,7 +577,12 @@ pub(crate) fn known_flags() -> Vec<(&'static str, bool, Option<&'static str>)> {
         .map(|f| (f.name, f.boolean, Some(f.default)))
         .collect();
     out.extend(CONCURRENT_SYNCS.iter().map(|(n, _)| (*n, false, None)));
-    out.extend(ACCEPTED.iter().chain(LATER).map(|(n, b)| (*n, *b, None)));
+    out.extend(
+        ACCEPTED
+            .iter()
+            .chain(LATER)
+            .map(|(n, ty)| (*n, *ty == Bool, None)),
+    );
     out.extend(REMOVED.iter().map(|(n, b, _)| (*n, *b, None)));
     out.extend(RENAMED.iter().map(|(n, _, _)| (*n, false, None)));
     out.extend([("help", true, None), ("version", true, None)]);

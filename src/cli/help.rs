@@ -66,9 +66,10 @@ pub fn help_text() -> String {
          nothing until what acts on them is in edgekcm; at start, one log line names the\n\
          controllers kube-controller-manager would run with the flags given that edgekcm\n\
          does not have yet.\n\
-         Every other kube-controller-manager v1.28 flag is accepted with a warning and ignored;\n\
-         flags removed upstream (--address, --port, klog file flags, ...) are accepted with a\n\
-         warning too. Flag names may use '_' or '-'.\n",
+         Every other kube-controller-manager v1.28 flag is accepted with a warning and ignored\n\
+         (its value is checked as upstream checks it, and /configz shows it); flags removed\n\
+         upstream (--address, --port, klog file flags, ...) are accepted with a warning too.\n\
+         Flag names may use '_' or '-'.\n",
     );
     out
 }

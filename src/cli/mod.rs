@@ -174,6 +174,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
     let mut values: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut lists: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
     let mut concurrent: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut given: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut warned = std::collections::BTreeSet::new();
     for o in occurrences {
@@ -198,7 +199,8 @@ fn parse_run(args: &[String]) -> Result<Command> {
             Kind::Concurrent => {
                 concurrent.insert(o.name, o.value);
             }
-            Kind::Accepted { .. } => {
+            Kind::Accepted { ty } => {
+                keep(&mut given, &o, ty)?;
                 if warned.insert(o.name) {
                     warnings.push(format!(
                         "flag --{} is accepted for compatibility; edgekcm does not act on it yet",
@@ -206,7 +208,8 @@ fn parse_run(args: &[String]) -> Result<Command> {
                     ));
                 }
             }
-            Kind::Later { .. } => {
+            Kind::Later { ty } => {
+                keep(&mut given, &o, ty)?;
                 if warned.insert(o.name) {
                     warnings.push(format!(
                         "flag --{} (from a kube-controller-manager release after 1.28) is accepted for compatibility; edgekcm does not act on it yet",
@@ -254,8 +257,27 @@ fn parse_run(args: &[String]) -> Result<Command> {
             e.output.trim_end()
         ))
     })?;
-    let cfg = Config::from_flags(flags, &concurrent, warnings)?;
+    let mut cfg = Config::from_flags(flags, &concurrent, warnings)?;
+    cfg.given.extend(given);
     Ok(Command::Run(Box::new(cfg)))
+}
+
+/// Check the value of a flag edgekcm does not act on against its Go type, as pflag does when
+/// it parses the command line, and keep its text for `/configz`.
+fn keep(
+    given: &mut BTreeMap<&'static str, String>,
+    o: &Occurrence,
+    ty: config::FlagType,
+) -> Result<()> {
+    ty.parse(&o.value).map_err(|e| {
+        Error::Config(format!(
+            "invalid argument {} for \"--{}\" flag: {e}",
+            config::go_quote(o.value.as_bytes()),
+            o.name
+        ))
+    })?;
+    config::record_flag(given, o.name, ty, &o.value);
+    Ok(())
 }
 
 /// ` (kube-controller-manager 1.24)`, or nothing when the release is not recorded.

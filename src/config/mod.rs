@@ -10,11 +10,18 @@ use crate::controllers::registry::ControllerSelection;
 use crate::error::{Error, Result};
 
 mod cidr;
+pub mod componentconfig;
 pub mod files;
+mod flagtype;
+mod gojson;
 mod goparse;
 mod gopem;
 pub use cidr::Cidr;
-pub use goparse::{format_go_duration, parse_go_bool, parse_go_duration};
+pub use flagtype::{record as record_flag, FlagType, FlagValue};
+pub use gojson::Json;
+pub use goparse::{
+    format_go_duration, go_quote, parse_go_bool, parse_go_duration, parse_go_int10, parse_go_uint10,
+};
 
 /// Every `--concurrent-*-syncs` flag of kube-controller-manager 1.28 with its default.
 /// `--concurrent_rc_syncs` is spelled with underscores upstream; names are normalised.
@@ -221,6 +228,11 @@ pub struct Config {
     pub logging_format: crate::logging::Format,
     /// One line per ignored, renamed or removed flag; logged once at start.
     pub warnings: Vec<String>,
+    /// The text of flags given on the command line that edgekcm keeps as text, for
+    /// `/configz`: the flags it accepts without acting on them (checked against their Go type
+    /// at start; repeats of a string slice joined with commas), the `--concurrent-*-syncs`
+    /// counts, and `--cluster-cidr` and `--service-cluster-ip-range` as written.
+    pub given: BTreeMap<&'static str, String>,
 }
 
 impl Default for Config {
@@ -295,6 +307,7 @@ impl Default for Config {
             verbosity: 0,
             logging_format: crate::logging::Format::Text,
             warnings: Vec::new(),
+            given: BTreeMap::new(),
         }
     }
 }
@@ -341,6 +354,7 @@ impl Config {
         for (name, raw) in concurrent {
             let n = parse_i32(name, raw)?;
             c.concurrent_syncs.insert(name, n.max(0) as usize);
+            c.given.insert(name, raw.clone());
         }
         boolean(
             &mut c.use_service_account_credentials,
@@ -384,6 +398,14 @@ impl Config {
             "allocate-node-cidrs",
             f.allocate_node_cidrs,
         )?;
+        for (name, v) in [
+            ("cluster-cidr", &f.cluster_cidr),
+            ("service-cluster-ip-range", &f.service_cluster_ip_range),
+        ] {
+            if let Some(v) = v {
+                c.given.insert(name, v.clone());
+            }
+        }
         c.cluster_cidrs = cidrs(
             "cluster-cidr",
             f.cluster_cidr.as_deref(),
@@ -534,8 +556,9 @@ impl Config {
             f.authorization_webhook_cache_unauthorized_ttl,
         )?;
         if let Some(v) = f.v {
-            // klog's Level is an int32; negative levels behave as 0.
-            c.verbosity = parse_i32("v", &v)?.max(0) as u32;
+            // klog's Level is an int32 read in base 10; negative levels behave as 0.
+            let n = goparse::parse_go_int10(&v, 32).map_err(|why| invalid("v", &v, &why))?;
+            c.verbosity = n.max(0) as u32;
         }
         if let Some(v) = f.logging_format {
             c.logging_format = v.parse().map_err(Error::Config)?;
@@ -628,33 +651,31 @@ fn boolean(slot: &mut bool, flag: &str, v: Option<String>) -> Result<()> {
     Ok(())
 }
 
+/// pflag's int and int32 flags: Go's `strconv.ParseInt(v, 0, 32)` (`0x10`, `010` and `1_000`
+/// are numbers too).
 fn parse_i32(flag: &str, v: &str) -> Result<i32> {
-    v.parse::<i32>().map_err(|e| {
-        let why = match e.kind() {
-            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
-                format!("strconv.ParseInt: parsing {v:?}: value out of range")
-            }
-            _ => format!("strconv.ParseInt: parsing {v:?}: invalid syntax"),
-        };
-        invalid(flag, v, &why)
-    })
+    goparse::parse_go_int(v, 32)
+        .map(|n| n as i32)
+        .map_err(|why| invalid(flag, v, &why))
 }
 
 fn non_negative(flag: &str, n: i32) -> Result<u32> {
     u32::try_from(n).map_err(|_| Error::Config(format!("--{flag} {n} must not be negative")))
 }
 
+/// pflag's float32 flags (Go's `strconv.ParseFloat(v, 32)`); NaN and infinities, which Go
+/// reads, are refused too.
 fn parse_f32(flag: &str, v: &str) -> Result<f32> {
-    v.parse::<f32>()
-        .ok()
-        .filter(|f| f.is_finite())
-        .ok_or_else(|| {
-            invalid(
-                flag,
-                v,
-                &format!("strconv.ParseFloat: parsing {v:?}: invalid syntax"),
-            )
+    goparse::parse_go_float(v, 32)
+        .and_then(|f| {
+            f.is_finite().then_some(f as f32).ok_or_else(|| {
+                format!(
+                    "strconv.ParseFloat: parsing {}: invalid syntax",
+                    go_quote(v.as_bytes())
+                )
+            })
         })
+        .map_err(|why| invalid(flag, v, &why))
 }
 
 fn mask(flag: &str, v: Option<String>, max: u8) -> Result<Option<u8>> {

@@ -113,6 +113,7 @@ fn valid_head(g: &mut Gen) -> (Vec<u8>, Request, Vec<(String, String)>) {
             .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
             .collect(),
         peer_certs: Vec::new(),
+        body: Vec::new(),
     };
     (text.into_bytes(), want, pairs)
 }

@@ -14,7 +14,9 @@ use async_io::{Async, Timer};
 use futures_lite::{future, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::TlsAcceptor;
 
-use super::http::{check_body, encode_response, parse_head, read_head, Head, Response};
+use super::http::{
+    check_body, encode_response, parse_head, read_body, read_head_and_rest, Head, Response,
+};
 use super::{App, Limits};
 
 /// After answering, how long and how much unread client input is drained before closing.
@@ -188,10 +190,10 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     deadline: Instant,
     slot: &Slot,
 ) -> std::io::Result<()> {
-    let head = until(
+    let (head, rest) = until(
         "reading request",
         deadline,
-        read_head(&mut s, limits.max_head_bytes),
+        read_head_and_rest(&mut s, limits.max_head_bytes),
     )
     .await?;
     slot.busy();
@@ -208,7 +210,11 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             Ok(mut req) => {
                 req.peer_certs = peer_certs;
                 let head_only = req.method == "HEAD";
-                let resp = smol::unblock(move || app.dispatch(&req)).await;
+                let resp = if app.reads_body(&req.path) {
+                    with_body(&mut s, req, rest, app, limits).await?
+                } else {
+                    smol::unblock(move || app.dispatch(&req)).await
+                };
                 (resp, head_only)
             }
         },
@@ -221,6 +227,51 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         s.close().await
     })
     .await
+}
+
+/// The answer of a route that reads the body: the filter first, then the body (a
+/// `100 Continue` first if the client waits for one), then the route.
+async fn with_body<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    req: super::Request,
+    rest: Vec<u8>,
+    app: Arc<App>,
+    limits: Limits,
+) -> std::io::Result<Response> {
+    let app2 = app.clone();
+    let (mut req, refused) = smol::unblock(move || {
+        let refused = app2.filter(&req);
+        (req, refused)
+    })
+    .await;
+    if let Some(refused) = refused {
+        return Ok(refused);
+    }
+    let deadline = Instant::now() + limits.head_timeout;
+    if req
+        .header("expect")
+        .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
+    {
+        until("writing 100 Continue", deadline, async {
+            s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+            s.flush().await
+        })
+        .await?;
+    }
+    let max = usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX);
+    match until(
+        "reading request body",
+        deadline,
+        read_body(s, &req, rest, max),
+    )
+    .await?
+    {
+        Ok(body) => {
+            req.body = body;
+            Ok(smol::unblock(move || app.route(&req)).await)
+        }
+        Err(refused) => Ok(refused),
+    }
 }
 
 /// Half-close, then read and discard what the client still sends (an ignored body, the rest
@@ -260,6 +311,7 @@ mod tests {
         let app = Arc::new(App {
             health: super::super::Health::new(),
             routes: Default::default(),
+            body_routes: Default::default(),
             trees: Vec::new(),
             filter: None,
         });

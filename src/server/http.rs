@@ -20,6 +20,9 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// DER client certificates (leaf first), empty if the client sent none.
     pub peer_certs: Vec<Vec<u8>>,
+    /// The body, for routes that read one ([`super::Server::route_body`]), decoded from
+    /// chunks if it came chunked; empty for every other route.
+    pub body: Vec<u8>,
 }
 
 impl Request {
@@ -168,30 +171,41 @@ pub(crate) enum Head {
 
 /// Read a request head of at most `max` bytes. What follows it (a body) is read only as far
 /// as it came in the same reads, and dropped.
+#[cfg(test)]
 pub(crate) async fn read_head<S: AsyncRead + Unpin>(
     s: &mut S,
     max: usize,
 ) -> std::io::Result<Head> {
+    Ok(read_head_and_rest(s, max).await?.0)
+}
+
+/// [`read_head`], and the bytes that came after the head in the same reads (the start of a
+/// body).
+pub(crate) async fn read_head_and_rest<S: AsyncRead + Unpin>(
+    s: &mut S,
+    max: usize,
+) -> std::io::Result<(Head, Vec<u8>)> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
         let n = s.read(&mut chunk).await?;
         if n == 0 {
-            return Ok(Head::Closed);
+            return Ok((Head::Closed, Vec::new()));
         }
         let scan_from = buf.len().saturating_sub(3);
         buf.extend_from_slice(&chunk[..n]);
         if let Some(pos) = buf[scan_from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(scan_from + pos + 4);
             buf.truncate(scan_from + pos);
             if buf.len() > max {
-                return Ok(Head::TooLarge);
+                return Ok((Head::TooLarge, Vec::new()));
             }
-            return Ok(Head::Complete(buf));
+            return Ok((Head::Complete(buf), rest));
         }
         // Without the blank line yet, the head is all but the last three bytes, which may be
         // the start of it: a head of exactly `max` bytes is not refused for how it was cut.
         if buf.len().saturating_sub(3) > max {
-            return Ok(Head::TooLarge);
+            return Ok((Head::TooLarge, Vec::new()));
         }
     }
 }
@@ -254,10 +268,11 @@ pub(crate) fn parse_head(head: &[u8], max_headers: usize) -> Result<Request, Res
         query: query.to_string(),
         headers,
         peer_certs: Vec::new(),
+        body: Vec::new(),
     })
 }
 
-/// Check what the head says of a body. No route reads one: a body is drained and dropped
+/// Check what the head says of a body. Most routes read none: a body is drained and dropped
 /// after the answer, so one declared larger than `max` is refused (413) before anything
 /// else; a `Content-Length` that is not one number is a 400, and a transfer coding other
 /// than chunked a 501, as in Go's server.
@@ -287,6 +302,125 @@ pub(crate) fn check_body(req: &Request, max: u64) -> Result<(), Response> {
     }
 }
 
+/// The body a request announces, read from `s` after `rest` (what came with the head):
+/// `Content-Length` bytes, or a chunked body decoded (trailers dropped). `Ok(Err(answer))`
+/// refuses it: more than `max` bytes (413), or chunks that are not well formed (400). A
+/// client that closes before the end is an error.
+pub(crate) async fn read_body<S: AsyncRead + Unpin>(
+    s: &mut S,
+    req: &Request,
+    rest: Vec<u8>,
+    max: usize,
+) -> std::io::Result<Result<Vec<u8>, Response>> {
+    let too_large = || Response::error(413, "413 Request Entity Too Large");
+    let mut r = BodyReader {
+        s,
+        buf: rest,
+        pos: 0,
+    };
+    let chunked = req
+        .header("transfer-encoding")
+        .is_some_and(|te| te.eq_ignore_ascii_case("chunked"));
+    if !chunked {
+        // check_body has vetted the length.
+        let len = req
+            .header("content-length")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        if len > max {
+            return Ok(Err(too_large()));
+        }
+        return Ok(Ok(r.take(len).await?.to_vec()));
+    }
+    let malformed = || bad_request("malformed chunked encoding");
+    let mut body = Vec::new();
+    loop {
+        let Some(line) = r.line().await? else {
+            return Ok(Err(malformed()));
+        };
+        // `size[;extension]`, hexadecimal.
+        let size = line.split(|b| *b == b';').next().unwrap_or_default();
+        let size = std::str::from_utf8(size)
+            .ok()
+            .map(|t| t.trim_end_matches([' ', '\t']))
+            .filter(|t| !t.is_empty() && t.len() <= 16)
+            .and_then(|t| u64::from_str_radix(t, 16).ok());
+        let Some(size) = size else {
+            return Ok(Err(malformed()));
+        };
+        if size == 0 {
+            break;
+        }
+        if size > (max - body.len()) as u64 {
+            return Ok(Err(too_large()));
+        }
+        body.extend_from_slice(r.take(size as usize).await?);
+        if r.take(2).await? != b"\r\n" {
+            return Ok(Err(malformed()));
+        }
+    }
+    // Trailers, up to the blank line.
+    loop {
+        match r.line().await? {
+            Some(l) if l.is_empty() => return Ok(Ok(body)),
+            Some(_) => {}
+            None => return Ok(Err(malformed())),
+        }
+    }
+}
+
+/// Reads a body from what came with the head, then from the connection.
+struct BodyReader<'a, S> {
+    s: &'a mut S,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl<S: AsyncRead + Unpin> BodyReader<'_, S> {
+    /// Longest chunk-size or trailer line.
+    const MAX_LINE: usize = 4096;
+
+    async fn more(&mut self) -> std::io::Result<()> {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = self.s.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(())
+    }
+
+    /// The next `n` bytes.
+    async fn take(&mut self, n: usize) -> std::io::Result<&[u8]> {
+        while self.buf.len() - self.pos < n {
+            self.more().await?;
+        }
+        let start = self.pos;
+        self.pos += n;
+        Ok(&self.buf[start..start + n])
+    }
+
+    /// The next line without its CRLF; `None` when it is longer than `MAX_LINE`.
+    async fn line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        loop {
+            let avail = &self.buf[self.pos..];
+            if let Some(i) = avail.windows(2).position(|w| w == b"\r\n") {
+                let line = avail[..i].to_vec();
+                self.pos += i + 2;
+                return Ok((line.len() <= Self::MAX_LINE).then_some(line));
+            }
+            if avail.len() > Self::MAX_LINE + 1 {
+                return Ok(None);
+            }
+            self.more().await?;
+        }
+    }
+}
+
 fn reason_phrase(status: u16) -> &'static str {
     match status {
         200 => "OK",
@@ -299,6 +433,7 @@ fn reason_phrase(status: u16) -> &'static str {
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        406 => "Not Acceptable",
         408 => "Request Timeout",
         413 => "Request Entity Too Large",
         429 => "Too Many Requests",
@@ -464,6 +599,76 @@ mod tests {
             None
         );
         assert_eq!(status(&[("transfer-encoding", "gzip")]), Some(501));
+    }
+
+    #[test]
+    fn request_bodies() {
+        use futures_lite::future::block_on;
+        let req = |headers: &[(&str, &str)]| Request {
+            method: "PUT".into(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        let read = |r: &Request, rest: &[u8], more: &[u8], max: usize| {
+            let mut s = futures_lite::io::Cursor::new(more.to_vec());
+            block_on(read_body(&mut s, r, rest.to_vec(), max))
+        };
+        let fixed = req(&[("content-length", "5")]);
+        // What came with the head, then the connection.
+        assert_eq!(
+            read(&fixed, b"he", b"llo", 10).unwrap(),
+            Ok(b"hello".to_vec())
+        );
+        assert_eq!(
+            read(&fixed, b"hello", b"", 10).unwrap(),
+            Ok(b"hello".to_vec())
+        );
+        assert_eq!(
+            read(&fixed, b"hel", b"", 10).unwrap_err().kind(),
+            std::io::ErrorKind::UnexpectedEof
+        );
+        assert_eq!(
+            read(&fixed, b"", b"hello", 4).unwrap().unwrap_err().status,
+            413
+        );
+        assert_eq!(read(&req(&[]), b"", b"ignored", 4).unwrap(), Ok(Vec::new()));
+
+        let chunked = req(&[("transfer-encoding", "Chunked")]);
+        let body = b"3\r\nabc\r\n1 \r\nd\r\n0\r\n\r\n";
+        for cut in 0..body.len() {
+            assert_eq!(
+                read(&chunked, &body[..cut], &body[cut..], 10).unwrap(),
+                Ok(b"abcd".to_vec()),
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(
+            read(&chunked, b"", body, 3).unwrap().unwrap_err().status,
+            413
+        );
+        for bad in [
+            &b"x\r\n"[..],
+            b"\r\n",
+            b"3\r\nabcX\r\n0\r\n\r\n",
+            b"11111111111111111\r\n",
+        ] {
+            assert_eq!(
+                read(&chunked, b"", bad, 100).unwrap().unwrap_err().status,
+                400,
+                "{bad:?}"
+            );
+        }
+        let long = format!("1;{}\r\n", "e".repeat(5000));
+        assert_eq!(
+            read(&chunked, b"", long.as_bytes(), 100)
+                .unwrap()
+                .unwrap_err()
+                .status,
+            400
+        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The secure port (`--secure-port`, 10257): HTTPS with /healthz, /readyz, /livez and whatever
-//! routes the rest of the program registers (/metrics, /configz). A filter set with
-//! [`Server::set_filter`] sees every request before routing (the delegated authentication and
-//! authorization of `crate::auth`), so unknown paths are authorized before they are 404.
-//! Every answer carries `Cache-Control: no-cache, private`, as the apiserver library's.
+//! routes the rest of the program registers (/metrics, /configz, /debug/flags/v). A filter
+//! set with [`Server::set_filter`] sees every request before routing (the delegated
+//! authentication and authorization of `crate::auth`), so unknown paths are authorized before
+//! they are 404. Every answer carries `Cache-Control: no-cache, private`, as the apiserver
+//! library's. A route registered with [`Server::route_body`] gets the request body, read only
+//! once the filter has let the request through.
 //!
 //! One thread runs a small smol executor: it accepts connections and serves each on its own
 //! task (TLS handshake, one HTTP/1.1 request, `Connection: close`). Handlers are plain
@@ -20,11 +22,12 @@
 //! for authentication further up.
 
 mod conn;
+pub mod debug;
 mod healthz;
 pub(crate) mod http;
 mod tls;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -56,8 +59,9 @@ pub struct Limits {
     pub max_head_bytes: usize,
     /// Most header lines: 431 beyond them.
     pub max_headers: usize,
-    /// Largest declared request body: 413 beyond it. No route reads a body; one this small is
-    /// drained after the answer, so the client reads the answer rather than a reset.
+    /// Largest request body: 413 beyond it. Routes that read a body get it whole; for the
+    /// others one this small is drained after the answer, so the client reads the answer
+    /// rather than a reset.
     pub max_body_bytes: u64,
     /// Connections served at once. When the table is full, the connection that has waited
     /// longest for its request head is dropped to make room for a new one.
@@ -100,6 +104,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct App {
     health: Arc<Health>,
     routes: HashMap<String, Handler>,
+    /// Exact routes that read the request body.
+    body_routes: HashSet<String>,
     /// Handlers of a path and everything under it (Go's `Handle(base)` plus
     /// `HandlePrefix(base + "/")`); exact routes win.
     trees: Vec<(String, Handler)>,
@@ -108,11 +114,24 @@ struct App {
 
 impl App {
     fn dispatch(&self, req: &Request) -> Response {
-        if let Some(f) = &self.filter {
-            if let Some(resp) = f(req) {
-                return resp;
-            }
+        match self.filter(req) {
+            Some(refused) => refused,
+            None => self.route(req),
         }
+    }
+
+    /// The filter's answer when it refuses the request.
+    fn filter(&self, req: &Request) -> Option<Response> {
+        self.filter.as_ref().and_then(|f| f(req))
+    }
+
+    /// Whether the route of `path` reads the request body.
+    fn reads_body(&self, path: &str) -> bool {
+        self.body_routes.contains(path)
+    }
+
+    /// The answer of the route of a request the filter let through.
+    fn route(&self, req: &Request) -> Response {
         if let Some(h) = self.routes.get(&req.path) {
             return h(req);
         }
@@ -156,6 +175,7 @@ impl Server {
             app: App {
                 health,
                 routes: HashMap::new(),
+                body_routes: HashSet::new(),
                 trees: Vec::new(),
                 filter: None,
             },
@@ -167,6 +187,15 @@ impl Server {
 
     /// Serve `h` for exactly this path (checked before the built-in health paths).
     pub fn route(&mut self, path: &str, h: Handler) {
+        self.app.body_routes.remove(path);
+        self.app.routes.insert(path.to_string(), h);
+    }
+
+    /// [`Server::route`] for a handler that reads the request body (`Request::body`, at most
+    /// `Limits::max_body_bytes`). The body is read after the filter has let the request through,
+    /// so an unauthenticated client cannot make the server hold one.
+    pub fn route_body(&mut self, path: &str, h: Handler) {
+        self.app.body_routes.insert(path.to_string());
         self.app.routes.insert(path.to_string(), h);
     }
 

@@ -122,7 +122,13 @@ impl Kcm {
         {
             args.push("--leader-elect=false".into());
         }
-        args.push("--v=2".into());
+        // Every write in the log, unless the test asks for another verbosity.
+        if !extra
+            .iter()
+            .any(|a| a.starts_with("--v=") || a.starts_with("-v") || *a == "--v")
+        {
+            args.push("--v=2".into());
+        }
         // KCM_E2E_KCM_BINARY runs another controller manager (upstream's, for a side-by-side
         // comparison) with the same flags.
         let binary = std::env::var("KCM_E2E_KCM_BINARY")
