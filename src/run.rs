@@ -130,7 +130,9 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         rest.server,
         rest.source
     );
-    if cfg.use_service_account_credentials && cfg.service_account_private_key_file.is_none() {
+    if cfg.use_service_account_credentials
+        && cfg.sa_controller.service_account_private_key_file.is_none()
+    {
         log::warn!("--use-service-account-credentials was specified without providing a --service-account-private-key-file");
     }
 

@@ -20,10 +20,12 @@ pub fn upstream_starts(info: &ControllerInfo, cfg: &Config) -> bool {
     }
     match info.needs {
         "" => true,
-        "--service-account-private-key-file" => cfg.service_account_private_key_file.is_some(),
+        "--service-account-private-key-file" => {
+            cfg.sa_controller.service_account_private_key_file.is_some()
+        }
         "--cluster-signing-cert-file" => cfg.cluster_signing.enabled(),
-        "--allocate-node-cidrs" => cfg.allocate_node_cidrs,
-        "--enable-garbage-collector" => cfg.enable_garbage_collector,
+        "--allocate-node-cidrs" => cfg.kube_cloud_shared.allocate_node_cidrs,
+        "--enable-garbage-collector" => cfg.garbage_collector.enable_garbage_collector,
         // "cloud", "feature-gate"
         _ => false,
     }

@@ -50,7 +50,7 @@ fn kubeadm_v1_28() {
         --service-account-private-key-file=/etc/kubernetes/pki/sa.key \
         --service-cluster-ip-range=10.96.0.0/12 \
         --use-service-account-credentials=true");
-    assert!(c.allocate_node_cidrs);
+    assert!(c.kube_cloud_shared.allocate_node_cidrs);
     assert_eq!(
         c.authentication_kubeconfig,
         p("/etc/kubernetes/controller-manager.conf")
@@ -61,9 +61,12 @@ fn kubeadm_v1_28() {
     );
     assert_eq!(c.bind_address, "127.0.0.1".parse::<IpAddr>().unwrap());
     assert_eq!(c.client_ca_file, p("/etc/kubernetes/pki/ca.crt"));
-    assert_eq!(c.cluster_cidrs.len(), 1);
-    assert_eq!(c.cluster_cidrs[0].to_string(), "10.244.0.0/16");
-    assert_eq!(c.cluster_name, "kubernetes");
+    assert_eq!(c.kube_cloud_shared.cluster_cidrs.len(), 1);
+    assert_eq!(
+        c.kube_cloud_shared.cluster_cidrs[0].to_string(),
+        "10.244.0.0/16"
+    );
+    assert_eq!(c.kube_cloud_shared.cluster_name, "kubernetes");
     assert_eq!(c.cluster_signing.cert_file, p("/etc/kubernetes/pki/ca.crt"));
     assert_eq!(c.cluster_signing.key_file, p("/etc/kubernetes/pki/ca.key"));
     assert!(c.cluster_signing.enabled());
@@ -72,12 +75,18 @@ fn kubeadm_v1_28() {
     assert!(c.controllers.is_enabled("deployment-controller"));
     assert_eq!(c.kubeconfig, p("/etc/kubernetes/controller-manager.conf"));
     assert!(c.leader_election.enabled);
-    assert_eq!(c.root_ca_file, p("/etc/kubernetes/pki/ca.crt"));
     assert_eq!(
-        c.service_account_private_key_file,
+        c.sa_controller.root_ca_file,
+        p("/etc/kubernetes/pki/ca.crt")
+    );
+    assert_eq!(
+        c.sa_controller.service_account_private_key_file,
         p("/etc/kubernetes/pki/sa.key")
     );
-    assert_eq!(c.service_cluster_ip_ranges[0].to_string(), "10.96.0.0/12");
+    assert_eq!(
+        c.node_ipam.service_cluster_ip_ranges[0].to_string(),
+        "10.96.0.0/12"
+    );
     assert!(c.use_service_account_credentials);
     assert_eq!(c.secure_port, 10257);
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
@@ -102,8 +111,8 @@ fn kubeadm_without_pod_subnet() {
         --service-account-private-key-file=/etc/kubernetes/pki/sa.key \
         --use-service-account-credentials=true",
     );
-    assert!(!c.allocate_node_cidrs);
-    assert!(c.cluster_cidrs.is_empty());
+    assert!(!c.kube_cloud_shared.allocate_node_cidrs);
+    assert!(c.kube_cloud_shared.cluster_cidrs.is_empty());
 }
 
 const K3S_1_20: &str = "--kubeconfig=/var/lib/rancher/k3s/server/cred/controller.kubeconfig \
@@ -128,8 +137,11 @@ fn check_k3s(c: &Config) {
         c.kubeconfig,
         p("/var/lib/rancher/k3s/server/cred/controller.kubeconfig")
     );
-    assert!(c.allocate_node_cidrs);
-    assert_eq!(c.cluster_cidrs[0].to_string(), "10.42.0.0/16");
+    assert!(c.kube_cloud_shared.allocate_node_cidrs);
+    assert_eq!(
+        c.kube_cloud_shared.cluster_cidrs[0].to_string(),
+        "10.42.0.0/16"
+    );
     assert_eq!(c.secure_port, 0);
     assert_eq!(c.bind_address, "127.0.0.1".parse::<IpAddr>().unwrap());
     assert!(c.use_service_account_credentials);
@@ -203,9 +215,9 @@ fn k3s_later_secure_port() {
         --controllers=*,tokencleaner",
     );
     assert_eq!(c.secure_port, 10257);
-    assert_eq!(c.cluster_cidrs.len(), 2);
-    assert_eq!(c.node_cidr_mask_size_ipv4, Some(24));
-    assert_eq!(c.node_cidr_mask_size_ipv6, Some(64));
+    assert_eq!(c.kube_cloud_shared.cluster_cidrs.len(), 2);
+    assert_eq!(c.node_ipam.node_cidr_mask_size_ipv4, Some(24));
+    assert_eq!(c.node_ipam.node_cidr_mask_size_ipv6, Some(64));
     assert!(c.controllers.is_enabled("token-cleaner-controller"));
     let cs = &c.cluster_signing;
     assert_eq!(cs.files_for(&cs.kubelet_client), None);
@@ -227,7 +239,7 @@ fn hand_written_systemd_unit() {
     assert_eq!(c.verbosity, 4);
     assert_eq!(c.cluster_signing.cert_file, p("ca.pem"));
     assert_eq!(
-        c.service_account_private_key_file,
+        c.sa_controller.service_account_private_key_file,
         p("service-account-key.pem")
     );
     assert_eq!(
@@ -279,16 +291,25 @@ fn defaults() {
     assert_eq!(c.leader_election.resource_namespace, "kube-system");
     assert_eq!(c.cluster_signing.duration, Duration::from_secs(8760 * H));
     assert_eq!(c.min_resync_period, Duration::from_secs(12 * H));
-    assert_eq!(c.namespace_sync_period, Duration::from_secs(300));
-    assert_eq!(c.node_monitor_grace_period, Duration::from_secs(40));
-    assert_eq!(c.node_startup_grace_period, Duration::from_secs(60));
-    assert_eq!(c.terminated_pod_gc_threshold, 12500);
+    assert_eq!(
+        c.namespace_controller.namespace_sync_period,
+        Duration::from_secs(300)
+    );
+    assert_eq!(
+        c.node_lifecycle.node_monitor_grace_period,
+        Duration::from_secs(40)
+    );
+    assert_eq!(
+        c.node_lifecycle.node_startup_grace_period,
+        Duration::from_secs(60)
+    );
+    assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 12500);
     assert_eq!(c.secure_port, 10257);
     assert_eq!(
         c.authorization_always_allow_paths,
         vec!["/healthz", "/readyz", "/livez"]
     );
-    assert!(c.enable_garbage_collector);
+    assert!(c.garbage_collector.enable_garbage_collector);
     assert!(c.controllers.is_enabled("deployment"));
     assert!(!c.controllers.is_enabled("bootstrapsigner"));
     assert!(c.warnings.is_empty());
@@ -385,7 +406,7 @@ fn bad_values_name_the_flag() {
     assert!(err("--allocate-node-cidrs --cluster-cidr=10.0.0.0").contains("--cluster-cidr"));
     // Without allocation a bad CIDR only warns.
     let c = run("--cluster-cidr=bogus");
-    assert!(c.cluster_cidrs.is_empty());
+    assert!(c.kube_cloud_shared.cluster_cidrs.is_empty());
     assert_eq!(c.warnings.len(), 1);
 }
 
@@ -399,7 +420,10 @@ fn durations_in_go_syntax() {
     assert_eq!(c.leader_election.lease_duration, Duration::from_secs(90));
     assert_eq!(c.leader_election.renew_deadline, Duration::from_secs(60));
     assert_eq!(c.leader_election.retry_period, Duration::from_millis(500));
-    assert_eq!(c.node_monitor_grace_period, Duration::from_secs(90));
+    assert_eq!(
+        c.node_lifecycle.node_monitor_grace_period,
+        Duration::from_secs(90)
+    );
     assert_eq!(c.controller_start_interval, Duration::ZERO);
 }
 

@@ -158,14 +158,14 @@ fn check_signing(cfg: &Config) -> Result<()> {
 pub fn check(cfg: &Config) -> Result<()> {
     let enabled = |name: &str| cfg.controllers.is_enabled(name);
     let token_controller = enabled("serviceaccount-token-controller")
-        && cfg.service_account_private_key_file.is_some();
+        && cfg.sa_controller.service_account_private_key_file.is_some();
     if token_controller {
-        if let Some(p) = &cfg.service_account_private_key_file {
+        if let Some(p) = &cfg.sa_controller.service_account_private_key_file {
             check_service_account_key(p)?;
         }
     }
     if token_controller || enabled("root-ca-certificate-publisher-controller") {
-        if let Some(p) = &cfg.root_ca_file {
+        if let Some(p) = &cfg.sa_controller.root_ca_file {
             read_ca(p)?;
         }
     }

@@ -162,6 +162,57 @@ impl ClusterSigning {
     }
 }
 
+/// KubeCloudShared: what several controllers read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubeCloudShared {
+    pub cluster_name: String,
+    pub allocate_node_cidrs: bool,
+    pub cluster_cidrs: Vec<Cidr>,
+    pub node_monitor_period: Duration,
+}
+
+/// GarbageCollectorController (`--concurrent-gc-syncs` is in the worker counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GarbageCollectorOptions {
+    pub enable_garbage_collector: bool,
+}
+
+/// NamespaceController (`--concurrent-namespace-syncs` is in the worker counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceOptions {
+    pub namespace_sync_period: Duration,
+}
+
+/// PodGCController.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodGcOptions {
+    pub terminated_pod_gc_threshold: i32,
+}
+
+/// NodeLifecycleController.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeLifecycleOptions {
+    pub node_monitor_grace_period: Duration,
+    pub node_startup_grace_period: Duration,
+}
+
+/// NodeIPAMController.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeIpamOptions {
+    pub service_cluster_ip_ranges: Vec<Cidr>,
+    pub node_cidr_mask_size: Option<u8>,
+    pub node_cidr_mask_size_ipv4: Option<u8>,
+    pub node_cidr_mask_size_ipv6: Option<u8>,
+}
+
+/// SAController: the token controller's key and the CA it (and the root CA publisher) hands
+/// out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SaControllerOptions {
+    pub service_account_private_key_file: Option<PathBuf>,
+    pub root_ca_file: Option<PathBuf>,
+}
+
 /// Everything edgekcm acts on, typed and validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -177,26 +228,18 @@ pub struct Config {
     /// Worker counts keyed by flag name (see [`CONCURRENT_SYNCS`]); use [`Config::concurrency`].
     pub concurrent_syncs: BTreeMap<&'static str, usize>,
     pub use_service_account_credentials: bool,
-    pub enable_garbage_collector: bool,
-    pub namespace_sync_period: Duration,
-    pub terminated_pod_gc_threshold: i32,
-    pub node_monitor_period: Duration,
-    pub node_monitor_grace_period: Duration,
-    pub node_startup_grace_period: Duration,
-    pub cluster_name: String,
-    // Node IPAM
-    pub allocate_node_cidrs: bool,
-    pub cluster_cidrs: Vec<Cidr>,
-    pub service_cluster_ip_ranges: Vec<Cidr>,
-    pub node_cidr_mask_size: Option<u8>,
-    pub node_cidr_mask_size_ipv4: Option<u8>,
-    pub node_cidr_mask_size_ipv6: Option<u8>,
+    // Option groups, as upstream's componentconfig groups them (`/configz` shows them so).
+    pub kube_cloud_shared: KubeCloudShared,
+    pub garbage_collector: GarbageCollectorOptions,
+    pub namespace_controller: NamespaceOptions,
+    pub pod_gc: PodGcOptions,
+    pub node_lifecycle: NodeLifecycleOptions,
+    pub node_ipam: NodeIpamOptions,
+    pub sa_controller: SaControllerOptions,
+    /// CSRSigningController: `--cluster-signing-*`.
+    pub cluster_signing: ClusterSigning,
     // Leader election
     pub leader_election: LeaderElection,
-    // Keys and certificates
-    pub service_account_private_key_file: Option<PathBuf>,
-    pub root_ca_file: Option<PathBuf>,
-    pub cluster_signing: ClusterSigning,
     // Secure serving
     /// 0 disables serving.
     pub secure_port: u16,
@@ -248,19 +291,26 @@ impl Default for Config {
             min_resync_period: Duration::from_secs(12 * 3600),
             concurrent_syncs: CONCURRENT_SYNCS.iter().copied().collect(),
             use_service_account_credentials: false,
-            enable_garbage_collector: true,
-            namespace_sync_period: Duration::from_secs(300),
-            terminated_pod_gc_threshold: 12500,
-            node_monitor_period: Duration::from_secs(5),
-            node_monitor_grace_period: Duration::from_secs(40),
-            node_startup_grace_period: Duration::from_secs(60),
-            cluster_name: "kubernetes".to_string(),
-            allocate_node_cidrs: false,
-            cluster_cidrs: Vec::new(),
-            service_cluster_ip_ranges: Vec::new(),
-            node_cidr_mask_size: None,
-            node_cidr_mask_size_ipv4: None,
-            node_cidr_mask_size_ipv6: None,
+            kube_cloud_shared: KubeCloudShared {
+                cluster_name: "kubernetes".to_string(),
+                allocate_node_cidrs: false,
+                cluster_cidrs: Vec::new(),
+                node_monitor_period: Duration::from_secs(5),
+            },
+            garbage_collector: GarbageCollectorOptions {
+                enable_garbage_collector: true,
+            },
+            namespace_controller: NamespaceOptions {
+                namespace_sync_period: Duration::from_secs(300),
+            },
+            pod_gc: PodGcOptions {
+                terminated_pod_gc_threshold: 12500,
+            },
+            node_lifecycle: NodeLifecycleOptions {
+                node_monitor_grace_period: Duration::from_secs(40),
+                node_startup_grace_period: Duration::from_secs(60),
+            },
+            node_ipam: NodeIpamOptions::default(),
             leader_election: LeaderElection {
                 enabled: true,
                 lease_duration: Duration::from_secs(15),
@@ -270,8 +320,7 @@ impl Default for Config {
                 resource_name: "kube-controller-manager".to_string(),
                 resource_namespace: "kube-system".to_string(),
             },
-            service_account_private_key_file: None,
-            root_ca_file: None,
+            sa_controller: SaControllerOptions::default(),
             cluster_signing: ClusterSigning {
                 cert_file: None,
                 key_file: None,
@@ -362,39 +411,39 @@ impl Config {
             f.use_service_account_credentials,
         )?;
         boolean(
-            &mut c.enable_garbage_collector,
+            &mut c.garbage_collector.enable_garbage_collector,
             "enable-garbage-collector",
             f.enable_garbage_collector,
         )?;
         dur(
-            &mut c.namespace_sync_period,
+            &mut c.namespace_controller.namespace_sync_period,
             "namespace-sync-period",
             f.namespace_sync_period,
         )?;
         if let Some(v) = f.terminated_pod_gc_threshold {
-            c.terminated_pod_gc_threshold = parse_i32("terminated-pod-gc-threshold", &v)?;
+            c.pod_gc.terminated_pod_gc_threshold = parse_i32("terminated-pod-gc-threshold", &v)?;
         }
         dur(
-            &mut c.node_monitor_period,
+            &mut c.kube_cloud_shared.node_monitor_period,
             "node-monitor-period",
             f.node_monitor_period,
         )?;
         dur(
-            &mut c.node_monitor_grace_period,
+            &mut c.node_lifecycle.node_monitor_grace_period,
             "node-monitor-grace-period",
             f.node_monitor_grace_period,
         )?;
         dur(
-            &mut c.node_startup_grace_period,
+            &mut c.node_lifecycle.node_startup_grace_period,
             "node-startup-grace-period",
             f.node_startup_grace_period,
         )?;
         if let Some(v) = f.cluster_name {
-            c.cluster_name = v;
+            c.kube_cloud_shared.cluster_name = v;
         }
 
         boolean(
-            &mut c.allocate_node_cidrs,
+            &mut c.kube_cloud_shared.allocate_node_cidrs,
             "allocate-node-cidrs",
             f.allocate_node_cidrs,
         )?;
@@ -406,27 +455,27 @@ impl Config {
                 c.given.insert(name, v.clone());
             }
         }
-        c.cluster_cidrs = cidrs(
+        c.kube_cloud_shared.cluster_cidrs = cidrs(
             "cluster-cidr",
             f.cluster_cidr.as_deref(),
-            c.allocate_node_cidrs,
+            c.kube_cloud_shared.allocate_node_cidrs,
             &mut c.warnings,
         )?;
-        c.service_cluster_ip_ranges = cidrs(
+        c.node_ipam.service_cluster_ip_ranges = cidrs(
             "service-cluster-ip-range",
             f.service_cluster_ip_range.as_deref(),
-            c.allocate_node_cidrs,
+            c.kube_cloud_shared.allocate_node_cidrs,
             &mut c.warnings,
         )?;
-        if c.service_cluster_ip_ranges.len() > 2 {
+        if c.node_ipam.service_cluster_ip_ranges.len() > 2 {
             return Err(Error::Config(
                 "--service-cluster-ip-range can not contain more than two entries".to_string(),
             ));
         }
-        c.node_cidr_mask_size = mask("node-cidr-mask-size", f.node_cidr_mask_size, 128)?;
-        c.node_cidr_mask_size_ipv4 =
+        c.node_ipam.node_cidr_mask_size = mask("node-cidr-mask-size", f.node_cidr_mask_size, 128)?;
+        c.node_ipam.node_cidr_mask_size_ipv4 =
             mask("node-cidr-mask-size-ipv4", f.node_cidr_mask_size_ipv4, 32)?;
-        c.node_cidr_mask_size_ipv6 =
+        c.node_ipam.node_cidr_mask_size_ipv6 =
             mask("node-cidr-mask-size-ipv6", f.node_cidr_mask_size_ipv6, 128)?;
 
         let le = &mut c.leader_election;
@@ -456,8 +505,8 @@ impl Config {
             le.resource_namespace = v;
         }
 
-        c.service_account_private_key_file = path(f.service_account_private_key_file);
-        c.root_ca_file = path(f.root_ca_file);
+        c.sa_controller.service_account_private_key_file = path(f.service_account_private_key_file);
+        c.sa_controller.root_ca_file = path(f.root_ca_file);
         let cs = &mut c.cluster_signing;
         cs.cert_file = path(f.cluster_signing_cert_file);
         cs.key_file = path(f.cluster_signing_key_file);

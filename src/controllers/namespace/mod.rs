@@ -116,7 +116,7 @@ struct Inner {
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::drives(NamespaceController::new(
         cx.workers,
-        cx.cfg.namespace_sync_period,
+        cx.cfg.namespace_controller.namespace_sync_period,
     ))))
 }
 
