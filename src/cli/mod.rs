@@ -202,10 +202,14 @@ fn parse_run(args: &[String]) -> Result<Command> {
             Kind::Accepted { ty } => {
                 keep(&mut given, &o, ty)?;
                 if warned.insert(o.name) {
-                    warnings.push(format!(
-                        "flag --{} is accepted for compatibility; edgekcm does not act on it yet",
-                        o.name
-                    ));
+                    warnings.push(match o.name {
+                        // Read by the secure port (`server::debug`); the rest of what it turns
+                        // on upstream (/debug/pprof) is not served.
+                        "profiling" => "flag --profiling only turns /debug/flags/v on or off here; edgekcm does not serve /debug/pprof".to_string(),
+                        n => format!(
+                            "flag --{n} is accepted for compatibility; edgekcm does not act on it yet"
+                        ),
+                    });
                 }
             }
             Kind::Later { ty } => {
