@@ -164,7 +164,7 @@ fn check_k3s(c: &Config) {
         vec![
             "flag --port was removed upstream (kube-controller-manager 1.24) and is ignored",
             "flag --address was removed upstream (kube-controller-manager 1.24) and is ignored",
-            "flag --profiling is accepted for compatibility; edgekcm does not act on it yet",
+            "flag --profiling only turns /debug/flags/v on or off here; edgekcm does not serve /debug/pprof",
             "flag --configure-cloud-routes is accepted for compatibility; edgekcm does not act on it yet",
         ]
     );
