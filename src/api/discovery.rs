@@ -57,6 +57,11 @@ impl Verbs {
         )
     }
 
+    /// These verbs and those of `other` (`|` in constants).
+    pub const fn union(self, other: Verbs) -> Verbs {
+        Verbs(self.0 | other.0)
+    }
+
     /// Every verb of `other` is here.
     pub fn has(self, other: Verbs) -> bool {
         self.0 & other.0 == other.0

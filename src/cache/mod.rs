@@ -1,5 +1,6 @@
 //! The shared watch cache: one reflector per kind, shared by every controller that reads it.
 
+pub mod monitors;
 pub mod reflector;
 pub mod store;
 mod watch;

@@ -4,7 +4,8 @@
 //! - Every 30 s, discovery lists the resources that support list, watch and delete (core and
 //!   events.k8s.io Events aside); each gets a metadata-only informer ("monitor"), added while
 //!   running and stopped when its resource is no longer served. A change of that set pauses
-//!   the workers until the new monitors synced, as upstream does (`monitors.rs`).
+//!   the workers until the new monitors synced, as upstream does (`monitors.rs`, on the
+//!   kernel's `cache::monitors`).
 //! - Informer events update the owner graph (`graph/`) under one lock and queue UIDs to look
 //!   at: "attempt to delete" (owners maybe gone, foreground deletion progressing) and "attempt
 //!   to orphan" (an owner deleting with the `orphan` finalizer).
@@ -34,10 +35,10 @@ mod workers;
 
 use super::{EventSpec, EventType, ObjectRef, RunEnv, SelfDriven};
 use crate::api::client::Client;
-use crate::api::discovery::Discovery;
 use crate::api::resources::NAMESPACES;
 use crate::api::Kind;
-use crate::cache::{Cache, Delta, DeltaKind, Informer};
+use crate::cache::monitors::Monitors;
+use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::Error;
 use crate::events::Recorder;
 use crate::obj::{self, OwnerRef};
@@ -46,9 +47,9 @@ use graph::{Change, Effects, Graph, Identity, Seen};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use monitors::{ignored, monitored};
 
@@ -237,13 +238,6 @@ impl AbsentCache {
     }
 }
 
-struct Monitor {
-    informer: Arc<Informer>,
-    active: Arc<AtomicBool>,
-    /// Created for the garbage collector (stopped with it), not shared with another reader.
-    owned: bool,
-}
-
 struct Env {
     cache: Arc<Cache>,
     client: Client,
@@ -258,16 +252,10 @@ struct Inner {
     graph: RwLock<Graph>,
     queue: Arc<WorkQueue<Item>>,
     absent: Mutex<AbsentCache>,
-    discovery: RwLock<Arc<Discovery>>,
-    monitors: Mutex<HashMap<Kind, Monitor>>,
-    /// Workers hold it shared while working; a monitor resync holds it alone.
-    gate: RwLock<()>,
-    /// Workers wait for the first sync.
+    /// The monitors of every resource (set in `start`).
+    monitors: OnceLock<Arc<Monitors>>,
+    /// The first set of monitors synced (the workers run).
     ready: AtomicBool,
-    /// Ask for an early discovery (or wake for shutdown).
-    wake: Mutex<bool>,
-    wake_cv: Condvar,
-    last_early: Mutex<Option<Instant>>,
     env: OnceLock<Env>,
     /// The namespace controller runs in this process: garbage in a terminating namespace is
     /// left to it (see `attempt_to_delete_item`).
@@ -303,13 +291,8 @@ impl GarbageCollector {
                 graph: RwLock::new(Graph::new()),
                 queue: WorkQueue::new(QUEUE_NAME),
                 absent: Mutex::new(AbsentCache::default()),
-                discovery: RwLock::new(Arc::new(Discovery::default())),
-                monitors: Mutex::new(HashMap::new()),
-                gate: RwLock::new(()),
+                monitors: OnceLock::new(),
                 ready: AtomicBool::new(false),
-                wake: Mutex::new(false),
-                wake_cv: Condvar::new(),
-                last_early: Mutex::new(None),
                 env: OnceLock::new(),
                 namespace_controller_here: AtomicBool::new(false),
             }),
@@ -335,23 +318,14 @@ impl SelfDriven for GarbageCollector {
             run: env.clone(),
         });
         crate::metrics::register_collector("garbagecollector", Arc::new(metric_families));
-        let mut out = Vec::new();
-        let inner = self.inner.clone();
-        match std::thread::Builder::new()
-            .name("gc-discovery".into())
-            .stack_size(512 * 1024)
-            .spawn(move || inner.sync_loop())
-        {
-            Ok(t) => out.push(t),
-            Err(e) => log::error!("{NAME}: cannot start its discovery thread: {e}"),
-        }
-        out
+        self.inner.start_monitors().into_iter().collect()
     }
 
     fn shutdown(&self) {
         self.inner.queue.shut_down();
-        *self.inner.wake.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.inner.wake_cv.notify_all();
+        if let Some(m) = self.inner.monitors.get() {
+            m.wake();
+        }
     }
 }
 
@@ -394,13 +368,14 @@ impl Inner {
                 .is_some_and(|n| obj::is_deleting(&n))
     }
 
+    fn monitors(&self) -> &Monitors {
+        // Set in `start`, before any worker runs.
+        self.monitors.get().expect("garbage collector started")
+    }
+
     fn env(&self) -> &Env {
         // Set in `start`, before any thread of ours runs.
         self.env.get().expect("garbage collector started")
-    }
-
-    fn stopped(&self) -> bool {
-        self.env.get().is_none_or(|e| e.stop.load(Ordering::SeqCst))
     }
 
     // ---- the graph ----

@@ -18,7 +18,7 @@ impl Inner {
     /// synced).
     pub(super) fn work(&self, item: &Item) {
         let next = {
-            let _running = self.gate.read().unwrap_or_else(|p| p.into_inner());
+            let _running = self.monitors().working();
             match item {
                 Item::Delete(uid) => self.attempt_to_delete(uid),
                 Item::Orphan(uid) => self.attempt_to_orphan(uid),
@@ -31,15 +31,11 @@ impl Inner {
     }
 
     fn mapping(&self, api_version: &str, kind: &str) -> std::result::Result<Kind, Stop> {
-        let d = self
-            .discovery
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let d = self.monitors().discovery();
         match d.kind_for(api_version, kind) {
             Some(k) => Ok(k),
             None => {
-                self.request_discovery();
+                self.monitors().request_discovery();
                 Err(Stop::Mapping(format!(
                     "unable to get REST mapping for {api_version}/{kind}"
                 )))
