@@ -9,8 +9,6 @@ use common::{
     create_namespace, delete_namespace, eventually, free_port, insecure_https_agent,
     kubeconfig_arg, service_account_token, unique, Kcm, Target,
 };
-use edgekcm::api::client::Client;
-use edgekcm::api::resources::SERVICEACCOUNTS;
 use std::time::Duration;
 
 struct Answer {
@@ -53,25 +51,6 @@ fn call(agent: &ureq::Agent, method: &str, url: &str, token: Option<&str>, body:
         nosniff: nosniff == "nosniff",
         body: r.body_mut().read_to_string().unwrap_or_default(),
     }
-}
-
-/// A namespace, its `default` ServiceAccount made by edgekcm; the namespace's name.
-fn served_namespace(admin: &Client, kcm: &mut Kcm, prefix: &str) -> String {
-    let ns = unique(prefix);
-    create_namespace(admin, &ns);
-    eventually(
-        Duration::from_secs(30),
-        "the default ServiceAccount",
-        || {
-            assert!(
-                kcm.exited().is_none(),
-                "edgekcm exited:\n{}",
-                kcm.log_text()
-            );
-            admin.get(&SERVICEACCOUNTS, Some(&ns), "default").ok()
-        },
-    );
-    ns
 }
 
 /// The `-v 2` line of that ServiceAccount's creation, if the log has it (it is written as the
@@ -178,7 +157,7 @@ fn scenario(t: &Target, json_logs: bool) {
     assert_eq!(a.status, 401, "{}", a.body);
 
     // At -v 0 a write is not logged; after `PUT 2` it is, after `PUT 0` no more.
-    let quiet = served_namespace(&admin, &mut kcm, "quiet");
+    let quiet = kcm.served_namespace(&admin, "quiet", Duration::from_secs(30));
     assert!(!creation_logged(&kcm, &quiet), "{}", kcm.log_text());
     let a = call(&agent, "PUT", &flags_v, Some(&ops), "2");
     assert_eq!(
@@ -195,7 +174,7 @@ fn scenario(t: &Target, json_logs: bool) {
             true
         )
     );
-    let loud = served_namespace(&admin, &mut kcm, "loud");
+    let loud = kcm.served_namespace(&admin, "loud", Duration::from_secs(30));
     eventually(Duration::from_secs(5), "the -v 2 line", || {
         creation_logged(&kcm, &loud).then_some(())
     });
@@ -211,7 +190,7 @@ fn scenario(t: &Target, json_logs: bool) {
     }
     let a = call(&agent, "PUT", &flags_v, Some(&ops), "0");
     assert_eq!(a.status, 200, "{}", a.body);
-    let quiet_again = served_namespace(&admin, &mut kcm, "quiet");
+    let quiet_again = kcm.served_namespace(&admin, "quiet", Duration::from_secs(30));
     assert!(!creation_logged(&kcm, &quiet_again), "{}", kcm.log_text());
 
     // What upstream answers to other methods and values.

@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{create_namespace, eventually, free_port, kubeconfig_arg, sandbox, unique, Kcm};
-use edgekcm::api::resources::SERVICEACCOUNTS;
+use common::{eventually, free_port, kubeconfig_arg, sandbox, Kcm};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -61,20 +60,7 @@ fn run_until_served(extra: &[&str]) -> String {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut kcm = Kcm::start(&t, "logs", &args);
     let admin = t.admin();
-    let ns = unique("logs");
-    create_namespace(&admin, &ns);
-    eventually(
-        Duration::from_secs(40),
-        "the default ServiceAccount",
-        || {
-            assert!(
-                kcm.exited().is_none(),
-                "edgekcm exited:\n{}",
-                kcm.log_text()
-            );
-            admin.get(&SERVICEACCOUNTS, Some(&ns), "default").ok()
-        },
-    );
+    kcm.served_namespace(&admin, "logs", Duration::from_secs(40));
     // The garbage collector's first sync with discovery is in the log too.
     eventually(Duration::from_secs(20), "the collector's sync", || {
         kcm.log_text()

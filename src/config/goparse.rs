@@ -251,12 +251,17 @@ fn parse_uint(s: &str, base0: bool, bits: u32) -> Result<u64, NumErr> {
 /// optionally separated by `_`. Errors are Go's (`strconv.ParseInt: parsing "x": invalid
 /// syntax`).
 pub fn parse_go_int(s: &str, bits: u32) -> Result<i64, String> {
+    parse_signed(s, bits, true)
+}
+
+/// A sign, then digits in base 10 or (with `any_base`) the base a prefix names.
+fn parse_signed(s: &str, bits: u32, any_base: bool) -> Result<i64, String> {
     let (negative, body) = match s.as_bytes().first() {
         Some(b'+') => (false, &s[1..]),
         Some(b'-') => (true, &s[1..]),
         _ => (false, s),
     };
-    let n = parse_uint(body, true, 64).map_err(|e| num_error("ParseInt", s, e))?;
+    let n = parse_uint(body, any_base, 64).map_err(|e| num_error("ParseInt", s, e))?;
     let limit = 1u64 << (bits.clamp(1, 64) - 1);
     if (!negative && n >= limit) || (negative && n > limit) {
         return Err(num_error("ParseInt", s, NumErr::Range));
@@ -275,21 +280,7 @@ pub fn parse_go_uint10(s: &str, bits: u32) -> Result<u64, String> {
 
 /// Go's `strconv.ParseInt(s, 10, bits)`.
 pub fn parse_go_int10(s: &str, bits: u32) -> Result<i64, String> {
-    let (negative, body) = match s.as_bytes().first() {
-        Some(b'+') => (false, &s[1..]),
-        Some(b'-') => (true, &s[1..]),
-        _ => (false, s),
-    };
-    let n = parse_uint(body, false, 64).map_err(|e| num_error("ParseInt", s, e))?;
-    let limit = 1u64 << (bits.clamp(1, 64) - 1);
-    if (!negative && n >= limit) || (negative && n > limit) {
-        return Err(num_error("ParseInt", s, NumErr::Range));
-    }
-    Ok(if negative {
-        (n as i64).wrapping_neg()
-    } else {
-        n as i64
-    })
+    parse_signed(s, bits, false)
 }
 
 /// Go's `strconv.ParseFloat(s, bits)` for decimal numbers (`0.1`, `.5`, `1e-7`, `1_000.5`),
@@ -356,45 +347,8 @@ pub fn parse_go_float(s: &str, bits: u32) -> Result<f64, String> {
     Ok(v)
 }
 
-/// Go's `strconv.Quote`: a double-quoted string with Go's escapes (`\n`, `\t`, `\x00`,
-/// `\u00a0`), bytes that are not UTF-8 as `\xff`. Printable is approximated outside ASCII:
-/// control and space characters other than U+0020 are escaped.
-pub fn go_quote(s: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for chunk in s.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\u{7}' => out.push_str("\\a"),
-                '\u{8}' => out.push_str("\\b"),
-                '\u{c}' => out.push_str("\\f"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                '\u{b}' => out.push_str("\\v"),
-                c if c < ' ' || c == '\u{7f}' => {
-                    let _ = write!(out, "\\x{:02x}", c as u32);
-                }
-                c if c.is_control() || (c.is_whitespace() && c != ' ') => {
-                    if (c as u32) < 0x10000 {
-                        let _ = write!(out, "\\u{:04x}", c as u32);
-                    } else {
-                        let _ = write!(out, "\\U{:08x}", c as u32);
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
-    out.push('"');
-    out
-}
+/// Go's `strconv.Quote` of a flag value (bytes that are not UTF-8 as `\\xff`).
+pub use crate::gofmt::go_quote_bytes as go_quote;
 
 /// A pflag string-slice value as Go's `encoding/csv` reads one record: fields split on
 /// commas, a field in double quotes may hold commas and `""` for a quote; nothing is trimmed.

@@ -4,7 +4,7 @@
 
 use edgekcm::api::client::Client;
 use edgekcm::api::kubeconfig;
-use edgekcm::api::resources::NAMESPACES;
+use edgekcm::api::resources::{NAMESPACES, SERVICEACCOUNTS};
 use edgekcm::sandbox::{Sandbox, SandboxOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -108,6 +108,22 @@ pub struct Kcm {
 }
 
 impl Kcm {
+    /// A new namespace (named from `prefix`) once edgekcm made its `default` ServiceAccount,
+    /// within `limit`; fails if edgekcm exits meanwhile.
+    pub fn served_namespace(&mut self, admin: &Client, prefix: &str, limit: Duration) -> String {
+        let ns = unique(prefix);
+        create_namespace(admin, &ns);
+        eventually(limit, "the default ServiceAccount", || {
+            assert!(
+                self.exited().is_none(),
+                "edgekcm exited:\n{}",
+                self.log_text()
+            );
+            admin.get(&SERVICEACCOUNTS, Some(&ns), "default").ok()
+        });
+        ns
+    }
+
     pub fn start(t: &Target, tag: &str, extra: &[&str]) -> Kcm {
         let log = t.dir().join(format!("edgekcm-{tag}.log"));
         let f = std::fs::File::create(&log).expect("log file");

@@ -29,17 +29,9 @@ const fn off(
     sa_name: Option<&'static str>,
     needs: &'static str,
 ) -> ControllerInfo {
-    ControllerInfo {
-        name,
-        aliases,
-        disabled_by_default: true,
-        sa_name,
-        needs,
-        later_release: false,
-        workers_flag: None,
-        build: None,
-        debug: None,
-    }
+    let mut info = c(name, aliases, sa_name, needs);
+    info.disabled_by_default = true;
+    info
 }
 
 impl ControllerInfo {
