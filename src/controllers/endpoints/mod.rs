@@ -54,14 +54,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// What is read of a pod beyond its metadata: where it runs, its hostname and subdomain, its
-/// containers (named ports) and its status (phase, IPs, readiness).
+/// containers' ports (named target ports) and its status (phase, IPs, readiness).
 pub const POD_WATCH: Watch = Watch::fields(
     PODS,
     &[
         "/spec/nodeName",
         "/spec/hostname",
         "/spec/subdomain",
-        "/spec/containers",
+        "/spec/containers/*/ports",
         "/status",
     ],
 );
