@@ -217,17 +217,19 @@ fn headless_publish_not_ready_and_service_deletion(t: &Target) {
         "10.2.0.2",
         true,
     );
-    // A finished pod is left out.
+    // A finished pod is left out. As kubelet does, its readiness goes with it: upstream
+    // (and so edgekcm) does not look again at a pod whose phase alone changed.
     run_pod(
         admin,
         n,
         pod("db-done", "db", 5432, json!({})),
         "10.2.0.3",
-        false,
+        true,
     );
     eventually(LIMIT, "pod phase Succeeded", || {
         let mut p = admin.get(&PODS, Some(n), "db-done").ok()?;
         p["status"]["phase"] = json!("Succeeded");
+        p["status"]["conditions"][0]["status"] = json!("False");
         admin.update_subresource(&PODS, &p, "status").ok()
     });
     let ep = wait_endpoints(admin, n, "db", "both pods ready (published)", |e| {
