@@ -100,7 +100,8 @@ pub enum Action {
     /// The wrapped write (a create or a delete), with an Event about `report.about` once it is
     /// done: on success `Normal <success_reason>` with message `<success_prefix><name>` (the
     /// name the server answered with, so a `generateName` object has its real name), on failure
-    /// `Warning <failure_reason>` with `<failure_prefix><error message>`. A delete that finds
+    /// `Warning <failure_reason>` with `<failure_prefix><error message>` (an empty
+    /// `success_reason`: no Event on success). A delete that finds
     /// the object gone records nothing; nor does a create refused because the namespace is
     /// terminating.
     Reported {
@@ -121,7 +122,7 @@ pub struct Report {
     pub success_reason: &'static str,
     pub success_prefix: &'static str,
     pub failure_reason: &'static str,
-    pub failure_prefix: &'static str,
+    pub failure_prefix: std::borrow::Cow<'static, str>,
 }
 
 /// How one write of a reconcile went, as told to [`Controller::applied`].
@@ -298,6 +299,12 @@ pub trait Controller: Send + Sync {
     /// watch path, for every change of every watched object, while the watch waits: keep it
     /// to lookups (an index, the object's own fields), never a scan or a request.
     fn keys_for(&self, watch: &Watch, delta: &Delta, cache: &Cache) -> Vec<String>;
+    /// How long the keys `keys_for` gives for a change of `watch` wait before they are
+    /// queued (upstream's `AddAfter` with a batch period, e.g. `--endpoint-updates-batch-period`
+    /// for pod changes); zero queues them at once.
+    fn key_delay(&self, _watch: &Watch) -> Duration {
+        Duration::ZERO
+    }
     /// Read the cache, decide, return the actions. No I/O besides `cx.client` reads.
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome>;
     /// Asked right after the actions of an outcome with `status_after_writes` were applied: the

@@ -201,46 +201,83 @@ pub fn compact(v: &mut Value) {
 }
 
 /// Keep of `v` only `apiVersion`, `kind`, `metadata` and the subtrees at the JSON pointers
-/// `keep` (e.g. `/spec/nodeName`, `/status`), dropping the rest.
+/// `keep` (e.g. `/spec/nodeName`, `/status`), dropping the rest. A `*` token stands for every
+/// element of an array (`/spec/containers/*/ports`: the ports of each container; elements
+/// that keep nothing are dropped). A path through a scalar, or through an array without `*`,
+/// keeps nothing; an object or array that keeps nothing is left out.
 pub fn project(v: &mut Value, keep: &[&str]) {
     let Value::Object(old) = v else {
         return;
     };
-    let mut old = Value::Object(std::mem::take(old));
     let mut out = Map::new();
-    for top in ["apiVersion", "kind", "metadata"] {
-        if let Some(x) = old.get_mut(top).map(Value::take) {
-            out.insert(top.to_string(), x);
-        }
-    }
-    let mut out = Value::Object(out);
-    // A path inside another kept path, or given twice, is already kept: taking it again would
-    // find the hole the first take left and overwrite the kept value with null.
-    let inside = |p: &str, whole: &str| {
-        p.strip_prefix(whole)
-            .is_some_and(|rest| rest.starts_with('/'))
-    };
-    for (i, path) in keep.iter().enumerate() {
-        if keep[..i].contains(path) || keep.iter().any(|k| inside(path, k)) {
-            continue;
-        }
-        let Some(x) = old.at_mut(path).map(Value::take) else {
-            continue;
-        };
-        let mut at = &mut out;
-        let mut segments = path.split('/').skip(1).peekable();
-        while let Some(seg) = segments.next() {
-            let Value::Object(m) = at else { break };
-            if segments.peek().is_none() {
-                m.insert(seg.to_string(), x);
-                break;
+    for (k, x) in std::mem::take(old) {
+        match k.as_str() {
+            "apiVersion" | "kind" | "metadata" => {
+                out.insert(k, x);
             }
-            at = m
-                .entry(seg.to_string())
-                .or_insert_with(|| Value::Object(Map::new()));
+            _ => {
+                if let Some(kept) = KeptPaths::under(keep, &k).and_then(|p| p.keep(x)) {
+                    out.insert(k, kept);
+                }
+            }
         }
     }
-    *v = out;
+    *v = Value::Object(out);
+}
+
+/// The paths of a projection below one key: `whole` when the key itself is kept, else the
+/// remainders (each starting with `/`). `api::trim` decodes by the same rules.
+#[derive(Clone, Debug)]
+pub struct KeptPaths<'a> {
+    pub whole: bool,
+    pub rest: Vec<&'a str>,
+}
+
+impl<'a> KeptPaths<'a> {
+    /// The paths of `paths` that go through `key` (`*` for the elements of an array), or
+    /// None when none does.
+    pub fn under(paths: &[&'a str], key: &str) -> Option<KeptPaths<'a>> {
+        let mut p = KeptPaths {
+            whole: false,
+            rest: Vec::new(),
+        };
+        for f in paths {
+            let Some(after) = f.strip_prefix('/').and_then(|f| f.strip_prefix(key)) else {
+                continue;
+            };
+            if after.is_empty() {
+                p.whole = true;
+            } else if after.starts_with('/') {
+                p.rest.push(after);
+            }
+        }
+        (p.whole || !p.rest.is_empty()).then_some(p)
+    }
+
+    /// What is kept of `v`; None when nothing is.
+    pub fn keep(&self, v: Value) -> Option<Value> {
+        if self.whole {
+            return Some(v);
+        }
+        match v {
+            Value::Object(m) => {
+                let out: Map<String, Value> = m
+                    .into_iter()
+                    .filter_map(|(k, x)| {
+                        let kept = KeptPaths::under(&self.rest, &k)?.keep(x)?;
+                        Some((k, kept))
+                    })
+                    .collect();
+                (!out.is_empty()).then_some(Value::Object(out))
+            }
+            Value::Array(a) => {
+                let each = KeptPaths::under(&self.rest, "*")?;
+                let out: Vec<Value> = a.into_iter().filter_map(|x| each.keep(x)).collect();
+                (!out.is_empty()).then_some(Value::Array(out))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Evaluate a `metav1.LabelSelector` (`matchLabels` + `matchExpressions`) against an object.

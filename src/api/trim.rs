@@ -6,7 +6,8 @@
 //! being built as JSON values and freed again. For a pod whose readers want `/spec/nodeName`
 //! and `/status`, that skips the containers, volumes and tolerations of every event.
 //!
-//! Paths are JSON pointers through object keys (no array indexes, no `~` escapes).
+//! Paths are JSON pointers through object keys (no array indexes, no `~` escapes); `*`
+//! stands for every element of an array (`obj::project` has the rules).
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -163,33 +164,7 @@ impl<'de> Visitor<'de> for MetadataVisitor {
     }
 }
 
-/// The kept paths below one key: `whole` when the key itself is kept, else the remainders
-/// (each starting with `/`).
-struct Paths<'a> {
-    whole: bool,
-    rest: Vec<&'a str>,
-}
-
-impl<'a> Paths<'a> {
-    /// The paths of `fields` that go through `key`, or None when none does.
-    fn under(fields: &[&'a str], key: &str) -> Option<Paths<'a>> {
-        let mut p = Paths {
-            whole: false,
-            rest: Vec::new(),
-        };
-        for f in fields {
-            let Some(after) = f.strip_prefix('/').and_then(|f| f.strip_prefix(key)) else {
-                continue;
-            };
-            if after.is_empty() {
-                p.whole = true;
-            } else if after.starts_with('/') {
-                p.rest.push(after);
-            }
-        }
-        (p.whole || !p.rest.is_empty()).then_some(p)
-    }
-}
+use crate::obj::KeptPaths as Paths;
 
 /// Decodes a value below a kept path: the whole value, or (for an object) only the keys that
 /// lead to kept paths. None when nothing under it is kept (a scalar or array where an object
@@ -235,8 +210,16 @@ impl<'de> Visitor<'de> for PathsVisitor<'_> {
         Ok(None)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
+        // Only `*` reaches into an array: each element as the paths below it say.
+        let Some(each) = Paths::under(&self.0, "*") else {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        while let Some(x) = seq.next_element_seed(each.clone())? {
+            out.extend(x);
+        }
+        Ok((!out.is_empty()).then_some(Value::Array(out)))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
         let mut out = Map::new();
@@ -291,17 +274,24 @@ mod tests {
             json!({"metadata": null, "kind": "Status", "code": 410, "message": "gone"}),
             json!({"metadata": {"name": "s"}, "spec": {"nodeName": null, "a": 1.5, "b": -2,
                 "c": true}, "status": {"nested": {"deep": {"x": "y"}}}}),
+            // Arrays under `*`: elements keeping nothing dropped, an array keeping nothing
+            // left out.
+            json!({"metadata": {"name": "w"}, "spec": {"containers": [
+                {"name": "a", "image": "i", "ports": [{"name": "http", "containerPort": 80}]},
+                {"name": "b"}, 7, null, [1], {"ports": null}], "*": {"x": 1}, "y": [{"x": 2}]},
+                "status": [[1], {"a": 1}, []]}),
         ]
     }
 
     #[test]
     fn trimmed_decoding_equals_decoding_then_shaping() {
-        let field_sets: [Option<&[&str]>; 5] = [
+        let field_sets: [Option<&[&str]>; 6] = [
             None,
             Some(&["/spec/nodeName", "/status"]),
             Some(&[]),
             Some(&["/status/nested/deep/x", "/spec/c"]),
             Some(&["/spec", "/spec/nodeName"]),
+            Some(&["/spec/containers/*/ports", "/spec/*/x", "/status/*"]),
         ];
         for o in objects() {
             let text = o.to_string();
@@ -310,6 +300,22 @@ mod tests {
                 assert_eq!(got, reference(&o, fields), "{text} with {fields:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_star_keeps_the_paths_below_it_in_every_element() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n", "containers": [
+            {"name": "a", "image": "i", "env": [{"name": "E"}],
+                "ports": [{"name": "http", "containerPort": 80}]},
+            {"name": "sidecar", "image": "j"}]}});
+        let fields: &[&str] = &["/spec/nodeName", "/spec/containers/*/ports"];
+        let got = from_slice(pod.to_string().as_bytes(), Some(fields)).unwrap();
+        assert_eq!(
+            got,
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n", "containers": [
+                {"ports": [{"name": "http", "containerPort": 80}]}]}})
+        );
+        assert_eq!(got, reference(&pod, Some(fields)));
     }
 
     #[test]

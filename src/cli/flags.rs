@@ -119,6 +119,9 @@ pub struct RunFlags {
     /// namespace resync period
     #[argh(option)]
     pub namespace_sync_period: Option<String>,
+    /// endpoint batch period
+    #[argh(option)]
+    pub endpoint_updates_batch_period: Option<String>,
     /// terminated pod threshold
     #[argh(option)]
     pub terminated_pod_gc_threshold: Option<String>,
@@ -279,6 +282,7 @@ pub(super) static ACTED: &[Acted] = &[
     b(GENERIC, "use-service-account-credentials", "false", "Give each controller its own kube-system service account credentials."),
     b(GENERIC, "enable-garbage-collector", "true", "Run the garbage collector."),
     a(GENERIC, "namespace-sync-period", "5m0s", "Resync period of the namespace controller."),
+    a(GENERIC, "endpoint-updates-batch-period", "0s", "How long pod changes wait before the endpoints controller syncs their Services, batching them."),
     a(GENERIC, "terminated-pod-gc-threshold", "12500", "Terminated pods kept before the pod GC deletes them; <= 0 disables that part."),
     a(GENERIC, "cluster-name", "kubernetes", "The instance prefix for the cluster."),
     b(LEADER, "leader-elect", "true", "Acquire a Lease before running controllers."),
@@ -385,7 +389,6 @@ static ACCEPTED: &[(&str, FlagType)] = &[
     ("enable-dynamic-provisioning", Bool),
     ("enable-hostpath-provisioner", Bool),
     ("enable-leader-migration", Bool),
-    ("endpoint-updates-batch-period", Dur),
     ("endpointslice-updates-batch-period", Dur),
     ("external-cloud-volume-plugin", Str),
     ("feature-gates", Str),

@@ -183,6 +183,14 @@ pub struct NamespaceOptions {
     pub namespace_sync_period: Duration,
 }
 
+/// EndpointController (`--concurrent-endpoint-syncs` is in the worker counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointOptions {
+    /// How long pod changes wait before their Services are synced (negative values, which
+    /// upstream takes, act as zero).
+    pub endpoint_updates_batch_period: Duration,
+}
+
 /// PodGCController.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodGcOptions {
@@ -232,6 +240,7 @@ pub struct Config {
     pub kube_cloud_shared: KubeCloudShared,
     pub garbage_collector: GarbageCollectorOptions,
     pub namespace_controller: NamespaceOptions,
+    pub endpoint_controller: EndpointOptions,
     pub pod_gc: PodGcOptions,
     pub node_lifecycle: NodeLifecycleOptions,
     pub node_ipam: NodeIpamOptions,
@@ -302,6 +311,9 @@ impl Default for Config {
             },
             namespace_controller: NamespaceOptions {
                 namespace_sync_period: Duration::from_secs(300),
+            },
+            endpoint_controller: EndpointOptions {
+                endpoint_updates_batch_period: Duration::ZERO,
             },
             pod_gc: PodGcOptions {
                 terminated_pod_gc_threshold: 12500,
@@ -420,6 +432,15 @@ impl Config {
             "namespace-sync-period",
             f.namespace_sync_period,
         )?;
+        if let Some(v) = f.endpoint_updates_batch_period {
+            let flag = "endpoint-updates-batch-period";
+            let (negative, d) =
+                goparse::parse_go_duration_signed(&v).map_err(|e| invalid(flag, &v, &e))?;
+            c.endpoint_controller.endpoint_updates_batch_period =
+                if negative { Duration::ZERO } else { d };
+            // `/configz` shows the value as given (a negative one too).
+            record_flag(&mut c.given, flag, FlagType::Duration, &v);
+        }
         if let Some(v) = f.terminated_pod_gc_threshold {
             c.pod_gc.terminated_pod_gc_threshold = parse_i32("terminated-pod-gc-threshold", &v)?;
         }

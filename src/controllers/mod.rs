@@ -1,6 +1,7 @@
 //! Controllers: each reads the cache, decides, and returns actions; the manager applies them.
 
 pub mod deployment;
+pub mod endpoints;
 pub mod garbagecollector;
 pub mod kit;
 pub mod namespace;

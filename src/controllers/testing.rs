@@ -198,6 +198,9 @@ impl Writes {
                     _ => String::new(),
                 };
                 self.open(action);
+                if report.success_reason.is_empty() {
+                    return;
+                }
                 self.events.push((
                     EventType::Normal,
                     report.success_reason.to_string(),
@@ -274,7 +277,7 @@ mod tests {
                         success_reason: "SuccessfulCreate",
                         success_prefix: "Created pod: ",
                         failure_reason: "FailedCreate",
-                        failure_prefix: "Error creating: ",
+                        failure_prefix: "Error creating: ".into(),
                     },
                 }])],
                 requeue_after: at.duration_since(cx.now).ok(),

@@ -231,6 +231,7 @@ impl Run<'_> {
                     && matches!(**inner, Action::Delete { .. });
                 match &res {
                     _ if gone => {}
+                    Ok(_) if report.success_reason.is_empty() => {}
                     Ok(answer) => {
                         let name = match (answer, &**inner) {
                             (_, Action::Delete { name, .. }) => name.as_str(),

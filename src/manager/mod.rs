@@ -165,8 +165,13 @@ impl Manager {
             let (c, q, cache) = (c.clone(), queue.clone(), Arc::downgrade(&self.cache));
             inf.add_handler(Arc::new(move |d| {
                 if let Some(cache) = cache.upgrade() {
+                    let delay = c.key_delay(&w);
                     for k in c.keys_for(&w, d, &cache) {
-                        q.add(k);
+                        if delay.is_zero() {
+                            q.add(k);
+                        } else {
+                            q.add_after(k, delay);
+                        }
                     }
                 }
             }));

@@ -79,7 +79,7 @@ fn create_in(ns: &str) -> Action {
             success_reason: "SuccessfulCreate",
             success_prefix: "Created pod: ",
             failure_reason: "FailedCreate",
-            failure_prefix: "Error creating: ",
+            failure_prefix: "Error creating: ".into(),
         },
     }
 }

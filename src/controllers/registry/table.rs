@@ -1,7 +1,9 @@
 //! The rows of the controller table: one per controller name kube-controller-manager knows
 //! (1.28's, and a few from later releases), with what runs it here.
 
-use super::super::{deployment, garbagecollector, namespace, replicaset, rootca, serviceaccount};
+use super::super::{
+    deployment, endpoints, garbagecollector, namespace, replicaset, rootca, serviceaccount,
+};
 use super::ControllerInfo;
 
 const fn c(
@@ -73,7 +75,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("endpoint-controller"),
         "",
     )
-    .workers("concurrent-endpoint-syncs"),
+    .workers("concurrent-endpoint-syncs")
+    .runs(endpoints::build),
     c(
         "endpointslice-controller",
         &["endpointslice"],

@@ -398,7 +398,7 @@ impl ReplicaSetController {
                 success_reason: "SuccessfulCreate",
                 success_prefix: "Created pod: ",
                 failure_reason: "FailedCreate",
-                failure_prefix: "Error creating: ",
+                failure_prefix: "Error creating: ".into(),
             }
         } else {
             Report {
@@ -406,7 +406,7 @@ impl ReplicaSetController {
                 success_reason: "SuccessfulDelete",
                 success_prefix: "Deleted pod: ",
                 failure_reason: "FailedDelete",
-                failure_prefix: "Error deleting: ",
+                failure_prefix: "Error deleting: ".into(),
             }
         }
     }

@@ -1,0 +1,365 @@
+//! endpoints-controller: for every Service with a selector, an Endpoints object of the same
+//! name listing the addresses of the pods it selects, as upstream v1.28's
+//! `pkg/controller/endpoint` writes it:
+//! - an address per pod with an IP of the Service's family (its first `ipFamilies` entry; for
+//!   Services without families, that of the cluster IP, or for headless ones of the pod's
+//!   `podIP`), with `nodeName`, a `targetRef` to the pod and, when the pod's `subdomain` is the
+//!   Service's name, its `hostname`; ready pods under `addresses`, others under
+//!   `notReadyAddresses`, all of them ready with `publishNotReadyAddresses` (which also keeps
+//!   terminating pods). Pods that have finished (`Succeeded`, `Failed`) or have no IP are left
+//!   out, and so are terminating pods otherwise. v1.28 reads neither the
+//!   `service.alpha.kubernetes.io/tolerate-unready-endpoints` annotation nor
+//!   `pod.beta.kubernetes.io/hostname`, and neither does this;
+//! - a port per Service port, a named target port resolved in each pod's containers (a pod
+//!   without it is left out of that port); a headless Service without ports lists its pods
+//!   without ports;
+//! - subsets in upstream's canonical order (`repack`), at most 1000 addresses with
+//!   `endpoints.kubernetes.io/over-capacity: truncated`, the Service's labels plus
+//!   `service.kubernetes.io/headless` for headless Services, and upstream's
+//!   `endpoints.kubernetes.io/last-change-trigger-time` (`trigger`);
+//! - nothing is written when the subsets (pod resourceVersions aside), the labels and the
+//!   capacity annotation are already right; ExternalName and selector-less Services are left
+//!   alone; the Endpoints of a deleted Service are deleted, and at start every Endpoints
+//!   object without its Service (leader-election records aside);
+//! - a failed write records `FailedToCreateEndpoint` / `FailedToUpdateEndpoint` (component
+//!   `endpoint-controller`), as upstream, and is retried;
+//! - pod changes reach their Services after `--endpoint-updates-batch-period`.
+//!
+//! Pod events find their Services through an index of the Services' selectors, and a sync
+//! finds its pods through an index of the pods' labels, so neither decodes a namespace's
+//! objects. Upstream deletes the Endpoints of a Service it no longer finds whether or not its
+//! cache holds them; here the delete is sent only when the cache holds them.
+
+mod gohash;
+mod repack;
+mod subsets;
+mod sync;
+mod trigger;
+
+pub use repack::MAX_CAPACITY;
+pub use sync::{HEADLESS_LABEL, OVER_CAPACITY, TRIGGER_TIME};
+
+use super::refmanager::SelectorIndex;
+use super::{Action, Controller, Cx, ObjectRef, OnError, Outcome, Report, Watch};
+use crate::api::client::DeleteOptions;
+use crate::api::resources::{ENDPOINTS, PODS, SERVICES};
+use crate::cache::{Cache, Delta, DeltaKind};
+use crate::error::Result;
+use crate::obj::{self, At as _, Obj};
+use serde_json::{json, Value};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What is read of a pod beyond its metadata: where it runs, its hostname and subdomain, its
+/// containers' ports (named target ports) and its status (phase, IPs, readiness).
+pub const POD_WATCH: Watch = Watch::fields(
+    PODS,
+    &[
+        "/spec/nodeName",
+        "/spec/hostname",
+        "/spec/subdomain",
+        "/spec/containers/*/ports",
+        "/status",
+    ],
+);
+
+/// Services are read for their labels, creation time and spec.
+pub const SERVICE_WATCH: Watch = Watch::fields(SERVICES, &["/spec"]);
+
+/// The endpoints-controller's row in the controller table.
+pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    Ok(Some(super::Runnable::reconciles(EndpointsController::new(
+        cx.workers,
+        cx.cfg.endpoint_controller.endpoint_updates_batch_period,
+    ))))
+}
+
+/// What the pod index keeps of a pod: its labels (for the selectors) and fingerprints of
+/// what upstream's `podEndpointsChanged` compares.
+struct PodInfo {
+    labels: obj::Labels,
+    deleting: bool,
+    /// Readiness and pod IPs.
+    state: u64,
+    /// Hostname and subdomain.
+    host: u64,
+}
+
+impl PodInfo {
+    fn of(p: &Value) -> PodInfo {
+        let mut h = DefaultHasher::new();
+        subsets::is_ready(p).hash(&mut h);
+        if let Some(ips) = p.at("/status/podIPs").and_then(Value::as_array) {
+            ips.len().hash(&mut h);
+            for ip in ips {
+                ip.get("ip").and_then(Value::as_str).hash(&mut h);
+            }
+        }
+        let mut host = DefaultHasher::new();
+        p.at("/spec/hostname")
+            .and_then(Value::as_str)
+            .hash(&mut host);
+        p.at("/spec/subdomain")
+            .and_then(Value::as_str)
+            .hash(&mut host);
+        PodInfo {
+            labels: obj::Labels::of(p),
+            deleting: obj::is_deleting(p),
+            state: h.finish(),
+            host: host.finish(),
+        }
+    }
+}
+
+pub struct EndpointsController {
+    workers: usize,
+    batch: Duration,
+    /// Services' selectors (as `matchLabels`), by key.
+    services: SelectorIndex,
+    /// Namespace -> pod name -> what is kept of it.
+    pods: Mutex<HashMap<String, BTreeMap<String, PodInfo>>>,
+    tracker: trigger::Tracker,
+}
+
+/// A Service's selector as a string map; None for no selector (or an empty one, which the
+/// apiserver never stores: it selects nothing).
+fn selector(svc: &Value) -> Option<&serde_json::Map<String, Value>> {
+    svc.at("/spec/selector")
+        .and_then(Value::as_object)
+        .filter(|m| !m.is_empty())
+}
+
+impl EndpointsController {
+    pub fn new(workers: usize, batch: Duration) -> Self {
+        EndpointsController {
+            workers,
+            batch,
+            services: SelectorIndex::default(),
+            pods: Mutex::new(HashMap::new()),
+            tracker: trigger::Tracker::default(),
+        }
+    }
+
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<String, PodInfo>>> {
+        self.pods.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keep the pod index in step; returns what it held before.
+    fn note_pod(&self, d: &Delta) -> Option<PodInfo> {
+        let p = d.object();
+        let (ns, name) = (obj::namespace(p), obj::name(p));
+        let mut all = self.pods();
+        if d.kind == DeltaKind::Deleted {
+            let set = all.get_mut(ns)?;
+            let old = set.remove(name);
+            if set.is_empty() {
+                all.remove(ns);
+            }
+            return old;
+        }
+        all.entry(ns.to_string())
+            .or_default()
+            .insert(name.to_string(), PodInfo::of(p))
+    }
+
+    /// The Services to sync after a pod changed (upstream's `addPod`, `updatePod`,
+    /// `deletePod` with `GetServicesToUpdateOnPodChange`).
+    fn pod_keys(&self, d: &Delta) -> Vec<String> {
+        let before = self.note_pod(d);
+        let (Some(old), Some(cur), DeltaKind::Updated) = (&d.old, &d.new, d.kind) else {
+            return self.services.matching(d.object());
+        };
+        if obj::resource_version(old) == obj::resource_version(cur) {
+            return vec![];
+        }
+        let now = PodInfo::of(cur);
+        // Upstream compares deletion timestamps as pointers: any set one is a change.
+        let pod_changed = before
+            .as_ref()
+            .is_none_or(|b| b.deleting || now.deleting || b.state != now.state);
+        let labels_changed = obj::labels(old) != obj::labels(cur)
+            || before.as_ref().is_none_or(|b| b.host != now.host);
+        if !pod_changed && !labels_changed {
+            return vec![];
+        }
+        let mut keys = self.services.matching(cur);
+        if labels_changed {
+            let was = self.services.matching(old);
+            if pod_changed {
+                keys.extend(was);
+            } else {
+                // Only membership changed: the Services it joined or left.
+                let both: Vec<String> = keys.iter().filter(|k| was.contains(k)).cloned().collect();
+                keys.extend(was);
+                keys.retain(|k| !both.contains(k));
+            }
+            keys.sort();
+            keys.dedup();
+        }
+        keys
+    }
+
+    /// The pods of `ns` whose labels the selector's all match.
+    fn selected(&self, cx: &Cx, ns: &str, sel: &serde_json::Map<String, Value>) -> Vec<Obj> {
+        let names: Vec<String> = self
+            .pods()
+            .get(ns)
+            .map(|set| {
+                set.iter()
+                    .filter(|(_, info)| {
+                        sel.iter()
+                            .all(|(k, v)| v.as_str().is_some_and(|v| info.labels.get(k) == Some(v)))
+                    })
+                    .map(|(n, _)| n.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let store = cx.cache.store(PODS);
+        names.iter().filter_map(|n| store.get_in(ns, n)).collect()
+    }
+}
+
+impl Controller for EndpointsController {
+    fn name(&self) -> &'static str {
+        "endpoints-controller"
+    }
+    fn event_component(&self) -> &'static str {
+        "endpoint-controller"
+    }
+    fn queue_name(&self) -> &'static str {
+        "endpoint"
+    }
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn watches(&self) -> Vec<Watch> {
+        vec![SERVICE_WATCH, POD_WATCH, Watch::full(ENDPOINTS)]
+    }
+
+    fn key_delay(&self, w: &Watch) -> Duration {
+        if w.kind == PODS {
+            self.batch
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
+        if w.kind == SERVICES {
+            self.services
+                .observe(d, |o| selector(o).map(|m| json!({ "matchLabels": m })));
+            return vec![obj::key(d.object())];
+        }
+        if w.kind == PODS {
+            return self.pod_keys(d);
+        }
+        // Endpoints: a deleted one is looked at again (its Service may want it back); at
+        // start every one (upstream's `checkLeftoverEndpoints`), to delete those whose
+        // Service is gone, leader-election records aside.
+        let o = d.object();
+        let first_list = d.kind == DeltaKind::Added && !cache.informer(ENDPOINTS).has_synced();
+        let leader = obj::annotation(o, sync::LEADER_ANNOTATION).is_some();
+        if d.kind == DeltaKind::Deleted || (first_list && !leader) {
+            return vec![obj::key(o)];
+        }
+        vec![]
+    }
+
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        let (ns, name) = obj::split_key(key);
+        let Some(svc) = cx.cache.store(SERVICES).get(key) else {
+            self.tracker.forget(key);
+            if cx.cache.store(ENDPOINTS).get(key).is_none() {
+                return Ok(Outcome::none());
+            }
+            return Ok(Outcome::with(vec![Action::Delete {
+                kind: ENDPOINTS,
+                namespace: ns.to_string(),
+                name: name.to_string(),
+                options: DeleteOptions::default(),
+            }]));
+        };
+        if svc.at("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
+            return Ok(Outcome::none());
+        }
+        let Some(sel) = selector(&svc) else {
+            return Ok(Outcome::none());
+        };
+        let pods = self.selected(cx, ns, sel);
+        let trigger = self.tracker.compute(key, &svc, &pods);
+        let (subsets, ready, not_ready) = sync::desired_subsets(&svc, &pods);
+        let current = cx.cache.store(ENDPOINTS).get(key);
+        let Some(object) = sync::endpoints_to_write(
+            &svc,
+            current.as_deref(),
+            subsets,
+            trigger.map(trigger::format),
+        ) else {
+            return Ok(Outcome::none());
+        };
+        log::debug!(
+            "endpoints-controller: {key}: {} endpoints ({ready} ready, {not_ready} not ready)",
+            if current.is_some() {
+                "updating"
+            } else {
+                "creating"
+            }
+        );
+        let (action, report) = match current {
+            None => (
+                Action::Create {
+                    kind: ENDPOINTS,
+                    namespace: ns.to_string(),
+                    object: object.clone(),
+                },
+                Report {
+                    // Upstream's reference to the object it failed to create has no
+                    // namespace (so the Event goes to `default`).
+                    about: ObjectRef {
+                        kind: ENDPOINTS.kind.to_string(),
+                        api_version: ENDPOINTS.api_version(),
+                        namespace: String::new(),
+                        name: name.to_string(),
+                        uid: String::new(),
+                        resource_version: String::new(),
+                    },
+                    success_reason: "",
+                    success_prefix: "",
+                    failure_reason: "FailedToCreateEndpoint",
+                    failure_prefix: format!("Failed to create endpoint for service {key}: ").into(),
+                },
+            ),
+            Some(_) => (
+                Action::Update {
+                    kind: ENDPOINTS,
+                    object: object.clone(),
+                },
+                Report {
+                    about: ObjectRef::of(&ENDPOINTS, &object),
+                    success_reason: "",
+                    success_prefix: "",
+                    failure_reason: "FailedToUpdateEndpoint",
+                    failure_prefix: format!("Failed to update endpoint {key}: ").into(),
+                },
+            ),
+        };
+        Ok(Outcome::with(vec![Action::Reported {
+            action: Box::new(action),
+            report,
+        }]))
+    }
+
+    fn on_error(&self, action: &Action, err: &crate::Error) -> OnError {
+        match action {
+            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
+            _ => OnError::Retry,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
