@@ -142,6 +142,8 @@ pub struct Writes {
     pub patches: Vec<(Kind, String, Value)>,
     /// (kind, namespace/name).
     pub deletes: Vec<(Kind, String)>,
+    /// Server-side applies: (kind, namespace/name, field manager, object, fallback opened).
+    pub applies: Vec<(Kind, String, &'static str, Value, Option<Box<Writes>>)>,
     /// (type, reason, message).
     pub events: Vec<(EventType, String, String)>,
     pub requeue_after: Option<Duration>,
@@ -187,6 +189,24 @@ impl Writes {
             } => self
                 .deletes
                 .push((*kind, crate::obj::make_key(namespace, name))),
+            Action::Apply {
+                kind,
+                namespace,
+                name,
+                field_manager,
+                object,
+                fallback,
+            } => self.applies.push((
+                *kind,
+                crate::obj::make_key(namespace, name),
+                field_manager,
+                object.clone(),
+                fallback.as_deref().map(|f| {
+                    let mut w = Writes::default();
+                    w.open(f);
+                    Box::new(w)
+                }),
+            )),
             Action::Event(e) => {
                 self.events
                     .push((e.event_type, e.reason.clone(), e.message.clone()))
@@ -226,6 +246,7 @@ impl Writes {
             && self.updates.is_empty()
             && self.patches.is_empty()
             && self.deletes.is_empty()
+            && self.applies.is_empty()
             && self.events.is_empty()
     }
 }
