@@ -1,7 +1,10 @@
 //! The rows of the controller table: one per controller name kube-controller-manager knows
 //! (1.28's, and a few from later releases), with what runs it here.
 
-use super::super::{deployment, garbagecollector, namespace, replicaset, rootca, serviceaccount};
+use super::super::{
+    certificates, clusterroleaggregation, deployment, garbagecollector, namespace, replicaset,
+    rootca, serviceaccount,
+};
 use super::ControllerInfo;
 
 const fn c(
@@ -202,13 +205,15 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["csrapproving"],
         Some("certificate-controller"),
         "",
-    ),
+    )
+    .runs(certificates::approver::build),
     c(
         "certificatesigningrequest-cleaner-controller",
         &["csrcleaner"],
         Some("certificate-controller"),
         "",
-    ),
+    )
+    .runs(certificates::cleaner::build),
     c("ttl-controller", &["ttl"], Some("ttl-controller"), ""),
     off(
         "bootstrap-signer-controller",
@@ -276,7 +281,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["clusterrole-aggregation"],
         Some("clusterrole-aggregation-controller"),
         "",
-    ),
+    )
+    .runs(clusterroleaggregation::build),
     c(
         "persistentvolumeclaim-protection-controller",
         &["pvc-protection"],
