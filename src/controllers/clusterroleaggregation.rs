@@ -165,7 +165,33 @@ impl Controller for ClusterRoleAggregation {
         let Some(role) = store.get(name) else {
             return Ok(Outcome::none());
         };
-        let Some(want) = aggregate(&role, &store.list())? else {
+        let Some(rule) = aggregation_rule(&role) else {
+            return Ok(Outcome::none());
+        };
+        // Only the roles some selector matches are decoded whole (labels are read from the
+        // metadata first); the rest of the decision is `aggregate`'s.
+        let empty = json!({});
+        let selectors: Vec<&Value> = rule
+            .get("clusterRoleSelectors")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|s| if s.is_null() { &empty } else { s })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let candidates: Vec<_> = store
+            .keys()
+            .into_iter()
+            .filter(|k| k != name)
+            .filter(|k| {
+                store
+                    .get_metadata_in("", k)
+                    .is_some_and(|m| selectors.iter().any(|s| selector::matches(s, &m)))
+            })
+            .filter_map(|k| store.get(&k))
+            .collect();
+        let Some(want) = aggregate(&role, &candidates)? else {
             return Ok(Outcome::none());
         };
         if want == rules_of(&role) {
