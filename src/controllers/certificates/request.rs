@@ -198,7 +198,7 @@ fn asn1_string(tag: u8, v: &[u8]) -> Result<Option<String>, String> {
         },
         // BMPString: UTF-16BE, an optional 0x0000 terminator.
         0x1e => {
-            if v.len() % 2 != 0 {
+            if !v.len().is_multiple_of(2) {
                 return Err("pkcs12: odd-length BMP string".to_string());
             }
             let v = v.strip_suffix(&[0, 0]).unwrap_or(v);
