@@ -131,6 +131,9 @@ fn name_or_prefix(o: &Value) -> String {
     }
 }
 
+/// One server-side apply of [`Writes::applies`].
+pub type Applied = (Kind, String, &'static str, Value, Option<Box<Writes>>);
+
 /// What an outcome asks for, flattened: composite actions opened up, the Events of a
 /// reported write listed as if it succeeded.
 #[derive(Debug, Default)]
@@ -143,7 +146,7 @@ pub struct Writes {
     /// (kind, namespace/name).
     pub deletes: Vec<(Kind, String)>,
     /// Server-side applies: (kind, namespace/name, field manager, object, fallback opened).
-    pub applies: Vec<(Kind, String, &'static str, Value, Option<Box<Writes>>)>,
+    pub applies: Vec<Applied>,
     /// (type, reason, message).
     pub events: Vec<(EventType, String, String)>,
     pub requeue_after: Option<Duration>,

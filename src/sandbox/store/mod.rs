@@ -97,6 +97,9 @@ impl PatchType {
     }
 }
 
+/// An object (kind, namespace, name) and a field manager that applied to it.
+pub type AppliedBy = ((Kind, String, String), String);
+
 pub struct State {
     pub rv: u64,
     objects: BTreeMap<Kind, BTreeMap<Key, Arc<Value>>>,
@@ -112,7 +115,7 @@ pub struct State {
     /// (user, path substring) pairs a SubjectAccessReview denies.
     pub denials: Vec<(String, String)>,
     /// Top-level fields each field manager last applied (server-side apply), by object.
-    pub applied: HashMap<((Kind, String, String), String), BTreeSet<String>>,
+    pub applied: HashMap<AppliedBy, BTreeSet<String>>,
     next_ip: u32,
 }
 
