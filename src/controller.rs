@@ -96,6 +96,17 @@ pub enum Action {
         name: String,
         options: DeleteOptions,
     },
+    /// Server-side apply (`application/apply-patch+yaml`) of `object` as `field_manager`,
+    /// forcing conflicts as controllers do; when the server answers 415 (no server-side apply),
+    /// `fallback` is applied instead (upstream's "update if apply is unsupported").
+    Apply {
+        kind: Kind,
+        namespace: String,
+        name: String,
+        field_manager: &'static str,
+        object: Value,
+        fallback: Option<Box<Action>>,
+    },
     Event(EventSpec),
     /// The wrapped write (a create or a delete), with an Event about `report.about` once it is
     /// done: on success `Normal <success_reason>` with message `<success_prefix><name>` (the
@@ -156,6 +167,10 @@ pub struct Outcome {
     /// created or deleted) instead of from what the cache held before them. One status write
     /// instead of two (a stale one now, the real one a sync later, behind the whole queue).
     pub status_after_writes: bool,
+    /// Look at this key again later through the rate limiter, without a failed write:
+    /// upstream's "ignorable" sync errors (retried with backoff, logged at `-v 4` only). The
+    /// text says why.
+    pub retry_quietly: Option<String>,
 }
 
 impl Outcome {
@@ -329,6 +344,11 @@ pub trait Controller: Send + Sync {
     /// again as an unchanged update, as a client-go informer's resync does: for controllers
     /// whose decisions depend on time as well as on objects. None (the default): never.
     fn resync_period(&self) -> Option<Duration> {
+        None
+    }
+    /// Its work queue's rate limiter, when upstream gives the controller another than
+    /// client-go's `DefaultControllerRateLimiter`.
+    fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {
         None
     }
     /// Classify a failed action (per controller quirks such as ignoring AlreadyExists).

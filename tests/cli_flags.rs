@@ -564,7 +564,7 @@ fn help_lists_the_controller_names() {
         "All controllers (short names in parentheses): bootstrap-signer-controller (bootstrapsigner),",
         "certificatesigningrequest-signing-controller (csrsigning),",
         "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
-        "In edgekcm today: deployment-controller, endpoints-controller, garbage-collector-controller,",
+        "In edgekcm today: certificatesigningrequest-approving-controller,",
         "Accepted from later releases (not run): ",
     ] {
         assert!(block.contains(want), "{want}:\n{block}");

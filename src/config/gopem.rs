@@ -111,6 +111,11 @@ fn decode(data: &[u8]) -> Option<(Block, &[u8])> {
     }
 }
 
+/// The first block, as one `pem.Decode` call finds it.
+pub fn first_block(data: &[u8]) -> Option<Block> {
+    decode(data).map(|(b, _)| b)
+}
+
 /// Every block, as repeated `pem.Decode` calls find them.
 pub fn blocks(mut data: &[u8]) -> Vec<Block> {
     let mut out = Vec::new();

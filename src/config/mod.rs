@@ -15,7 +15,7 @@ pub mod files;
 mod flagtype;
 mod gojson;
 mod goparse;
-mod gopem;
+pub(crate) mod gopem;
 pub use cidr::Cidr;
 pub use flagtype::{record as record_flag, FlagType, FlagValue};
 pub use gojson::Json;

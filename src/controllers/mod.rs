@@ -1,5 +1,7 @@
 //! Controllers: each reads the cache, decides, and returns actions; the manager applies them.
 
+pub mod certificates;
+pub mod clusterroleaggregation;
 pub mod deployment;
 pub mod endpoints;
 pub mod garbagecollector;

@@ -131,6 +131,9 @@ fn name_or_prefix(o: &Value) -> String {
     }
 }
 
+/// One server-side apply of [`Writes::applies`].
+pub type Applied = (Kind, String, &'static str, Value, Option<Box<Writes>>);
+
 /// What an outcome asks for, flattened: composite actions opened up, the Events of a
 /// reported write listed as if it succeeded.
 #[derive(Debug, Default)]
@@ -142,6 +145,8 @@ pub struct Writes {
     pub patches: Vec<(Kind, String, Value)>,
     /// (kind, namespace/name).
     pub deletes: Vec<(Kind, String)>,
+    /// Server-side applies: (kind, namespace/name, field manager, object, fallback opened).
+    pub applies: Vec<Applied>,
     /// (type, reason, message).
     pub events: Vec<(EventType, String, String)>,
     pub requeue_after: Option<Duration>,
@@ -187,6 +192,24 @@ impl Writes {
             } => self
                 .deletes
                 .push((*kind, crate::obj::make_key(namespace, name))),
+            Action::Apply {
+                kind,
+                namespace,
+                name,
+                field_manager,
+                object,
+                fallback,
+            } => self.applies.push((
+                *kind,
+                crate::obj::make_key(namespace, name),
+                field_manager,
+                object.clone(),
+                fallback.as_deref().map(|f| {
+                    let mut w = Writes::default();
+                    w.open(f);
+                    Box::new(w)
+                }),
+            )),
             Action::Event(e) => {
                 self.events
                     .push((e.event_type, e.reason.clone(), e.message.clone()))
@@ -229,6 +252,7 @@ impl Writes {
             && self.updates.is_empty()
             && self.patches.is_empty()
             && self.deletes.is_empty()
+            && self.applies.is_empty()
             && self.events.is_empty()
     }
 }

@@ -93,13 +93,13 @@ fn seeds() -> &'static Seeds {
 // DER as a tree, to mutate without breaking the lengths around the change
 
 #[derive(Clone, Debug)]
-enum Node {
+pub(super) enum Node {
     Prim(u8, Vec<u8>),
     /// A constructed element, or an OCTET STRING that holds DER (extension values).
     Cons(u8, Vec<Node>),
 }
 
-fn decode(mut bytes: &[u8], depth: usize) -> Option<Vec<Node>> {
+pub(super) fn decode(mut bytes: &[u8], depth: usize) -> Option<Vec<Node>> {
     let mut out = Vec::new();
     while !bytes.is_empty() {
         let (t, rest) = der::read(bytes)?;
@@ -117,7 +117,7 @@ fn decode(mut bytes: &[u8], depth: usize) -> Option<Vec<Node>> {
     Some(out)
 }
 
-fn encode(nodes: &[Node], out: &mut Vec<u8>) {
+pub(super) fn encode(nodes: &[Node], out: &mut Vec<u8>) {
     for n in nodes {
         match n {
             Node::Prim(tag, c) => out.extend(der::write(*tag, c)),
@@ -187,7 +187,7 @@ fn content(g: &mut Gen) -> Vec<u8> {
     }
 }
 
-fn mutate_tree(g: &mut Gen, tree: &mut [Node]) {
+pub(super) fn mutate_tree(g: &mut Gen, tree: &mut [Node]) {
     for _ in 0..1 + g.below(3) {
         let mut i = g.below(count(tree));
         at(tree, &mut i, &mut |node| mutate_node(g, node));
@@ -256,7 +256,7 @@ fn mutate_node(g: &mut Gen, node: &mut Node) {
 // ---------------------------------------------------------------------------------------------
 // Random TLVs with odd lengths
 
-fn random_der(g: &mut Gen, depth: usize) -> Vec<u8> {
+pub(super) fn random_der(g: &mut Gen, depth: usize) -> Vec<u8> {
     let tag = g.pick(&[
         SEQUENCE,
         SET,

@@ -22,6 +22,7 @@
 
 mod certs;
 mod cli;
+mod csr;
 mod http;
 mod kubeconfig;
 mod watch;

@@ -187,6 +187,44 @@ fn apply_leaf(
             cache.observe_delete(*kind, namespace, name);
             res.map(|_| None)
         }
+        Action::Apply {
+            kind,
+            namespace,
+            name,
+            field_manager,
+            object,
+            fallback,
+        } => {
+            let ns = opt(namespace);
+            let shape = cache.write_shape(*kind);
+            let v = match client.apply_shaped(
+                kind,
+                ns.as_deref(),
+                name,
+                field_manager,
+                object,
+                shape.as_deref(),
+            ) {
+                Err(e) if e.code() == Some(415) && fallback.is_some() => {
+                    let fallback = fallback.as_deref().expect("checked above");
+                    log::debug!(
+                        "{}: server-side apply of {kind} {} refused ({e}); falling back",
+                        ctrl.name(),
+                        crate::obj::make_key(namespace, name)
+                    );
+                    return apply_leaf(cache, client, recorder, ctrl, fallback);
+                }
+                r => r?,
+            };
+            log::debug!(
+                "{}: applied {} {}",
+                ctrl.name(),
+                kind,
+                crate::obj::make_key(namespace, name)
+            );
+            cache.observe_write(*kind, &v);
+            Ok(Some(v))
+        }
         Action::Event(spec) => {
             recorder.record(client, ctrl.event_component(), spec.clone());
             Ok(None)

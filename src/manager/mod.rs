@@ -107,6 +107,11 @@ fn sync_key(
             log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
             queue.add_rate_limited(key.clone());
         }
+        None if outcome.retry_quietly.is_some() => {
+            let why = outcome.retry_quietly.as_deref().unwrap_or("");
+            log::trace!("{}: {key}: {why}; retried later", ctrl.name());
+            queue.add_rate_limited(key.clone());
+        }
         None => {
             queue.forget(key);
             if let Some(d) = outcome.requeue_after {
@@ -159,7 +164,10 @@ impl Manager {
             }
             Runnable::Reconciles(c) => c.clone(),
         };
-        let queue = WorkQueue::new(c.queue_name());
+        let queue = match c.rate_limiter() {
+            Some(rl) => WorkQueue::with_rate_limiter(c.queue_name(), rl),
+            None => WorkQueue::new(c.queue_name()),
+        };
         for w in c.watches() {
             let inf = self.cache.informer_for(&w);
             let (c, q, cache) = (c.clone(), queue.clone(), Arc::downgrade(&self.cache));

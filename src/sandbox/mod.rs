@@ -59,8 +59,12 @@
 //!   paths are not served. Bookmarks are sent every `bookmark_interval` whether or not anything
 //!   happened. A watch without `timeoutSeconds` runs until the client, a fault or `Drop` ends it.
 //! - **Server-side apply** (`application/apply-patch+yaml`) accepts a JSON body only and is a
-//!   merge patch that may create the object: no managed fields, no conflicts, `force` and
-//!   `fieldManager` ignored. `metadata.managedFields` is never stored.
+//!   merge patch that may create the object, in which the top-level fields the same
+//!   `fieldManager` applied before and leaves out now are removed (lists are replaced whole,
+//!   as atomic lists are): no managed fields, no conflicts, `force` ignored.
+//!   `metadata.managedFields` is never stored.
+//! - **CSR conditions** written through `status` or `approval` get `lastUpdateTime` and
+//!   `lastTransitionTime` when they have none, as kube-apiserver fills them.
 //! - **Strategic merge patch** knows the merge keys by field name (ownerReferences by uid,
 //!   conditions by type, containers/volumes/env/... by name, ports, addresses, finalizers as a
 //!   merged set) rather than from the Go types; `$setElementOrder` is ignored. CRD kinds answer
@@ -372,6 +376,14 @@ impl Sandbox {
             .lock_state()
             .denials
             .push((user.to_string(), path.to_string()));
+    }
+
+    /// Take back a `deny_access` rule (the same user and path).
+    pub fn allow_access(&self, user: &str, path: &str) {
+        self.shared
+            .lock_state()
+            .denials
+            .retain(|(u, p)| !(u == user && p == path));
     }
 
     /// Every request answered so far, oldest first (the log keeps the newest 100,000 to

@@ -255,6 +255,31 @@ impl Client {
         self.json_shaped("PATCH", &path, Some((pt.content_type(), &body)), fields)
     }
 
+    /// Server-side apply of `obj` as `field_manager` with `force=true` (a controller's apply:
+    /// conflicts with other managers are taken over), the answer decoded to `fields`.
+    pub fn apply_shaped(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        field_manager: &str,
+        obj: &Value,
+        fields: Option<&[&str]>,
+    ) -> Result<Value> {
+        let path = format!(
+            "{}?fieldManager={}&force=true",
+            kind.object_path(ns, name),
+            super::query::percent_encode(field_manager)
+        );
+        let body = json_text(obj);
+        self.json_shaped(
+            "PATCH",
+            &path,
+            Some((PatchType::Apply.content_type(), &body)),
+            fields,
+        )
+    }
+
     /// As `patch`, for a writer that does not read the answer (see `create_unanswered`).
     pub fn patch_unanswered(
         &self,

@@ -2,7 +2,8 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    deployment, endpoints, garbagecollector, namespace, replicaset, rootca, serviceaccount,
+    certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace,
+    replicaset, rootca, serviceaccount,
 };
 use super::ControllerInfo;
 
@@ -197,13 +198,15 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["csrapproving"],
         Some("certificate-controller"),
         "",
-    ),
+    )
+    .runs(certificates::approver::build),
     c(
         "certificatesigningrequest-cleaner-controller",
         &["csrcleaner"],
         Some("certificate-controller"),
         "",
-    ),
+    )
+    .runs(certificates::cleaner::build),
     c("ttl-controller", &["ttl"], Some("ttl-controller"), ""),
     off(
         "bootstrap-signer-controller",
@@ -271,7 +274,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["clusterrole-aggregation"],
         Some("clusterrole-aggregation-controller"),
         "",
-    ),
+    )
+    .runs(clusterroleaggregation::build),
     c(
         "persistentvolumeclaim-protection-controller",
         &["pvc-protection"],

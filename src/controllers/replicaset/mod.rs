@@ -292,6 +292,7 @@ impl ReplicaSetController {
             actions,
             requeue_after: requeue,
             status_after_writes,
+            ..Outcome::default()
         })
     }
 

@@ -36,7 +36,13 @@ pub(super) fn write(
             .into();
         };
         let creates = pt == PatchType::Apply && st.get(&kind, ns, name).is_none();
-        return match st.patch(&kind, ns, name, pt, &body, mode) {
+        let res = if pt == PatchType::Apply {
+            let manager = req.param("fieldManager").unwrap_or("");
+            st.apply(&kind, ns, name, manager, &body, mode)
+        } else {
+            st.patch(&kind, ns, name, pt, &body, mode)
+        };
+        return match res {
             Ok(o) => Reply::Json(if creates { 201 } else { 200 }, (*o).clone()),
             Err(e) => e.into(),
         };

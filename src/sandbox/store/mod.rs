@@ -12,7 +12,7 @@ mod history;
 mod write;
 
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -97,6 +97,9 @@ impl PatchType {
     }
 }
 
+/// An object (kind, namespace, name) and a field manager that applied to it.
+pub type AppliedBy = ((Kind, String, String), String);
+
 pub struct State {
     pub rv: u64,
     objects: BTreeMap<Kind, BTreeMap<Key, Arc<Value>>>,
@@ -111,6 +114,8 @@ pub struct State {
     pub crd_kinds: Vec<Kind>,
     /// (user, path substring) pairs a SubjectAccessReview denies.
     pub denials: Vec<(String, String)>,
+    /// Top-level fields each field manager last applied (server-side apply), by object.
+    pub applied: HashMap<AppliedBy, BTreeSet<String>>,
     next_ip: u32,
 }
 
@@ -146,6 +151,7 @@ impl State {
             tokens: HashMap::new(),
             crd_kinds: Vec::new(),
             denials: Vec::new(),
+            applied: HashMap::new(),
             next_ip: 1,
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {

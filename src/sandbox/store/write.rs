@@ -3,6 +3,7 @@
 
 use crate::obj::At as _;
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{set_path, EvType, Kind, PatchType, State, WriteMode, NAMESPACES};
@@ -239,6 +240,9 @@ impl State {
                 r
             }
         };
+        if kind.plural == "certificatesigningrequests" && mode != WriteMode::Main {
+            condition_times(&mut result, &old);
+        }
         // Server-owned metadata comes from the stored object.
         let old_meta = meta::meta(&old).cloned().unwrap_or_default();
         {
@@ -299,6 +303,43 @@ impl State {
             return Ok(self.remove(kind, result, old));
         }
         Ok(self.commit(kind, EvType::Modified, result, Some(old)))
+    }
+
+    /// Server-side apply as `manager`: a merge patch (that may create the object) in which
+    /// the top-level fields this manager applied before and leaves out now are removed.
+    pub fn apply(
+        &mut self,
+        kind: &Kind,
+        ns: &str,
+        name: &str,
+        manager: &str,
+        body: &Value,
+        mode: WriteMode,
+    ) -> Result<Arc<Value>, ApiError> {
+        let ns_key = if kind.namespaced { ns } else { "" };
+        let object = (*kind, ns_key.to_string(), name.to_string());
+        if self.get(kind, ns, name).is_none() {
+            self.applied.retain(|(o, _), _| *o != object);
+        }
+        let fields: BTreeSet<String> = body
+            .as_object()
+            .map(|m| {
+                m.keys()
+                    .filter(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let key = (object, manager.to_string());
+        let mut body = body.clone();
+        if let (Some(before), Some(m)) = (self.applied.get(&key), body.as_object_mut()) {
+            for gone in before.difference(&fields) {
+                m.insert(gone.clone(), Value::Null);
+            }
+        }
+        let out = self.patch(kind, ns, name, PatchType::Apply, &body, mode)?;
+        self.applied.insert(key, fields);
+        Ok(out)
     }
 
     /// PATCH: apply the patch to the stored object, then store it as an update would.
@@ -366,5 +407,39 @@ impl State {
             };
         }
         self.update(kind, ns, name, target, mode)
+    }
+}
+
+/// kube-apiserver's `populateConditionTimestamps` for CSR status and approval writes: a
+/// condition without `lastUpdateTime` gets now; one without `lastTransitionTime` gets the
+/// stored one of the same type and status, else now.
+fn condition_times(csr: &mut Value, old: &Value) {
+    let now = now_rfc3339();
+    let old_conds = old
+        .at("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let Some(conds) = csr
+        .at_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let missing = |c: &Value, f: &str| c.get(f).is_none_or(Value::is_null);
+    for c in conds.iter_mut().filter(|c| c.is_object()) {
+        if missing(c, "lastUpdateTime") {
+            c["lastUpdateTime"] = json!(now);
+        }
+        if missing(c, "lastTransitionTime") {
+            let same = old_conds.iter().find(|o| {
+                o.get("type") == c.get("type")
+                    && o.get("status") == c.get("status")
+                    && !missing(o, "lastTransitionTime")
+            });
+            c["lastTransitionTime"] = same
+                .and_then(|o| o.get("lastTransitionTime").cloned())
+                .unwrap_or_else(|| json!(now));
+        }
     }
 }
