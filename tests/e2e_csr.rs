@@ -7,7 +7,7 @@
 //! apiserver needs `--enable-bootstrap-token-auth`) bound as kubeadm binds it
 //! (`system:node-bootstrapper`, and `...:nodeclient` for auto-approval), and for a renewal a
 //! node's client certificate, made with openssl from the cluster CA named by
-//! `KCM_E2E_CA_CERT` and `KCM_E2E_CA_KEY` (that part is skipped, saying so, without them),
+//! `KCM_E2E_CA_CERT` and `KCM_E2E_CA_KEY` (without them that scenario fails, saying so),
 //! with `...:selfnodeclient` bound to `system:nodes` as kubeadm binds it. On the sandbox the
 //! requester is written into the request and SubjectAccessReviews follow its deny rules.
 
@@ -280,9 +280,12 @@ fn approves_renewal_by_the_node_itself(t: &Target) {
     let node = unique("e2e-node");
     let cn = format!("system:node:{node}");
     let client = if t.is_real() {
+        // Never a silent pass: without the CA this scenario fails, saying what it needs.
         let Some((cert, key)) = node_credentials(&node) else {
-            eprintln!("skipped: KCM_E2E_CA_CERT and KCM_E2E_CA_KEY name the CA that signs node certificates");
-            return;
+            panic!(
+                "the renewal scenario needs KCM_E2E_CA_CERT and KCM_E2E_CA_KEY: the CA that \
+                 signs node certificates (e.g. /etc/kubernetes/pki/ca.crt and ca.key)"
+            );
         };
         bind(t, &mut made, SELFNODECLIENT, "system:nodes");
         let cfg: RestConfig = RestConfig {
