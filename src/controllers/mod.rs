@@ -9,6 +9,7 @@ pub mod registry;
 pub mod replicaset;
 pub mod rootca;
 pub mod serviceaccount;
+pub mod ttl;
 
 use crate::cache::Delta;
 pub use crate::controller::*;

@@ -1,7 +1,9 @@
 //! The rows of the controller table: one per controller name kube-controller-manager knows
 //! (1.28's, and a few from later releases), with what runs it here.
 
-use super::super::{deployment, garbagecollector, namespace, replicaset, rootca, serviceaccount};
+use super::super::{
+    deployment, garbagecollector, namespace, replicaset, rootca, serviceaccount, ttl,
+};
 use super::ControllerInfo;
 
 const fn c(
@@ -209,7 +211,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("certificate-controller"),
         "",
     ),
-    c("ttl-controller", &["ttl"], Some("ttl-controller"), ""),
+    c("ttl-controller", &["ttl"], Some("ttl-controller"), "").runs(ttl::build),
     off(
         "bootstrap-signer-controller",
         &["bootstrapsigner"],
