@@ -4,6 +4,7 @@ pub mod deployment;
 pub mod garbagecollector;
 pub mod kit;
 pub mod namespace;
+pub mod podgc;
 pub mod refmanager;
 pub mod registry;
 pub mod replicaset;

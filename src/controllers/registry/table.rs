@@ -2,7 +2,7 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    deployment, garbagecollector, namespace, replicaset, rootca, serviceaccount, ttl,
+    deployment, garbagecollector, namespace, podgc, replicaset, rootca, serviceaccount, ttl,
 };
 use super::ControllerInfo;
 
@@ -111,7 +111,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["podgc"],
         Some("pod-garbage-collector"),
         "",
-    ),
+    )
+    .runs(podgc::build),
     c(
         "resourcequota-controller",
         &["resourcequota"],
