@@ -1,7 +1,7 @@
 //! What one pass of the pod garbage collector deletes, from the pods and nodes it sees, and the
 //! status patch sent before a pod that is not terminal yet is deleted. Pure: no requests.
 
-use crate::obj::{self, At as _, Obj};
+use crate::obj::{self, At as _};
 use serde_json::{json, Map, Value};
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -88,26 +88,60 @@ pub fn has_taint_key(node: &Value, key: &str) -> bool {
         .any(|t| t.get("key").and_then(Value::as_str) == Some(key))
 }
 
-fn created(p: &Value) -> Option<SystemTime> {
-    crate::timefmt::parse_rfc3339(obj::creation_timestamp(p))
+/// What a pass reads of a pod; the pod itself is read again from the cache when it is acted on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodFacts {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    pub terminated: bool,
+    pub evicted: bool,
+    pub deleting: bool,
+    pub created: Option<SystemTime>,
 }
+
+impl PodFacts {
+    pub fn of(p: &Value) -> PodFacts {
+        PodFacts {
+            namespace: obj::namespace(p).to_string(),
+            name: obj::name(p).to_string(),
+            node: node_name(p).to_string(),
+            terminated: is_terminated(p),
+            evicted: is_evicted(p),
+            deleting: obj::is_deleting(p),
+            created: crate::timefmt::parse_rfc3339(obj::creation_timestamp(p)),
+        }
+    }
+
+    pub fn key(&self) -> String {
+        obj::make_key(&self.namespace, &self.name)
+    }
+}
+
+/// Whether terminating pods of this node go: it is not ready and has the out-of-service taint.
+pub fn out_of_service(node: &Value) -> bool {
+    !is_node_ready(node) && has_taint_key(node, OUT_OF_SERVICE_TAINT)
+}
+
+/// The nodes a pass knows, by name: whether each is [`out_of_service`].
+pub type Nodes = HashMap<String, bool>;
 
 /// Upstream's `byEvictionAndCreationTimestamp`: evicted pods first, then by creation time
 /// (a pod without one first), then by name.
-pub fn deletion_order(a: &Value, b: &Value) -> Ordering {
-    is_evicted(b)
-        .cmp(&is_evicted(a))
-        .then_with(|| created(a).cmp(&created(b)))
-        .then_with(|| obj::name(a).cmp(obj::name(b)))
+pub fn deletion_order(a: &PodFacts, b: &PodFacts) -> Ordering {
+    b.evicted
+        .cmp(&a.evicted)
+        .then_with(|| a.created.cmp(&b.created))
+        .then_with(|| a.name.cmp(&b.name))
 }
 
 /// The terminated pods beyond `threshold`, in the order they are deleted. Nothing when the
 /// threshold is not positive (that part of the collector is off).
-pub fn terminated_beyond(pods: &[Obj], threshold: i32) -> Vec<Obj> {
+pub fn terminated_beyond(pods: &[PodFacts], threshold: i32) -> Vec<&PodFacts> {
     if threshold <= 0 {
         return Vec::new();
     }
-    let mut terminated: Vec<Obj> = pods.iter().filter(|p| is_terminated(p)).cloned().collect();
+    let mut terminated: Vec<&PodFacts> = pods.iter().filter(|p| p.terminated).collect();
     let excess = terminated.len().saturating_sub(threshold as usize);
     if excess == 0 {
         return Vec::new();
@@ -117,45 +151,34 @@ pub fn terminated_beyond(pods: &[Obj], threshold: i32) -> Vec<Obj> {
     terminated
 }
 
-/// Terminating pods whose node is not ready and carries the out-of-service taint, in deletion
-/// order. Pods whose node is not known are left (to the orphan pass once it is gone).
-pub fn terminating_out_of_service(pods: &[Obj], nodes: &HashMap<&str, &Obj>) -> Vec<Obj> {
-    let mut out: Vec<Obj> = pods
+/// Terminating pods whose node is [`out_of_service`], in deletion order. Pods whose node is
+/// not known are left (to the orphan pass once it is gone).
+pub fn terminating_out_of_service<'a>(pods: &'a [PodFacts], nodes: &Nodes) -> Vec<&'a PodFacts> {
+    let mut out: Vec<&PodFacts> = pods
         .iter()
-        .filter(|p| obj::is_deleting(p))
-        .filter(|p| {
-            nodes
-                .get(node_name(p))
-                .is_some_and(|n| !is_node_ready(n) && has_taint_key(n, OUT_OF_SERVICE_TAINT))
-        })
-        .cloned()
+        .filter(|p| p.deleting && nodes.get(&p.node) == Some(&true))
         .collect();
     out.sort_by(|a, b| deletion_order(a, b));
     out
 }
 
 /// The nodes pods are bound to that the cache does not hold.
-pub fn unknown_nodes(pods: &[Obj], nodes: &HashMap<&str, &Obj>) -> BTreeSet<String> {
+pub fn unknown_nodes(pods: &[PodFacts], nodes: &Nodes) -> BTreeSet<String> {
     pods.iter()
-        .map(|p| node_name(p))
-        .filter(|n| !n.is_empty() && !nodes.contains_key(n))
-        .map(str::to_string)
+        .filter(|p| !p.node.is_empty() && !nodes.contains_key(&p.node))
+        .map(|p| p.node.clone())
         .collect()
 }
 
 /// Pods bound to one of `gone`.
-pub fn orphaned(pods: &[Obj], gone: &HashSet<String>) -> Vec<Obj> {
-    pods.iter()
-        .filter(|p| gone.contains(node_name(p)))
-        .cloned()
-        .collect()
+pub fn orphaned<'a>(pods: &'a [PodFacts], gone: &HashSet<String>) -> Vec<&'a PodFacts> {
+    pods.iter().filter(|p| gone.contains(&p.node)).collect()
 }
 
 /// Terminating pods that were never scheduled.
-pub fn unscheduled_terminating(pods: &[Obj]) -> Vec<Obj> {
+pub fn unscheduled_terminating(pods: &[PodFacts]) -> Vec<&PodFacts> {
     pods.iter()
-        .filter(|p| obj::is_deleting(p) && node_name(p).is_empty())
-        .cloned()
+        .filter(|p| p.deleting && p.node.is_empty())
         .collect()
 }
 

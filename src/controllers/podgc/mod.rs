@@ -18,10 +18,16 @@
 //! `pod_gc_collector_force_delete_pod_errors_total{namespace,reason}` count the attempts and
 //! the failures. No Events.
 //!
+//! A pass reads a few facts of each pod (decoding one cached pod at a time) and reads a pod
+//! whole again from the cache only when it acts on it: with 2,000 terminated pods the pass no
+//! longer holds every decoded pod for the minute their deletions take at 20 QPS.
+//!
 //! Unlike upstream: the deletions of every part run up to 16 at a time (upstream: all the
-//! terminated and out-of-service ones at once, orphans and unscheduled ones one by one), and a
-//! pod deleted by one part of a pass is not deleted again by a later part of the same pass
-//! (upstream sends the second request and counts its 404 as an error).
+//! terminated and out-of-service ones at once, orphans and unscheduled ones one by one); a pod
+//! deleted by one part of a pass is not deleted again by a later part of the same pass, and a
+//! pod that left the cache since the pass began is sent nothing (upstream sends the request
+//! and counts its 404 in `pod_gc_collector_force_delete_pod_errors_total`); the status patch is
+//! computed from the pod as the cache holds it when its turn comes, not as the pass began.
 
 pub mod decide;
 
@@ -32,7 +38,7 @@ use crate::cache::Cache;
 use crate::obj::{self, Obj};
 use crate::queue::WorkQueue;
 use decide::{PodCondition, Reason};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -172,22 +178,27 @@ impl SelfDriven for PodGc {
 impl Inner {
     /// One pass over every pod (upstream's `gc`).
     fn pass(&self, cache: &Cache, client: &Client, stop: &AtomicBool) {
-        let pods = cache.store_for(&POD_WATCH).list();
-        let node_list = cache.store_for(&NODE_WATCH).list();
-        let nodes: HashMap<&str, &Obj> = node_list.iter().map(|n| (obj::name(n), n)).collect();
+        let pods = cache.store_for(&POD_WATCH);
+        let facts = pods.scan(|p| Some(decide::PodFacts::of(p)));
+        let nodes: decide::Nodes = cache
+            .store_for(&NODE_WATCH)
+            .scan(|n| Some((obj::name(n).to_string(), decide::out_of_service(n))))
+            .into_iter()
+            .collect();
         let done = Mutex::new(HashSet::new());
-        let run = |list: Vec<Obj>, reason: Reason, condition: Option<&PodCondition>| {
-            force_delete_all(cache, client, stop, &done, list, reason, condition)
-        };
+        let run =
+            |list: Vec<&decide::PodFacts>, reason: Reason, condition: Option<&PodCondition>| {
+                force_delete_all(cache, client, stop, &done, list, reason, condition)
+            };
 
-        let terminated = decide::terminated_beyond(&pods, self.threshold);
+        let terminated = decide::terminated_beyond(&facts, self.threshold);
         if !terminated.is_empty() {
             log::info!("{NAME}: garbage collecting {} pods", terminated.len());
             run(terminated, Reason::Terminated, None);
         }
 
         log::trace!("{NAME}: GC'ing terminating pods that are on out-of-service nodes");
-        let out_of_service = decide::terminating_out_of_service(&pods, &nodes);
+        let out_of_service = decide::terminating_out_of_service(&facts, &nodes);
         if !out_of_service.is_empty() {
             log::trace!(
                 "{NAME}: garbage collecting {} pods that are terminating on nodes tainted with {}",
@@ -198,23 +209,23 @@ impl Inner {
         }
 
         log::trace!("{NAME}: GC'ing orphaned");
-        let gone = self.gone_nodes(client, &decide::unknown_nodes(&pods, &nodes), &nodes);
-        let orphans = decide::orphaned(&pods, &gone);
+        let gone = self.gone_nodes(client, &decide::unknown_nodes(&facts, &nodes), &nodes);
+        let orphans = decide::orphaned(&facts, &gone);
         for p in &orphans {
             log::debug!(
                 "{NAME}: found orphaned pod {} assigned to the node {}, deleting",
-                obj::key(p),
-                decide::node_name(p)
+                p.key(),
+                p.node
             );
         }
         run(orphans, Reason::Orphaned, Some(&decide::NODE_GONE));
 
         log::trace!("{NAME}: GC'ing unscheduled pods which are terminating");
-        let unscheduled = decide::unscheduled_terminating(&pods);
+        let unscheduled = decide::unscheduled_terminating(&facts);
         for p in &unscheduled {
             log::debug!(
                 "{NAME}: found unscheduled terminating pod {} not assigned to any node, deleting",
-                obj::key(p)
+                p.key()
             );
         }
         run(unscheduled, Reason::Unscheduled, None);
@@ -226,14 +237,14 @@ impl Inner {
         &self,
         client: &Client,
         unknown: &std::collections::BTreeSet<String>,
-        nodes: &HashMap<&str, &Obj>,
+        nodes: &decide::Nodes,
     ) -> HashSet<String> {
         for n in unknown {
             self.missing.add_after(n.clone(), QUARANTINE);
         }
         let mut gone = HashSet::new();
         while let Some(n) = self.missing.try_get() {
-            if !nodes.contains_key(n.as_str()) {
+            if !nodes.contains_key(&n) {
                 match client.get_metadata(&NODES, None, &n) {
                     Ok(_) => {}
                     Err(e) if e.is_not_found() => {
@@ -249,27 +260,32 @@ impl Inner {
     }
 }
 
-/// Fail (when not terminal) and delete every pod of `list` not handled earlier in this pass,
-/// `PARALLEL` at a time; stops starting new ones once `stop` is set.
+/// Fail (when not terminal) and delete every pod of `list`, `PARALLEL` at a time, as the cache
+/// holds it now; pods handled earlier in this pass, or gone from the cache since it began, are
+/// left. Stops starting new ones once `stop` is set.
 fn force_delete_all(
     cache: &Cache,
     client: &Client,
     stop: &AtomicBool,
     done: &Mutex<HashSet<String>>,
-    list: Vec<Obj>,
+    list: Vec<&decide::PodFacts>,
     reason: Reason,
     condition: Option<&PodCondition>,
 ) {
-    let list: Vec<Obj> = {
+    let list: Vec<&decide::PodFacts> = {
         let mut d = done.lock().unwrap_or_else(|p| p.into_inner());
-        list.into_iter().filter(|p| d.insert(obj::key(p))).collect()
+        list.into_iter().filter(|p| d.insert(p.key())).collect()
     };
+    let pods = cache.store_for(&POD_WATCH);
     crate::pool::for_each_parallel(list.len(), PARALLEL, |i| {
         if stop.load(Ordering::SeqCst) {
             return false;
         }
-        let pod = &list[i];
-        let res = force_delete(cache, client, pod, condition);
+        let facts = list[i];
+        let Some(pod) = pods.get_in(&facts.namespace, &facts.name) else {
+            return true;
+        };
+        let res = force_delete(cache, client, &pod, condition);
         match &res {
             Ok(()) if matches!(reason, Reason::Orphaned | Reason::Unscheduled) => {
                 let what = if reason == Reason::Orphaned {
@@ -279,14 +295,14 @@ fn force_delete_all(
                 };
                 log::info!(
                     "{NAME}: forced deletion of {what} pod {} succeeded",
-                    obj::key(pod)
+                    facts.key()
                 );
             }
             Ok(()) => {}
             Err(crate::Error::Cancelled) => return false,
             Err(_) => {}
         }
-        count(obj::namespace(pod), reason, res.is_err());
+        count(&facts.namespace, reason, res.is_err());
         true
     });
 }

@@ -16,8 +16,19 @@ fn with(p: &Obj, f: impl FnOnce(&mut Value)) -> Obj {
     Arc::new(v)
 }
 
-fn names(list: &[Obj]) -> Vec<&str> {
-    list.iter().map(|p| obj::name(p)).collect()
+fn facts(pods: &[Obj]) -> Vec<PodFacts> {
+    pods.iter().map(|p| PodFacts::of(p)).collect()
+}
+
+fn names<'a>(list: &[&'a PodFacts]) -> Vec<&'a str> {
+    list.iter().map(|p| p.name.as_str()).collect()
+}
+
+fn known(nodes: &[Obj]) -> Nodes {
+    nodes
+        .iter()
+        .map(|n| (obj::name(n).to_string(), out_of_service(n)))
+        .collect()
 }
 
 const T0: &str = "2024-01-01T00:00:00Z";
@@ -29,7 +40,7 @@ fn terminated_pods_beyond_the_threshold_go_evicted_first_then_oldest_then_by_nam
     let evicted = with(&pod("z-evicted", "Failed", T2), |v| {
         v["status"]["reason"] = json!(EVICTED_REASON)
     });
-    let pods = vec![
+    let pods = facts(&[
         pod("b-old", "Succeeded", T0),
         pod("a-new", "Failed", T2),
         pod("c-mid", "Succeeded", T1),
@@ -39,7 +50,7 @@ fn terminated_pods_beyond_the_threshold_go_evicted_first_then_oldest_then_by_nam
         pod("running", "Running", T0),
         pod("pending", "Pending", T0),
         pod("unknown", "Unknown", T0),
-    ];
+    ]);
     // Six terminated (a pod without a phase counts, as upstream); keep 2.
     assert_eq!(
         names(&terminated_beyond(&pods, 2)),
@@ -56,7 +67,7 @@ fn terminated_pods_beyond_the_threshold_go_evicted_first_then_oldest_then_by_nam
             .unwrap()
             .remove("creationTimestamp");
     });
-    let pods = vec![pod("a", "Failed", T0), undated];
+    let pods = facts(&[pod("a", "Failed", T0), undated]);
     assert_eq!(names(&terminated_beyond(&pods, 1)), ["undated"]);
 }
 
@@ -94,9 +105,9 @@ fn terminating_pods_go_from_not_ready_nodes_with_the_out_of_service_taint() {
             json!([{"key": "other", "effect": "NoExecute"}]),
         ),
     ];
-    let by_name: HashMap<&str, &Obj> = nodes.iter().map(|n| (obj::name(n), n)).collect();
+    let by_name = known(&nodes);
     let p = pod("p", "Running", T0);
-    let pods = vec![
+    let pods = facts(&[
         on(&pod("p1", "Running", T1), "down", true),
         on(&p, "ready", true),
         on(&pod("p0", "Running", T0), "unknown", true),
@@ -105,11 +116,11 @@ fn terminating_pods_go_from_not_ready_nodes_with_the_out_of_service_taint() {
         on(&p, "down", false),
         on(&p, "vanished", true),
         with(&p, |v| v["metadata"]["deletionTimestamp"] = json!(T2)),
-    ];
+    ]);
     let got = terminating_out_of_service(&pods, &by_name);
     assert_eq!(names(&got), ["p", "p0", "p1"]);
     assert_eq!(
-        got.iter().map(|p| node_name(p)).collect::<Vec<_>>(),
+        got.iter().map(|p| p.node.as_str()).collect::<Vec<_>>(),
         ["no-ready", "unknown", "down"]
     );
 }
@@ -117,9 +128,9 @@ fn terminating_pods_go_from_not_ready_nodes_with_the_out_of_service_taint() {
 #[test]
 fn orphans_and_unscheduled_terminating_pods() {
     let nodes = [node("here", Some("True"), json!([]))];
-    let by_name: HashMap<&str, &Obj> = nodes.iter().map(|n| (obj::name(n), n)).collect();
+    let by_name = known(&nodes);
     let p = pod("p", "Running", T0);
-    let pods = vec![
+    let pods = facts(&[
         on(&pod("a", "Running", T0), "gone", false),
         on(&pod("b", "Succeeded", T0), "gone", true),
         on(&pod("c", "Running", T0), "here", false),
@@ -128,7 +139,7 @@ fn orphans_and_unscheduled_terminating_pods() {
             v["metadata"]["deletionTimestamp"] = json!(T2)
         }),
         p,
-    ];
+    ]);
     let unknown: Vec<String> = unknown_nodes(&pods, &by_name).into_iter().collect();
     assert_eq!(unknown, ["gone", "later"]);
     let gone: HashSet<String> = ["gone".to_string()].into();
@@ -259,8 +270,7 @@ fn missing_nodes_are_read_live_once_their_quarantine_is_over() {
     let gc = PodGc::new(12500);
     let unknown: std::collections::BTreeSet<String> =
         ["late".to_string(), "gone".to_string()].into();
-    let cached = [node("here", Some("True"), json!([]))];
-    let nodes: HashMap<&str, &Obj> = cached.iter().map(|n| (obj::name(n), n)).collect();
+    let nodes = known(&[node("here", Some("True"), json!([]))]);
     // Quarantined: nothing is read yet.
     sb.clear_requests();
     assert!(gc.inner.gone_nodes(&client, &unknown, &nodes).is_empty());
