@@ -597,7 +597,6 @@ fn help_marks_what_is_not_acted_on_yet() {
         ("service-account-private-key-file", "serviceaccount-token"),
         ("allocate-node-cidrs", "nodeipam"),
         ("cluster-cidr", "nodeipam"),
-        ("terminated-pod-gc-threshold", "podgc"),
     ] {
         let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
         assert!(
@@ -610,6 +609,7 @@ fn help_marks_what_is_not_acted_on_yet() {
         "kubeconfig",
         "leader-elect",
         "use-service-account-credentials",
+        "terminated-pod-gc-threshold",
     ] {
         let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
         assert!(!n.contains("Not acted on yet"), "--{flag}: {n}");

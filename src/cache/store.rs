@@ -258,6 +258,18 @@ impl Store {
         decode_all(texts)
     }
 
+    /// Every object, decoded one at a time and handed to `f`, which keeps what it reads of
+    /// it: a pass over many objects that needs a few facts of each holds one decoded object at
+    /// a time instead of all of them (a decoded object costs about twelve times its text).
+    pub fn scan<T>(&self, mut f: impl FnMut(&Value) -> Option<T>) -> Vec<T> {
+        let texts: Vec<Text> = self.read().objects.values().map(Entry::text).collect();
+        texts
+            .iter()
+            .filter_map(Text::decode)
+            .filter_map(|o| f(&o))
+            .collect()
+    }
+
     pub fn keys(&self) -> Vec<String> {
         self.read().objects.keys().cloned().collect()
     }
@@ -547,6 +559,8 @@ mod tests {
         assert_eq!(s.list_namespace("a").len(), 2);
         assert_eq!(s.list_namespace("a-b").len(), 1);
         assert_eq!(s.by_owner("o1").len(), 2);
+        let names = s.scan(|o| (obj::namespace(o) == "a").then(|| obj::name(o).to_string()));
+        assert_eq!(names, ["p1", "p2"]);
         // re-owned: the index follows
         s.apply(DeltaKind::Updated, pod("a", "p1", "5", Some("o2")));
         assert_eq!(s.by_owner("o1").len(), 1);

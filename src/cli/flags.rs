@@ -353,7 +353,6 @@ pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
         "node-monitor-period" | "node-monitor-grace-period" | "node-startup-grace-period" => {
             "nodelifecycle is not in edgekcm yet"
         }
-        "terminated-pod-gc-threshold" => "podgc is not in edgekcm yet",
         "cluster-name" => "the controllers that use it (cloud, volumes) are not in edgekcm yet",
         "controller-start-interval" => "edgekcm starts its controllers together",
         "min-resync-period" => "edgekcm's caches do not resync on a timer",

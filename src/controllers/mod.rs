@@ -7,11 +7,13 @@ pub mod endpoints;
 pub mod garbagecollector;
 pub mod kit;
 pub mod namespace;
+pub mod podgc;
 pub mod refmanager;
 pub mod registry;
 pub mod replicaset;
 pub mod rootca;
 pub mod serviceaccount;
+pub mod ttl;
 
 use crate::cache::Delta;
 pub use crate::controller::*;

@@ -46,8 +46,12 @@
 //!   even when it does not exist), no quota, no LimitRanger, no priority classes, no RBAC:
 //!   every authenticated request is allowed; `deny_access` rules only affect
 //!   SubjectAccessReview answers.
-//! - **Pods are deleted at once** (there is no kubelet): no graceful deletion and no
-//!   `deletionGracePeriodSeconds` countdown; pods with finalizers do wait for them.
+//! - **Pods**: graceful deletion as kube-apiserver does it (a pod bound to a node and not
+//!   terminal gets `deletionTimestamp` and `deletionGracePeriodSeconds` from `gracePeriodSeconds`
+//!   or its `terminationGracePeriodSeconds`, which may only shorten later; unscheduled and
+//!   terminal pods go at once), but there is no kubelet: such a pod stays until a delete with
+//!   `gracePeriodSeconds: 0` (as on a kube-apiserver without kubelets). Pods with finalizers
+//!   wait for them. Other kinds ignore `gracePeriodSeconds`.
 //! - **Namespaces** are not emptied by the server (that is the namespace controller's job, as
 //!   upstream); `propagationPolicy` on a namespace delete is ignored.
 //! - **Reads are always current**: `resourceVersion`/`resourceVersionMatch` on get and list are

@@ -2,6 +2,8 @@
 //! `KCM_E2E_KUBECONFIG`), an admin client, and edgekcm running as a child process.
 #![allow(dead_code)]
 
+pub mod nodes;
+
 use edgekcm::api::client::Client;
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{NAMESPACES, SERVICEACCOUNTS};

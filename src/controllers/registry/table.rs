@@ -3,7 +3,7 @@
 
 use super::super::{
     certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace,
-    replicaset, rootca, serviceaccount,
+    podgc, replicaset, rootca, serviceaccount, ttl,
 };
 use super::ControllerInfo;
 
@@ -105,7 +105,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["podgc"],
         Some("pod-garbage-collector"),
         "",
-    ),
+    )
+    .runs(podgc::build),
     c(
         "resourcequota-controller",
         &["resourcequota"],
@@ -207,7 +208,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         "",
     )
     .runs(certificates::cleaner::build),
-    c("ttl-controller", &["ttl"], Some("ttl-controller"), ""),
+    c("ttl-controller", &["ttl"], Some("ttl-controller"), "").runs(ttl::build),
     off(
         "bootstrap-signer-controller",
         &["bootstrapsigner"],

@@ -75,6 +75,13 @@ fn delete_opts(req: &Request) -> Result<DeleteOpts, ApiError> {
         o.resource_version = s("/preconditions/resourceVersion");
         o.propagation = s("/propagationPolicy");
         o.orphan_dependents = b.get("orphanDependents").and_then(Value::as_bool);
+        o.grace_period_seconds = b.get("gracePeriodSeconds").and_then(Value::as_i64);
+    }
+    if let Some(g) = req.param("gracePeriodSeconds") {
+        o.grace_period_seconds =
+            Some(g.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid gracePeriodSeconds: {g:?}"))
+            })?);
     }
     if let Some(p) = req.param("propagationPolicy") {
         o.propagation = Some(p.to_string());

@@ -64,6 +64,8 @@ pub struct DeleteOpts {
     pub resource_version: Option<String>,
     pub propagation: Option<String>,
     pub orphan_dependents: Option<bool>,
+    /// `gracePeriodSeconds` (pods only: other kinds are deleted at once).
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// The outcome of a delete: the object is gone, or it stays with a deletionTimestamp.
