@@ -254,10 +254,10 @@ fn stream_case(g: &mut Gen) {
     }
     let buffered = BufReader::with_capacity(1 + g.size(100), reader);
     let mut er = EventReader::new(buffered, "fuzz");
-    er.shape = shape_fields.map(|f| trim::Shape {
+    er.decoder.shape = shape_fields.map(|f| trim::Shape {
         fields: Some(f.to_vec().into()),
     });
-    er.max_line = max_line;
+    er.decoder.max_line = max_line;
     let got: Vec<_> = er.by_ref().collect();
     if injected {
         // The lines before the error are the same; the last one may have been cut off.
@@ -266,7 +266,7 @@ fn stream_case(g: &mut Gen) {
         assert_eq!(got[..], want[..got.len()]);
     } else {
         assert!(er.read_error.is_none());
-        assert_eq!(er.skipped, want_skipped);
+        assert_eq!(er.decoder.skipped, want_skipped);
         assert_eq!(got, want);
     }
 }

@@ -57,7 +57,7 @@ impl Client {
                     events: {
                         let mut r =
                             EventReader::new(BufReader::with_capacity(8 * 1024, reader), label);
-                        r.shape = opts.shape.clone();
+                        r.decoder.shape = opts.shape.clone();
                         r
                     },
                     canceller: WatchCanceller {
