@@ -13,11 +13,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 mod connect;
+mod http1;
 mod query;
+mod stream;
 mod verbs;
 mod watch;
 
 pub use query::{percent_encode, DeleteOptions, ListOptions, PatchType, WatchOptions};
+pub use stream::AsyncWatch;
 pub use verbs::ObjectList;
 pub use watch::{WatchCanceller, WatchStream};
 
@@ -92,6 +95,9 @@ struct Inner {
     user_agent: String,
     /// Set once at start-up (`Client::set_fence`): writes pass it.
     fence: OnceLock<Arc<WriteFence>>,
+    /// An HTTP(S) proxy from the environment applies to the server: async watches
+    /// (`stream.rs`) then use ureq, which goes through it.
+    proxied: bool,
 }
 
 /// A client for one identity. Cheap to clone; clones share the connection pool and limiter.
@@ -155,6 +161,7 @@ impl Client {
                 .map_err(|e| Error::Config(format!("{}: tls-server-name: {e}", cfg.source)))?,
             _ => None,
         };
+        let proxied = proxy_applies(dial.as_ref().map_or(base.as_str(), |d| d.base.as_str()));
         let auth = if let Some(t) = &cfg.token {
             Auth::Bearer(t.clone())
         } else if let Some(p) = &cfg.token_file {
@@ -175,6 +182,7 @@ impl Client {
                 limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
                 user_agent: user_agent.to_string(),
                 fence: OnceLock::new(),
+                proxied,
             }),
         })
     }
@@ -198,6 +206,7 @@ impl Client {
             limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
             user_agent: user_agent.to_string(),
             fence: OnceLock::new(),
+            proxied: c.inner.proxied,
         };
         Ok(Client {
             inner: Arc::new(inner),
@@ -218,15 +227,19 @@ impl Client {
     }
 
     fn wait_for_limiter(&self) {
-        let wait = self
-            .inner
-            .limiter
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .reserve_at(Instant::now());
+        let wait = self.limiter_delay();
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
+    }
+
+    /// Take a token of the QPS limiter: how long to wait before sending.
+    fn limiter_delay(&self) -> Duration {
+        self.inner
+            .limiter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reserve_at(Instant::now())
     }
 
     fn authorization(&self) -> Result<Option<String>> {
@@ -428,6 +441,15 @@ impl Client {
             Err(_) => Ok(parse_body(&bytes)),
         }
     }
+}
+
+/// Whether ureq would send requests to `base` through a proxy named by the environment
+/// (`HTTPS_PROXY` and the others, less `NO_PROXY`), as every agent's configuration asks.
+fn proxy_applies(base: &str) -> bool {
+    ureq::Proxy::try_from_env().is_some_and(|p| {
+        base.parse::<ureq::http::Uri>()
+            .map_or(true, |u| !p.is_no_proxy(&u))
+    })
 }
 
 /// A request body's JSON text, by serde_json's writer rather than `Value`'s `Display`, which
