@@ -12,8 +12,9 @@ use super::{ChunkedReader, Gen};
 use crate::api::trim::{self, Trim};
 use crate::api::watch::{parse_frame_as, EventReader, EventType, Frame, MAX_EVENT_BYTES};
 
-/// The reflector threads' stack (`cache::Informers::start_informer`).
-const REFLECTOR_STACK: usize = 256 * 1024;
+/// Events are decoded on the watch threads (`crate::reactor`, 512 KiB of stack); the stream
+/// cases run on half of that.
+const DECODE_STACK: usize = 256 * 1024;
 
 const SHAPES: &[Option<&[&str]>] = &[
     None,
@@ -273,7 +274,7 @@ fn stream_case(g: &mut Gen) {
 
 #[test]
 fn fuzz_watch_framing() {
-    super::run_on_stack("watch-framing", 300, Some(REFLECTOR_STACK), stream_case);
+    super::run_on_stack("watch-framing", 300, Some(DECODE_STACK), stream_case);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -389,5 +390,5 @@ fn trim_case(g: &mut Gen) {
 
 #[test]
 fn fuzz_trim_shaping() {
-    super::run_on_stack("trim-shaping", 1000, Some(REFLECTOR_STACK), trim_case);
+    super::run_on_stack("trim-shaping", 1000, Some(DECODE_STACK), trim_case);
 }

@@ -214,7 +214,7 @@ mod tests {
     use super::*;
 
     /// The body of `wire` read in pieces of `step` bytes.
-    fn body(mut f: Framing, wire: &[u8], step: usize) -> io::Result<(Vec<u8>, bool)> {
+    fn body_of(mut f: Framing, wire: &[u8], step: usize) -> io::Result<(Vec<u8>, bool)> {
         let mut out = Vec::new();
         for piece in wire.chunks(step) {
             let mut at = 0;
@@ -249,16 +249,43 @@ mod tests {
     fn chunked_bodies_are_joined_across_any_split() {
         let wire = b"5\r\nhello\r\n1;ext=1\r\n \r\nA\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\n";
         for step in [1, 2, 5, 7, 1000] {
-            let (data, done) = body(chunked(), wire, step).unwrap();
+            let (data, done) = body_of(chunked(), wire, step).unwrap();
             assert_eq!(data, b"hello 0123456789", "step {step}");
             assert!(done);
         }
         // Without trailers, and bare LFs.
-        let (data, done) = body(chunked(), b"3\nabc\n0\n\n", 2).unwrap();
+        let (data, done) = body_of(chunked(), b"3\nabc\n0\n\n", 2).unwrap();
         assert_eq!((data.as_slice(), done), (&b"abc"[..], true));
         // An unfinished body is not done.
-        let (data, done) = body(chunked(), b"3\r\nabc\r\n4\r\nde", 3).unwrap();
+        let (data, done) = body_of(chunked(), b"3\r\nabc\r\n4\r\nde", 3).unwrap();
         assert_eq!((data.as_slice(), done), (&b"abcde"[..], false));
+    }
+
+    #[test]
+    fn any_chunking_read_in_any_pieces_gives_the_body_back() {
+        let mut rng = fastrand::Rng::new();
+        for _ in 0..300 {
+            let body: Vec<u8> = (0..rng.usize(0..3000)).map(|_| rng.u8(..)).collect();
+            let mut wire = Vec::new();
+            let mut at = 0;
+            while at < body.len() {
+                let n = rng.usize(1..=(body.len() - at).min(700));
+                let ext = if rng.bool() { ";a=b" } else { "" };
+                let size = if rng.bool() {
+                    format!("{n:x}")
+                } else {
+                    format!("{n:X}")
+                };
+                wire.extend_from_slice(format!("{size}{ext}\r\n").as_bytes());
+                wire.extend_from_slice(&body[at..at + n]);
+                wire.extend_from_slice(b"\r\n");
+                at += n;
+            }
+            wire.extend_from_slice(b"0\r\n\r\n");
+            let (got, done) = body_of(chunked(), &wire, rng.usize(1..64)).unwrap();
+            assert!(done);
+            assert_eq!(got, body);
+        }
     }
 
     #[test]
@@ -269,20 +296,20 @@ mod tests {
             b"3\r\nabcX",
             b"1234567890abcdef0\r\n",
         ] {
-            assert!(body(chunked(), wire, 4).is_err(), "{wire:?}");
+            assert!(body_of(chunked(), wire, 4).is_err(), "{wire:?}");
         }
     }
 
     #[test]
     fn lengths_and_close() {
-        let (data, done) = body(Framing::Length(4), b"abcdefg", 3).unwrap();
+        let (data, done) = body_of(Framing::Length(4), b"abcdefg", 3).unwrap();
         assert_eq!((data.as_slice(), done), (&b"abcd"[..], true));
         // Complete as soon as the last byte is used, before anything else is read.
         let mut f = Framing::Length(2);
         assert_eq!(f.advance(b"ab").unwrap(), (0, 2));
         f.consumed(2);
         assert!(f.done());
-        let (data, done) = body(Framing::Close, b"abcdefg", 3).unwrap();
+        let (data, done) = body_of(Framing::Close, b"abcdefg", 3).unwrap();
         assert_eq!((data.as_slice(), done), (&b"abcdefg"[..], false));
     }
 
