@@ -166,9 +166,9 @@ pub fn parse_frame_as(line: &[u8], shape: Option<Trim<'_>>) -> Frame {
 /// byte escaped as `\uXXXX` an event stays well below this.
 pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
-/// After an event this large, the line buffer is given back rather than kept for the
-/// watch's lifetime.
-const KEEP_BUFFER_BYTES: usize = 1024 * 1024;
+/// A line buffer larger than this is given back after its line rather than kept for the
+/// watch's lifetime (hundreds of idle watches each holding their largest event).
+const KEEP_BUFFER_BYTES: usize = 8 * 1024;
 
 /// What a watch stream gives: an event, or the error of an `ERROR` event (after which the
 /// stream should be dropped).
@@ -259,7 +259,7 @@ impl Decoder {
             let frame = parse_frame_as(&self.buf, self.shape.as_ref().map(|s| s.trim()));
             self.buf.clear();
             if self.buf.capacity() > KEEP_BUFFER_BYTES {
-                self.buf.shrink_to(64 * 1024);
+                self.buf = Vec::new();
             }
             frame
         };

@@ -180,6 +180,40 @@ impl FailureLog {
     }
 }
 
+/// A flag that wakes the task waiting for it (a channel would do, at 700 bytes an informer).
+#[derive(Default)]
+struct Halt {
+    set: AtomicBool,
+    waiter: Mutex<Option<std::task::Waker>>,
+}
+
+impl Halt {
+    fn set(&self) {
+        self.set.store(true, Ordering::SeqCst);
+        let waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+
+    /// Ready once `set` was called.
+    async fn wait(&self) {
+        futures_lite::future::poll_fn(|cx| {
+            if self.set.load(Ordering::SeqCst) {
+                return std::task::Poll::Ready(());
+            }
+            *self.waiter.lock().unwrap_or_else(|p| p.into_inner()) = Some(cx.waker().clone());
+            // Set between the check and the registration: its wake found no waiter.
+            if self.set.load(Ordering::SeqCst) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
 /// What an informer's readers need of its objects beyond metadata.
 #[derive(Default)]
 struct Shape {
@@ -202,8 +236,8 @@ pub struct Informer {
     stop: Arc<AtomicBool>,
     /// Stopped alone (its resource went away), while the cache runs on.
     removed: AtomicBool,
-    /// Closed by `cancel`: the reflector's task ends.
-    halt: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
+    /// Set by `cancel`: the reflector's task ends.
+    halt: Halt,
     /// Counters for tests and metrics.
     pub lists: AtomicU64,
     pub watches: AtomicU64,
@@ -225,7 +259,7 @@ impl Informer {
             spawned: AtomicBool::new(false),
             stop,
             removed: AtomicBool::new(false),
-            halt: smol::channel::bounded(1),
+            halt: Halt::default(),
             lists: AtomicU64::new(0),
             watches: AtomicU64::new(0),
             relists_after_gone: AtomicU64::new(0),
@@ -309,7 +343,7 @@ impl Informer {
 
     /// End the reflector's task (shutdown): a watch in progress is closed, a wait ends.
     pub fn cancel(&self) {
-        self.halt.0.close();
+        self.halt.set();
     }
 
     /// No reader needs more than metadata: watch `PartialObjectMetadata`.
@@ -375,7 +409,8 @@ impl Informer {
             shape: Some(self.shape()),
             ..Default::default()
         };
-        let mut stream = client.watch_async(&self.kind, None, &opts).await?;
+        // Boxed, as what opening needs is not kept for the life of the task.
+        let mut stream = Box::pin(client.watch_async(&self.kind, None, &opts)).await?;
         while let Some(ev) = stream.next().await {
             let ev = ev?;
             let delta = match ev.kind {
@@ -405,12 +440,7 @@ impl Informer {
         if self.started.swap(true, Ordering::SeqCst) {
             return;
         }
-        let halt = self.halt.1.clone();
-        futures_lite::future::or(self.reflect(&client), async move {
-            // Returns once the channel is closed: nothing is ever sent on it.
-            let _ = halt.recv().await;
-        })
-        .await;
+        futures_lite::future::or(self.reflect(&client), self.halt.wait()).await;
     }
 
     async fn reflect(self: &Arc<Self>, client: &Client) {
@@ -509,6 +539,31 @@ mod tests {
         assert!(!inf.stopped());
         inf.remove();
         assert!(inf.stopped());
+    }
+
+    #[test]
+    fn a_removed_informer_ends_its_task_at_once() {
+        use crate::sandbox::{Sandbox, SandboxOptions};
+        let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
+        let cfg = crate::api::kubeconfig::RestConfig {
+            server: sb.url(),
+            source: "test".into(),
+            ..Default::default()
+        };
+        let client = Client::new(&cfg, 0.0, 1, "reflector-test").expect("client");
+        let inf = Informer::new(CONFIGMAPS, "", Arc::new(AtomicBool::new(false)));
+        let task = crate::reactor::spawn(inf.clone().run(client));
+        let end = Instant::now() + Duration::from_secs(10);
+        while !(inf.has_synced() && inf.watches.load(Ordering::SeqCst) > 0) {
+            assert!(Instant::now() < end, "no watch");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Waiting in its watch (a server timeout of minutes).
+        std::thread::sleep(Duration::from_millis(100));
+        let removed = Instant::now();
+        inf.remove();
+        futures_lite::future::block_on(task);
+        assert!(removed.elapsed() < Duration::from_secs(1));
     }
 
     #[test]

@@ -41,8 +41,9 @@ use crate::error::{Error, Result};
 /// TCP connect and TLS handshake together (ureq's watches: `timeout_connect`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What one read takes from the connection at most. The decoder keeps only the part of a
-/// line that spans reads.
+/// What one read takes from the connection at most. The buffer is made when the connection
+/// has something to read and dropped once used; the decoder keeps only the part of a line
+/// that spans reads.
 const READ_BUFFER: usize = 4 * 1024;
 
 /// The most of a refusal's body read for its Status.
@@ -104,14 +105,15 @@ impl Client {
                 }
                 _ => self.authorization()?,
             };
-            let opened = self
-                .open(
-                    &path,
-                    accept(opts),
-                    authorization.as_deref(),
-                    per_read(opts),
-                )
-                .await;
+            // Boxed: the connection's set-up state (TLS handshake and all) is needed only while
+            // it lasts, and the task of a watch lives for hours.
+            let opened = Box::pin(self.open(
+                &path,
+                accept(opts),
+                authorization.as_deref(),
+                per_read(opts),
+            ))
+            .await;
             let status = opened.as_ref().ok().map(|(s, _, _)| *s);
             crate::metrics::rest_request_result(&self.inner.base, "GET", status);
             let (status, retry_after, mut body) =
@@ -364,6 +366,24 @@ enum Conn {
 }
 
 impl Conn {
+    /// Wait until a read would find something: bytes on the socket, or plaintext (or the
+    /// peer's close) that TLS already holds.
+    async fn readable(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.readable().await,
+            Conn::Tls(s) => {
+                let (tcp, tls) = s.get_mut();
+                let state = tls
+                    .process_new_packets()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                if state.plaintext_bytes_to_read() > 0 || state.peer_has_closed() {
+                    return Ok(());
+                }
+                tcp.readable().await
+            }
+        }
+    }
+
     async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Conn::Plain(s) => s.read(buf).await,
@@ -409,7 +429,19 @@ impl Body {
         if self.ended {
             return false;
         }
-        match timed(self.per_read, "per read", self.conn.read(&mut self.buf)).await {
+        // The buffer exists while there is something to read: a waiting watch holds none.
+        self.buf = Vec::new();
+        let conn = &mut self.conn;
+        let read = timed(self.per_read, "per read", async {
+            conn.readable().await?;
+            let mut buf = vec![0; READ_BUFFER];
+            let n = conn.read(&mut buf).await?;
+            Ok((buf, n))
+        });
+        match read.await.map(|(buf, n)| {
+            self.buf = buf;
+            n
+        }) {
             Ok(0) => {
                 self.ended = true;
                 if self.framing == Framing::Close {
