@@ -360,12 +360,15 @@ impl Informer {
     }
 
     /// List (on a helper thread), replace the store and hand the changes to the handlers.
+    /// The QPS limiter is waited on here, in turn with every other request of the client
+    /// (such as the watches of the informers that listed before), not on the helper.
     async fn list(
         self: &Arc<Self>,
         client: &Client,
         rv: Option<String>,
         paginate: bool,
     ) -> Result<()> {
+        client.pass_limiter().await;
         let _slot = LIST_SLOTS.acquire().await;
         let (me, client) = (self.clone(), client.clone());
         crate::pool::unblock(move || me.list_blocking(&client, rv.as_deref(), paginate)).await
@@ -380,6 +383,7 @@ impl Informer {
             metadata_only: self.metadata_only(),
             shape: Some(self.shape()),
             caller_retries: true,
+            limiter_passed: true,
             ..Default::default()
         };
         let list = client.list_all(&self.kind, None, &opts)?;

@@ -233,6 +233,16 @@ impl Client {
         }
     }
 
+    /// Wait, without blocking the thread, for a token of the QPS limiter for one request
+    /// the caller sends next (with `ListOptions::limiter_passed`). Callers waiting here are
+    /// served in order with every other request of the client.
+    pub async fn pass_limiter(&self) {
+        let wait = self.limiter_delay();
+        if !wait.is_zero() {
+            async_io::Timer::after(wait).await;
+        }
+    }
+
     /// Take a token of the QPS limiter: how long to wait before sending.
     fn limiter_delay(&self) -> Duration {
         self.inner
@@ -343,7 +353,14 @@ impl Client {
         accept: &str,
     ) -> Result<Vec<u8>> {
         let started = Instant::now();
-        let res = self.request_with_retries(method, path_and_query, body, accept, MAX_READ_RETRIES);
+        let res = self.request_with_retries(
+            method,
+            path_and_query,
+            body,
+            accept,
+            MAX_READ_RETRIES,
+            false,
+        );
         crate::metrics::rest_request_latency(&self.inner.base, method, started.elapsed());
         res
     }
@@ -355,14 +372,19 @@ impl Client {
         body: Option<(&str, &str)>,
         accept: &str,
         max_read_retries: u32,
+        limiter_passed: bool,
     ) -> Result<Vec<u8>> {
         let url = format!("{}{}", self.inner.base, path_and_query);
         let idempotent = method == "GET";
         let mut retry_after_tries = 0;
         let mut read_tries = 0;
         let mut refreshed_token = false;
+        // The first attempt's token may have been taken by the caller; retries take their own.
+        let mut passed = limiter_passed;
         loop {
-            self.wait_for_limiter();
+            if !std::mem::take(&mut passed) {
+                self.wait_for_limiter();
+            }
             // Held until the answer is read, so the fence knows the write is still on the wire.
             let pass = match self.inner.fence.get() {
                 Some(f) if !idempotent => Some(f.enter().ok_or(Error::Cancelled)?),

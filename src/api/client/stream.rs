@@ -93,10 +93,7 @@ impl Client {
         let url = format!("{}{}", self.inner.base, path);
         let mut refreshed = false;
         loop {
-            let wait = self.limiter_delay();
-            if !wait.is_zero() {
-                Timer::after(wait).await;
-            }
+            self.pass_limiter().await;
             let authorization = match &self.inner.auth {
                 // A token source may read a file or ask the API server.
                 Auth::Source(_) => {
