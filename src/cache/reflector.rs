@@ -202,7 +202,11 @@ impl Halt {
             if self.set.load(Ordering::SeqCst) {
                 return std::task::Poll::Ready(());
             }
-            *self.waiter.lock().unwrap_or_else(|p| p.into_inner()) = Some(cx.waker().clone());
+            let mut waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner());
+            if !waiter.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waiter = Some(cx.waker().clone());
+            }
+            drop(waiter);
             // Set between the check and the registration: its wake found no waiter.
             if self.set.load(Ordering::SeqCst) {
                 std::task::Poll::Ready(())

@@ -426,19 +426,22 @@ impl Body {
         if self.ended {
             return false;
         }
-        // The buffer exists while there is something to read: a waiting watch holds none.
-        self.buf = Vec::new();
-        let conn = &mut self.conn;
+        let (conn, buf) = (&mut self.conn, &mut self.buf);
         let read = timed(self.per_read, "per read", async {
-            conn.readable().await?;
-            let mut buf = vec![0; READ_BUFFER];
-            let n = conn.read(&mut buf).await?;
-            Ok((buf, n))
+            loop {
+                if buf.len() < READ_BUFFER {
+                    *buf = vec![0; READ_BUFFER];
+                }
+                // A read that finds something at once (a busy stream) keeps its buffer...
+                if let Some(res) = future::poll_once(conn.read(buf)).await {
+                    return res;
+                }
+                // ...and a watch with nothing to read waits without one.
+                *buf = Vec::new();
+                conn.readable().await?;
+            }
         });
-        match read.await.map(|(buf, n)| {
-            self.buf = buf;
-            n
-        }) {
+        match read.await {
             Ok(0) => {
                 self.ended = true;
                 if self.framing == Framing::Close {
