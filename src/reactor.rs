@@ -12,8 +12,8 @@
 use std::future::Future;
 use std::sync::Once;
 
-/// Executor threads. One keeps up with the benchmark's event rate (300 Deployments x 5)
-/// with room to spare; the handlers' work per event is a few microseconds.
+/// Executor threads. With two, the benchmark (300 Deployments x 5) converged no faster and
+/// used more CPU (ARCHITECTURE.md); the handlers' work per event is a few microseconds.
 pub const THREADS: usize = 1;
 
 /// Stack of an executor thread: event decoding (serde_json, bounded depth), TLS records and

@@ -1,5 +1,7 @@
-//! Opening a watch, and the stream it returns, which another thread can cancel. The
-//! framing of the events is `api::watch`.
+//! Opening a blocking watch, and the stream it returns, which another thread can cancel;
+//! and what it shares with the async watch of the informers (`stream.rs`): the query, the
+//! Accept header, the read timeout and the errors of refusals. The framing of the events is
+//! `api::watch`.
 
 use crate::api::resources::Kind;
 use crate::api::watch::{status_error, EventReader};
