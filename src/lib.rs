@@ -22,6 +22,7 @@ pub mod notify;
 pub mod obj;
 pub mod pool;
 pub mod queue;
+pub mod reactor;
 pub mod run;
 #[cfg(any(test, feature = "sandbox"))]
 pub mod sandbox;

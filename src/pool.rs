@@ -8,6 +8,9 @@
 //!
 //! There is no queue: every hand-off goes to an idle helper or to a new one, so work handed
 //! off from inside a helper (a batch nested in a batch) can never wait behind itself.
+//!
+//! [`unblock`] runs one blocking call (a reflector's list) on a helper for async code on the
+//! watch threads (`crate::reactor`), which must never block.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -40,8 +43,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Run `job` on a helper: an idle one, or a new one. False if no thread could be started.
-fn hand_off(job: Job) -> bool {
+/// Run `job` on a helper: an idle one, or a new one. The job back if no thread could be
+/// started.
+fn hand_off(job: Job) -> Result<(), Job> {
     let helpers = idle();
     {
         // The idle list's lock is held while the job is placed, so a helper timing out
@@ -51,21 +55,47 @@ fn hand_off(job: Job) -> bool {
         if let Some(slot) = list.pop() {
             *lock(&slot.job) = Some(job);
             slot.ready.notify_one();
-            return true;
+            return Ok(());
         }
     }
     let slot = Arc::new(Slot::default());
     *lock(&slot.job) = Some(job);
-    std::thread::Builder::new()
+    let theirs = slot.clone();
+    match std::thread::Builder::new()
         .name("helper".into())
         .stack_size(STACK)
-        .spawn(move || helper(slot))
-        .is_ok()
+        .spawn(move || helper(theirs))
+    {
+        Ok(_) => Ok(()),
+        // The thread never ran, so the job is still in its slot.
+        Err(_) => lock(&slot.job).take().map_or(Ok(()), Err),
+    }
+}
+
+/// Run the blocking `f` on a helper and wait for its result without blocking the caller's
+/// thread (an executor thread of `crate::reactor`). Run in place when no helper can be
+/// started. A panic in `f` is raised again in the caller.
+pub async fn unblock<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = smol::channel::bounded(1);
+    let job: Job = Box::new(move || {
+        // The caller may have gone (its future dropped): then the result is dropped.
+        let _ = tx.try_send(panic::catch_unwind(AssertUnwindSafe(f)));
+    });
+    if let Err(job) = hand_off(job) {
+        log::warn!("cannot start a helper thread; running a blocking call in place");
+        job();
+    }
+    match rx.recv().await {
+        Ok(Ok(v)) => v,
+        Ok(Err(p)) => panic::resume_unwind(p),
+        // Only if the job was dropped unrun, which `hand_off` does not do.
+        Err(_) => panic!("a blocking call was lost"),
+    }
 }
 
 /// Run `job` on a helper thread and return at once. False if no thread could be started.
 pub fn spawn(job: impl FnOnce() + Send + 'static) -> bool {
-    hand_off(Box::new(job))
+    hand_off(Box::new(job)).is_ok()
 }
 
 fn helper(slot: Arc<Slot>) {
@@ -157,7 +187,7 @@ pub fn run_on_helpers(helpers: usize, work: &(dyn Fn() + Sync)) {
             }
             l.count_down();
         });
-        if !hand_off(job) {
+        if hand_off(job).is_err() {
             log::warn!("cannot start a helper thread; going on with fewer");
             // This job and the ones not yet handed off never run.
             *lock(&latch.left) -= helpers - started;
@@ -209,6 +239,18 @@ mod tests {
             });
             assert_eq!(sum.load(Ordering::SeqCst), (0..50).sum::<usize>());
         }
+    }
+
+    #[test]
+    fn unblock_runs_elsewhere_and_returns_or_raises() {
+        let caller = std::thread::current().id();
+        let other =
+            futures_lite::future::block_on(unblock(move || std::thread::current().id() != caller));
+        assert!(other);
+        let res = panic::catch_unwind(|| {
+            futures_lite::future::block_on(unblock(|| -> u8 { panic!("job failed") }))
+        });
+        assert!(res.is_err());
     }
 
     #[test]

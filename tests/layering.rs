@@ -24,6 +24,7 @@ const KERNEL: &[&str] = &[
     "obj.rs",
     "pool.rs",
     "queue",
+    "reactor.rs",
     "sandbox",
     "server.rs",
     "server",

@@ -390,6 +390,31 @@ fn a_kubeconfig_tls_server_name_is_what_the_certificate_is_verified_against() {
         err.contains("127.0.0.1") && err.contains("not valid for name \"api.example.test\""),
         "{err}"
     );
+    // The informers' async watch goes the same way: verified against the name (the secure
+    // port serves no API, so a verified connection is answered 404).
+    let watch = |name: Option<&str>| {
+        let c = client(name);
+        let opts = edgekcm::api::client::WatchOptions::default();
+        futures_lite::future::block_on(c.watch_async(
+            &edgekcm::api::resources::CONFIGMAPS,
+            None,
+            &opts,
+        ))
+        .err()
+        .unwrap()
+    };
+    for name in [None, Some("localhost")] {
+        let err = watch(name);
+        assert!(
+            matches!(err, Error::Api { code: 404, .. }),
+            "{name:?}: {err}"
+        );
+    }
+    let err = watch(Some("api.example.test")).to_string();
+    assert!(
+        err.contains("not valid for name \"api.example.test\""),
+        "{err}"
+    );
     // Not a name at all: refused when the client is built, naming the setting.
     let err = try_client(Some("not a name")).err().unwrap().to_string();
     assert!(

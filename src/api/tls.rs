@@ -213,6 +213,11 @@ impl Connector {
         self.config.get().is_some()
     }
 
+    /// The TLS configuration, once given (the async watches use it too: `client::stream`).
+    pub(crate) fn client_config(&self) -> Option<Arc<ClientConfig>> {
+        self.config.get().cloned()
+    }
+
     /// Give the TLS configuration; the first one given stays.
     pub(crate) fn set_config(&self, config: Arc<ClientConfig>) {
         let _ = self.config.set(config);

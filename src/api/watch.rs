@@ -166,121 +166,156 @@ pub fn parse_frame_as(line: &[u8], shape: Option<Trim<'_>>) -> Frame {
 /// byte escaped as `\uXXXX` an event stays well below this.
 pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
-/// After an event this large, the line buffer is given back rather than kept for the
-/// watch's lifetime.
-const KEEP_BUFFER_BYTES: usize = 1024 * 1024;
+/// A line buffer larger than this is given back after its line rather than kept for the
+/// watch's lifetime (hundreds of idle watches each holding their largest event).
+const KEEP_BUFFER_BYTES: usize = 8 * 1024;
 
-/// What [`EventReader`] read into its buffer.
-enum Line {
-    Data,
-    /// A line longer than the limit, dropped while reading; its length.
-    TooLong(usize),
-    End,
-}
+/// What a watch stream gives: an event, or the error of an `ERROR` event (after which the
+/// stream should be dropped).
+pub type Item = Result<WatchEvent, Error>;
 
-/// Reads events from a byte stream. `next()` yields `Ok(event)`, `Err(e)` for an ERROR event
-/// (after which the stream should be dropped), and `None` at the end of the stream or on a read
-/// error (the caller re-watches from its last resourceVersion either way).
-pub struct EventReader<R> {
-    inner: R,
+/// Turns the bytes of a watch stream into events, in whatever pieces the bytes arrive: the
+/// one framing of both the blocking [`EventReader`] and the async watch of
+/// `api::client::stream`. Bytes go in with [`Decoder::push`], events come out; a line is
+/// decoded where it lies when it arrived whole, and copied only when it spans pieces.
+pub struct Decoder {
     /// Decode objects trimmed to what the cache keeps (None: whole).
     pub shape: Option<super::trim::Shape>,
+    /// The start of a line whose end has not arrived.
     buf: Vec<u8>,
+    /// The length so far of a line longer than `max_line`, dropped as it goes by.
+    dropping: Option<usize>,
     label: String,
     pub skipped: u64,
-    pub read_error: Option<std::io::Error>,
     /// Lines longer than this (without the newline) are skipped ([`MAX_EVENT_BYTES`]).
     pub max_line: usize,
+}
+
+impl Decoder {
+    pub fn new(label: impl Into<String>) -> Self {
+        Decoder {
+            shape: None,
+            // Grown when a line spans pieces; an idle watch keeps none.
+            buf: Vec::new(),
+            dropping: None,
+            label: label.into(),
+            skipped: 0,
+            max_line: MAX_EVENT_BYTES,
+        }
+    }
+
+    /// Take bytes from the front of `data` up to the end of the first line that gives an
+    /// event or an error, and return how many were taken with that item; or all of `data`
+    /// and None when no line completed in it gives one (the rest is kept for the next push).
+    pub fn push(&mut self, data: &[u8]) -> (usize, Option<Item>) {
+        let mut at = 0;
+        while let Some(i) = data[at..].iter().position(|&b| b == b'\n') {
+            let line = &data[at..at + i];
+            at += i + 1;
+            if let Some(item) = self.line_end(line) {
+                return (at, Some(item));
+            }
+        }
+        self.keep(&data[at..]);
+        (data.len(), None)
+    }
+
+    /// The stream ended: what a last line without a newline gives.
+    pub fn finish(&mut self) -> Option<Item> {
+        if self.dropping.is_none() && self.buf.is_empty() {
+            return None;
+        }
+        self.line_end(&[])
+    }
+
+    /// A piece of the current line: kept, unless the line has grown past the limit.
+    fn keep(&mut self, part: &[u8]) {
+        match &mut self.dropping {
+            Some(n) => *n += part.len(),
+            None if self.buf.len() + part.len() > self.max_line => {
+                self.dropping = Some(self.buf.len() + part.len());
+                self.buf.clear();
+            }
+            None => self.buf.extend_from_slice(part),
+        }
+    }
+
+    /// The current line ends with `last` (without the newline).
+    fn line_end(&mut self, last: &[u8]) -> Option<Item> {
+        let frame = if self.dropping.is_none() && self.buf.is_empty() && last.len() <= self.max_line
+        {
+            parse_frame_as(last, self.shape.as_ref().map(|s| s.trim()))
+        } else {
+            self.keep(last);
+            if let Some(n) = self.dropping.take() {
+                self.skipped += 1;
+                log::warn!(
+                    "watch {}: skipping an event of {n} bytes (more than {})",
+                    self.label,
+                    self.max_line
+                );
+                return None;
+            }
+            let frame = parse_frame_as(&self.buf, self.shape.as_ref().map(|s| s.trim()));
+            self.buf.clear();
+            if self.buf.capacity() > KEEP_BUFFER_BYTES {
+                self.buf = Vec::new();
+            }
+            frame
+        };
+        match frame {
+            Frame::Event(ev) => Some(Ok(ev)),
+            Frame::Error(e) => Some(Err(e)),
+            Frame::Empty => None,
+            Frame::Malformed(why) => {
+                self.skipped += 1;
+                log::warn!("watch {}: skipping a malformed event: {why}", self.label);
+                None
+            }
+        }
+    }
+}
+
+/// Reads events from a blocking byte stream with a [`Decoder`]. `next()` yields `Ok(event)`,
+/// `Err(e)` for an ERROR event (after which the stream should be dropped), and `None` at the
+/// end of the stream or on a read error (the caller re-watches from its last resourceVersion
+/// either way).
+pub struct EventReader<R> {
+    inner: R,
+    pub decoder: Decoder,
+    pub read_error: Option<std::io::Error>,
 }
 
 impl<R: BufRead> EventReader<R> {
     pub fn new(inner: R, label: impl Into<String>) -> Self {
         EventReader {
             inner,
-            shape: None,
-            buf: Vec::with_capacity(4096),
-            label: label.into(),
-            skipped: 0,
+            decoder: Decoder::new(label),
             read_error: None,
-            max_line: MAX_EVENT_BYTES,
-        }
-    }
-
-    /// Read up to and including the next newline into `buf`, unless the line is longer than
-    /// `max_line`: then it is consumed without being kept.
-    fn read_line(&mut self) -> std::io::Result<Line> {
-        self.buf.clear();
-        if self.buf.capacity() > KEEP_BUFFER_BYTES {
-            self.buf.shrink_to(64 * 1024);
-        }
-        let mut dropped: Option<usize> = None;
-        loop {
-            let avail = match self.inner.fill_buf() {
-                Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if avail.is_empty() {
-                return Ok(match dropped {
-                    Some(n) => Line::TooLong(n),
-                    None if self.buf.is_empty() => Line::End,
-                    None => Line::Data,
-                });
-            }
-            let (take, done) = match avail.iter().position(|&b| b == b'\n') {
-                Some(i) => (i + 1, true),
-                None => (avail.len(), false),
-            };
-            let content = take - usize::from(done);
-            match &mut dropped {
-                Some(n) => *n += content,
-                None if self.buf.len() + content > self.max_line => {
-                    dropped = Some(self.buf.len() + content);
-                    self.buf.clear();
-                }
-                None => self.buf.extend_from_slice(&avail[..take]),
-            }
-            self.inner.consume(take);
-            if done {
-                return Ok(match dropped {
-                    Some(n) => Line::TooLong(n),
-                    None => Line::Data,
-                });
-            }
         }
     }
 }
 
 impl<R: BufRead> Iterator for EventReader<R> {
-    type Item = Result<WatchEvent, Error>;
+    type Item = Item;
 
-    fn next(&mut self) -> Option<Self::Item> {
+    fn next(&mut self) -> Option<Item> {
         loop {
-            match self.read_line() {
-                Ok(Line::End) => return None,
-                Ok(Line::Data) => {}
-                Ok(Line::TooLong(n)) => {
-                    self.skipped += 1;
-                    log::warn!(
-                        "watch {}: skipping an event of {n} bytes (more than {})",
-                        self.label,
-                        self.max_line
-                    );
-                    continue;
-                }
+            let avail = match self.inner.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     self.read_error = Some(e);
                     return None;
                 }
+            };
+            if avail.is_empty() {
+                return self.decoder.finish();
             }
-            match parse_frame_as(&self.buf, self.shape.as_ref().map(|s| s.trim())) {
-                Frame::Event(ev) => return Some(Ok(ev)),
-                Frame::Error(e) => return Some(Err(e)),
-                Frame::Empty => continue,
-                Frame::Malformed(why) => {
-                    self.skipped += 1;
-                    log::warn!("watch {}: skipping a malformed event: {why}", self.label);
-                }
+            let (n, item) = self.decoder.push(avail);
+            self.inner.consume(n);
+            if item.is_some() {
+                return item;
             }
         }
     }
@@ -314,7 +349,7 @@ mod tests {
         };
         let mut er = EventReader::new(BufReader::with_capacity(7, r), "test");
         let out: Vec<_> = er.by_ref().collect();
-        (out, er.skipped)
+        (out, er.decoder.skipped)
     }
 
     const A: &str =
@@ -369,12 +404,13 @@ mod tests {
                 step,
             };
             let mut er = EventReader::new(BufReader::with_capacity(64, r), "test");
-            er.max_line = 1000;
+            er.decoder.max_line = 1000;
             let evs: Vec<_> = er.by_ref().collect();
             assert_eq!(evs.len(), 2, "step {step}");
             assert!(evs.iter().all(Result::is_ok));
-            assert_eq!(er.skipped, 2);
-            assert!(er.buf.capacity() <= 4096, "{}", er.buf.capacity());
+            assert_eq!(er.decoder.skipped, 2);
+            let cap = er.decoder.buf.capacity();
+            assert!(cap <= 4096, "{cap}");
         }
     }
 
@@ -390,10 +426,11 @@ mod tests {
             }
         }
         let mut er = EventReader::new(BufReader::new(Endless(32 << 20)), "test");
-        er.max_line = 64 * 1024;
+        er.decoder.max_line = 64 * 1024;
         assert!(er.next().is_none());
-        assert_eq!(er.skipped, 1);
-        assert!(er.buf.capacity() <= 128 * 1024, "{}", er.buf.capacity());
+        assert_eq!(er.decoder.skipped, 1);
+        let cap = er.decoder.buf.capacity();
+        assert!(cap <= 128 * 1024, "{cap}");
     }
 
     #[test]

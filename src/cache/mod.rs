@@ -1,4 +1,5 @@
 //! The shared watch cache: one reflector per kind, shared by every controller that reads it.
+//! Reflectors are tasks on the watch threads (`crate::reactor`), not a thread each.
 
 pub mod monitors;
 pub mod reflector;
@@ -20,7 +21,8 @@ use std::time::{Duration, Instant};
 pub struct Cache {
     client: Client,
     informers: Mutex<BTreeMap<(Kind, &'static str), Arc<Informer>>>,
-    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The reflectors' tasks (dropping one cancels it).
+    tasks: Mutex<Vec<smol::Task<()>>>,
     stop: Arc<AtomicBool>,
     /// Namespaces a create was refused in because they are terminating.
     terminating: TerminatingNamespaces,
@@ -59,7 +61,7 @@ impl Cache {
         Arc::new(Cache {
             client,
             informers: Mutex::new(BTreeMap::new()),
-            threads: Mutex::new(Vec::new()),
+            tasks: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
             terminating: TerminatingNamespaces::default(),
         })
@@ -135,32 +137,23 @@ impl Cache {
             .collect()
     }
 
-    /// Start a reflector thread for every informer not started yet.
+    /// Start a reflector for every informer not started yet.
     pub fn start(&self) {
         for inf in self.all_informers() {
             self.start_informer(&inf);
         }
     }
 
-    /// Start the reflector thread of one informer (once; later calls do nothing). Informers
+    /// Start the reflector of one informer (once; later calls do nothing). Informers
     /// created after `start` (resources found by discovery) are started this way.
     pub fn start_informer(&self, inf: &Arc<Informer>) {
-        if self.stop.load(Ordering::SeqCst) || !inf.claim_thread() {
+        if self.stop.load(Ordering::SeqCst) || !inf.claim_task() {
             return;
         }
-        let client = self.client.clone();
-        let name = format!("reflector-{}", inf.kind.plural);
-        let inf = inf.clone();
-        let h = std::thread::Builder::new()
-            .name(name)
-            .stack_size(256 * 1024)
-            .spawn(move || inf.run(&client));
-        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
-        threads.retain(|t| !t.is_finished());
-        match h {
-            Ok(h) => threads.push(h),
-            Err(e) => log::error!("cannot start a reflector thread: {e}"),
-        }
+        let task = crate::reactor::spawn(inf.clone().run(self.client.clone()));
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
     }
 
     /// Whether an informer for `kind` (all objects) exists.
@@ -214,9 +207,15 @@ impl Cache {
         for i in infs {
             i.cancel();
         }
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
-        for t in threads {
-            let _ = t.join();
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        if crate::reactor::on_executor() {
+            // A handler stopping the cache: its own task cannot be waited for here. Dropped,
+            // the tasks are cancelled.
+            return;
+        }
+        for t in tasks {
+            // Ends the task where it waits (a delivery to handlers in progress finishes).
+            futures_lite::future::block_on(t.cancel());
         }
     }
 

@@ -1,14 +1,27 @@
 //! One reflector per kind: list, then watch from the list's resourceVersion; re-list and swap
 //! atomically on 410; back off on other failures (client-go's Reflector, inventory 5a/5b).
+//!
+//! A reflector is a task on the watch threads (`crate::reactor`): the watch stream is read
+//! there (`Client::watch_async`), its events stored and handed to the handlers there, and the
+//! backoff waits are timers. A list is a blocking request and runs on a helper thread
+//! (`pool::unblock`), store replacement and handlers included; at most [`LISTS`] run at once,
+//! so the hundreds of informers of a cluster with many CRDs do not start as many helpers,
+//! all waiting on the client's QPS limiter. Stopping an informer drops its task's future:
+//! the watch connection closes and a backoff wait ends at once.
 
 use super::store::{Delta, DeltaKind, Store};
-use crate::api::client::{Client, ListOptions, WatchCanceller, WatchOptions};
+use crate::api::client::{Client, ListOptions, WatchOptions};
 use crate::api::watch::EventType;
 use crate::api::Kind;
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
+
+/// Lists that run at once, over every informer (each holds a helper thread while it runs).
+const LISTS: usize = 8;
+
+static LIST_SLOTS: smol::lock::Semaphore = smol::lock::Semaphore::new(LISTS);
 
 pub type Handler = Arc<dyn Fn(&Delta) + Send + Sync>;
 
@@ -167,6 +180,44 @@ impl FailureLog {
     }
 }
 
+/// A flag that wakes the task waiting for it (a channel would do, at 700 bytes an informer).
+#[derive(Default)]
+struct Halt {
+    set: AtomicBool,
+    waiter: Mutex<Option<std::task::Waker>>,
+}
+
+impl Halt {
+    fn set(&self) {
+        self.set.store(true, Ordering::SeqCst);
+        let waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+
+    /// Ready once `set` was called.
+    async fn wait(&self) {
+        futures_lite::future::poll_fn(|cx| {
+            if self.set.load(Ordering::SeqCst) {
+                return std::task::Poll::Ready(());
+            }
+            let mut waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner());
+            if !waiter.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waiter = Some(cx.waker().clone());
+            }
+            drop(waiter);
+            // Set between the check and the registration: its wake found no waiter.
+            if self.set.load(Ordering::SeqCst) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
 /// What an informer's readers need of its objects beyond metadata.
 #[derive(Default)]
 struct Shape {
@@ -184,12 +235,13 @@ pub struct Informer {
     shape: Mutex<Shape>,
     synced: AtomicBool,
     started: AtomicBool,
-    /// A thread was handed this informer (see `Cache::start_informer`).
+    /// A task was made for this informer (see `Cache::start_informer`).
     spawned: AtomicBool,
     stop: Arc<AtomicBool>,
     /// Stopped alone (its resource went away), while the cache runs on.
     removed: AtomicBool,
-    canceller: Mutex<Option<WatchCanceller>>,
+    /// Set by `cancel`: the reflector's task ends.
+    halt: Halt,
     /// Counters for tests and metrics.
     pub lists: AtomicU64,
     pub watches: AtomicU64,
@@ -211,7 +263,7 @@ impl Informer {
             spawned: AtomicBool::new(false),
             stop,
             removed: AtomicBool::new(false),
-            canceller: Mutex::new(None),
+            halt: Halt::default(),
             lists: AtomicU64::new(0),
             watches: AtomicU64::new(0),
             relists_after_gone: AtomicU64::new(0),
@@ -264,12 +316,12 @@ impl Informer {
         self.synced.load(Ordering::SeqCst)
     }
 
-    /// True the first time only: the caller is the one to start its thread.
-    pub fn claim_thread(&self) -> bool {
+    /// True the first time only: the caller is the one to start its task.
+    pub fn claim_task(&self) -> bool {
         !self.spawned.swap(true, Ordering::SeqCst)
     }
 
-    /// Stop this informer alone: its loop ends and its watch is closed.
+    /// Stop this informer alone: its task ends and its watch is closed.
     pub fn remove(&self) {
         self.removed.store(true, Ordering::SeqCst);
         self.cancel();
@@ -293,16 +345,9 @@ impl Informer {
         self.stop.load(Ordering::SeqCst) || self.removed.load(Ordering::SeqCst)
     }
 
-    /// End a watch in progress (shutdown).
+    /// End the reflector's task (shutdown): a watch in progress is closed, a wait ends.
     pub fn cancel(&self) {
-        if let Some(c) = self
-            .canceller
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            c.cancel();
-        }
+        self.halt.set();
     }
 
     /// No reader needs more than metadata: watch `PartialObjectMetadata`.
@@ -318,7 +363,22 @@ impl Informer {
         }
     }
 
-    fn list(&self, client: &Client, rv: Option<&str>, paginate: bool) -> Result<()> {
+    /// List (on a helper thread), replace the store and hand the changes to the handlers.
+    /// The QPS limiter is waited on here, in turn with every other request of the client
+    /// (such as the watches of the informers that listed before), not on the helper.
+    async fn list(
+        self: &Arc<Self>,
+        client: &Client,
+        rv: Option<String>,
+        paginate: bool,
+    ) -> Result<()> {
+        client.pass_limiter().await;
+        let _slot = LIST_SLOTS.acquire().await;
+        let (me, client) = (self.clone(), client.clone());
+        crate::pool::unblock(move || me.list_blocking(&client, rv.as_deref(), paginate)).await
+    }
+
+    fn list_blocking(&self, client: &Client, rv: Option<&str>, paginate: bool) -> Result<()> {
         self.lists.fetch_add(1, Ordering::Relaxed);
         let opts = ListOptions {
             limit: paginate.then_some(500),
@@ -327,9 +387,14 @@ impl Informer {
             metadata_only: self.metadata_only(),
             shape: Some(self.shape()),
             caller_retries: true,
+            limiter_passed: true,
             ..Default::default()
         };
         let list = client.list_all(&self.kind, None, &opts)?;
+        if self.stopped() {
+            // Stopped while the list was on the wire: nobody waits for it.
+            return Err(Error::Cancelled);
+        }
         let deltas = self
             .store
             .replace_shaped(list.items, &list.resource_version);
@@ -340,7 +405,7 @@ impl Informer {
     }
 
     /// Watch once from the store's resourceVersion until the stream ends.
-    fn watch(&self, client: &Client) -> Result<()> {
+    async fn watch(&self, client: &Client) -> Result<()> {
         self.watches.fetch_add(1, Ordering::Relaxed);
         let (lo, hi) = self.watch_timeout;
         let opts = WatchOptions {
@@ -352,13 +417,9 @@ impl Informer {
             shape: Some(self.shape()),
             ..Default::default()
         };
-        let mut stream = client.watch(&self.kind, None, &opts)?;
-        *self.canceller.lock().unwrap_or_else(|p| p.into_inner()) = Some(stream.canceller());
-        if self.stopped() {
-            stream.canceller().cancel();
-            return Err(Error::Cancelled);
-        }
-        for ev in stream.events.by_ref() {
+        // Boxed, as what opening needs is not kept for the life of the task.
+        let mut stream = Box::pin(client.watch_async(&self.kind, None, &opts)).await?;
+        while let Some(ev) = stream.next().await {
             let ev = ev?;
             let delta = match ev.kind {
                 EventType::Bookmark => {
@@ -376,19 +437,21 @@ impl Informer {
                 self.dispatch(std::slice::from_ref(&d));
             }
         }
-        if let Some(e) = stream.events.read_error.take() {
-            if !self.stopped() {
-                log::debug!("watch {}: stream ended: {e}", self.kind);
-            }
+        if let Some(e) = stream.take_read_error() {
+            log::debug!("watch {}: stream ended: {e}", self.kind);
         }
         Ok(())
     }
 
-    /// The reflector loop; returns when stopped.
-    pub fn run(self: &Arc<Self>, client: &Client) {
+    /// The reflector; returns when stopped (`cancel`, `remove`). Run on the watch threads.
+    pub async fn run(self: Arc<Self>, client: Client) {
         if self.started.swap(true, Ordering::SeqCst) {
             return;
         }
+        futures_lite::future::or(self.reflect(&client), self.halt.wait()).await;
+    }
+
+    async fn reflect(self: &Arc<Self>, client: &Client) {
         // Refusals (403 while the server's RBAC warms up, 5xx) back off as client-go does; an
         // unreachable server is tried again sooner.
         let mut backoff = Backoff::default();
@@ -399,7 +462,7 @@ impl Informer {
         while !self.stopped() {
             if let Some((rv, paginate)) = next_list.take() {
                 let started = Instant::now();
-                if let Err(e) = self.list(client, rv.as_deref(), paginate) {
+                if let Err(e) = self.list(client, rv.clone(), paginate).await {
                     if self.stopped() {
                         break;
                     }
@@ -412,13 +475,13 @@ impl Informer {
                         (rv, paginate)
                     };
                     next_list = Some(again);
-                    self.sleep(wait);
+                    async_io::Timer::after(wait).await;
                     continue;
                 }
                 failures.recovered(&self.kind);
             }
             let started = Instant::now();
-            match self.watch(client) {
+            match self.watch(client).await {
                 Ok(()) => {} // normal end (timeout): watch again from the last resourceVersion
                 Err(Error::Cancelled) => break,
                 Err(e) if e.is_gone() => {
@@ -432,22 +495,11 @@ impl Informer {
                     }
                     let (wait, at_cap) = retry_wait(&e, &mut backoff, &mut unreachable);
                     failures.failed(&self.kind, "watch", &e, wait, started.elapsed(), at_cap);
-                    self.sleep(wait);
+                    async_io::Timer::after(wait).await;
                     // Catch up with what was missed: re-list at the last resourceVersion.
                     next_list = Some((Some(self.store.resource_version()), false));
                 }
             }
-        }
-    }
-
-    fn sleep(&self, d: Duration) {
-        let end = Instant::now() + d;
-        while !self.stopped() {
-            let now = Instant::now();
-            if now >= end {
-                break;
-            }
-            std::thread::sleep((end - now).min(Duration::from_millis(100)));
         }
     }
 }
@@ -490,11 +542,36 @@ mod tests {
                 (DeltaKind::Deleted, "a".to_string())
             ]
         );
-        assert!(inf.claim_thread());
-        assert!(!inf.claim_thread());
+        assert!(inf.claim_task());
+        assert!(!inf.claim_task());
         assert!(!inf.stopped());
         inf.remove();
         assert!(inf.stopped());
+    }
+
+    #[test]
+    fn a_removed_informer_ends_its_task_at_once() {
+        use crate::sandbox::{Sandbox, SandboxOptions};
+        let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
+        let cfg = crate::api::kubeconfig::RestConfig {
+            server: sb.url(),
+            source: "test".into(),
+            ..Default::default()
+        };
+        let client = Client::new(&cfg, 0.0, 1, "reflector-test").expect("client");
+        let inf = Informer::new(CONFIGMAPS, "", Arc::new(AtomicBool::new(false)));
+        let task = crate::reactor::spawn(inf.clone().run(client));
+        let end = Instant::now() + Duration::from_secs(10);
+        while !(inf.has_synced() && inf.watches.load(Ordering::SeqCst) > 0) {
+            assert!(Instant::now() < end, "no watch");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Waiting in its watch (a server timeout of minutes).
+        std::thread::sleep(Duration::from_millis(100));
+        let removed = Instant::now();
+        inf.remove();
+        futures_lite::future::block_on(task);
+        assert!(removed.elapsed() < Duration::from_secs(1));
     }
 
     #[test]

@@ -12,8 +12,9 @@ use super::{ChunkedReader, Gen};
 use crate::api::trim::{self, Trim};
 use crate::api::watch::{parse_frame_as, EventReader, EventType, Frame, MAX_EVENT_BYTES};
 
-/// The reflector threads' stack (`cache::Informers::start_informer`).
-const REFLECTOR_STACK: usize = 256 * 1024;
+/// Events are decoded on the watch threads (`crate::reactor`, 512 KiB of stack); the stream
+/// cases run on half of that.
+const DECODE_STACK: usize = 256 * 1024;
 
 const SHAPES: &[Option<&[&str]>] = &[
     None,
@@ -254,10 +255,10 @@ fn stream_case(g: &mut Gen) {
     }
     let buffered = BufReader::with_capacity(1 + g.size(100), reader);
     let mut er = EventReader::new(buffered, "fuzz");
-    er.shape = shape_fields.map(|f| trim::Shape {
+    er.decoder.shape = shape_fields.map(|f| trim::Shape {
         fields: Some(f.to_vec().into()),
     });
-    er.max_line = max_line;
+    er.decoder.max_line = max_line;
     let got: Vec<_> = er.by_ref().collect();
     if injected {
         // The lines before the error are the same; the last one may have been cut off.
@@ -266,14 +267,14 @@ fn stream_case(g: &mut Gen) {
         assert_eq!(got[..], want[..got.len()]);
     } else {
         assert!(er.read_error.is_none());
-        assert_eq!(er.skipped, want_skipped);
+        assert_eq!(er.decoder.skipped, want_skipped);
         assert_eq!(got, want);
     }
 }
 
 #[test]
 fn fuzz_watch_framing() {
-    super::run_on_stack("watch-framing", 300, Some(REFLECTOR_STACK), stream_case);
+    super::run_on_stack("watch-framing", 300, Some(DECODE_STACK), stream_case);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -394,5 +395,5 @@ fn trim_case(g: &mut Gen) {
 
 #[test]
 fn fuzz_trim_shaping() {
-    super::run_on_stack("trim-shaping", 1000, Some(REFLECTOR_STACK), trim_case);
+    super::run_on_stack("trim-shaping", 1000, Some(DECODE_STACK), trim_case);
 }

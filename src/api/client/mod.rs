@@ -13,11 +13,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 mod connect;
+mod http1;
 mod query;
+mod stream;
 mod verbs;
 mod watch;
 
 pub use query::{percent_encode, DeleteOptions, ListOptions, PatchType, WatchOptions};
+pub use stream::AsyncWatch;
 pub use verbs::ObjectList;
 pub use watch::{WatchCanceller, WatchStream};
 
@@ -92,6 +95,9 @@ struct Inner {
     user_agent: String,
     /// Set once at start-up (`Client::set_fence`): writes pass it.
     fence: OnceLock<Arc<WriteFence>>,
+    /// An HTTP(S) proxy from the environment applies to the server: async watches
+    /// (`stream.rs`) then use ureq, which goes through it.
+    proxied: bool,
 }
 
 /// A client for one identity. Cheap to clone; clones share the connection pool and limiter.
@@ -155,6 +161,7 @@ impl Client {
                 .map_err(|e| Error::Config(format!("{}: tls-server-name: {e}", cfg.source)))?,
             _ => None,
         };
+        let proxied = proxy_applies(dial.as_ref().map_or(base.as_str(), |d| d.base.as_str()));
         let auth = if let Some(t) = &cfg.token {
             Auth::Bearer(t.clone())
         } else if let Some(p) = &cfg.token_file {
@@ -175,6 +182,7 @@ impl Client {
                 limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
                 user_agent: user_agent.to_string(),
                 fence: OnceLock::new(),
+                proxied,
             }),
         })
     }
@@ -198,6 +206,7 @@ impl Client {
             limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
             user_agent: user_agent.to_string(),
             fence: OnceLock::new(),
+            proxied: c.inner.proxied,
         };
         Ok(Client {
             inner: Arc::new(inner),
@@ -218,15 +227,29 @@ impl Client {
     }
 
     fn wait_for_limiter(&self) {
-        let wait = self
-            .inner
-            .limiter
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .reserve_at(Instant::now());
+        let wait = self.limiter_delay();
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
+    }
+
+    /// Wait, without blocking the thread, for a token of the QPS limiter for one request
+    /// the caller sends next (with `ListOptions::limiter_passed`). Callers waiting here are
+    /// served in order with every other request of the client.
+    pub async fn pass_limiter(&self) {
+        let wait = self.limiter_delay();
+        if !wait.is_zero() {
+            async_io::Timer::after(wait).await;
+        }
+    }
+
+    /// Take a token of the QPS limiter: how long to wait before sending.
+    fn limiter_delay(&self) -> Duration {
+        self.inner
+            .limiter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reserve_at(Instant::now())
     }
 
     fn authorization(&self) -> Result<Option<String>> {
@@ -330,7 +353,14 @@ impl Client {
         accept: &str,
     ) -> Result<Vec<u8>> {
         let started = Instant::now();
-        let res = self.request_with_retries(method, path_and_query, body, accept, MAX_READ_RETRIES);
+        let res = self.request_with_retries(
+            method,
+            path_and_query,
+            body,
+            accept,
+            MAX_READ_RETRIES,
+            false,
+        );
         crate::metrics::rest_request_latency(&self.inner.base, method, started.elapsed());
         res
     }
@@ -342,14 +372,19 @@ impl Client {
         body: Option<(&str, &str)>,
         accept: &str,
         max_read_retries: u32,
+        limiter_passed: bool,
     ) -> Result<Vec<u8>> {
         let url = format!("{}{}", self.inner.base, path_and_query);
         let idempotent = method == "GET";
         let mut retry_after_tries = 0;
         let mut read_tries = 0;
         let mut refreshed_token = false;
+        // The first attempt's token may have been taken by the caller; retries take their own.
+        let mut passed = limiter_passed;
         loop {
-            self.wait_for_limiter();
+            if !std::mem::take(&mut passed) {
+                self.wait_for_limiter();
+            }
             // Held until the answer is read, so the fence knows the write is still on the wire.
             let pass = match self.inner.fence.get() {
                 Some(f) if !idempotent => Some(f.enter().ok_or(Error::Cancelled)?),
@@ -428,6 +463,15 @@ impl Client {
             Err(_) => Ok(parse_body(&bytes)),
         }
     }
+}
+
+/// Whether ureq would send requests to `base` through a proxy named by the environment
+/// (`HTTPS_PROXY` and the others, less `NO_PROXY`), as every agent's configuration asks.
+fn proxy_applies(base: &str) -> bool {
+    ureq::Proxy::try_from_env().is_some_and(|p| {
+        base.parse::<ureq::http::Uri>()
+            .map_or(true, |u| !p.is_no_proxy(&u))
+    })
 }
 
 /// A request body's JSON text, by serde_json's writer rather than `Value`'s `Display`, which

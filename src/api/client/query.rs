@@ -37,6 +37,9 @@ pub struct ListOptions {
     /// The caller retries with its own backoff (a reflector): a transport error or 5xx is
     /// returned at once instead of being retried here.
     pub caller_retries: bool,
+    /// The caller has taken the client's QPS limiter token for the first request already
+    /// (`Client::pass_limiter`, awaited by an async caller without holding a thread).
+    pub limiter_passed: bool,
 }
 
 #[derive(Debug, Clone, Default)]

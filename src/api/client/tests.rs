@@ -107,3 +107,37 @@ fn user_agent_shape() {
     assert!(ua.starts_with("edgekcm/v"));
     assert!(ua.contains("(linux/"));
 }
+
+#[test]
+fn a_limiter_token_taken_ahead_is_not_waited_for_again() {
+    use crate::api::resources::CONFIGMAPS;
+    use crate::sandbox::{Sandbox, SandboxOptions};
+    let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
+    let cfg = RestConfig {
+        server: sb.url(),
+        source: "test".into(),
+        ..Default::default()
+    };
+    // Two requests a second, no burst.
+    let c = Client::new(&cfg, 2.0, 1, "limiter-test").expect("client");
+    futures_lite::future::block_on(c.pass_limiter());
+    let t = Instant::now();
+    let passed = ListOptions {
+        limiter_passed: true,
+        ..Default::default()
+    };
+    c.list_all(&CONFIGMAPS, None, &passed).expect("list");
+    assert!(
+        t.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+    let t = Instant::now();
+    c.list_all(&CONFIGMAPS, None, &ListOptions::default())
+        .expect("list");
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        t.elapsed()
+    );
+}

@@ -93,7 +93,8 @@ impl Client {
         } else {
             MAX_READ_RETRIES
         };
-        let res = self.request_with_retries("GET", &path, None, accept, retries);
+        let res =
+            self.request_with_retries("GET", &path, None, accept, retries, opts.limiter_passed);
         crate::metrics::rest_request_latency(&self.inner.base, "GET", started.elapsed());
         let bytes = res?;
         let doc: ListDoc<T> = serde_json::from_slice(&bytes)
@@ -117,6 +118,11 @@ impl Client {
         let mut first = opts.clone();
         first.continue_token = None;
         let mut page = self.list(kind, ns, &first)?;
+        // Only the first request was paid for by the caller.
+        let opts = &ListOptions {
+            limiter_passed: false,
+            ..opts.clone()
+        };
         let mut all = std::mem::take(&mut page.items);
         let rv = page.resource_version.clone();
         let mut next = page.continue_token.take();
