@@ -16,11 +16,16 @@ mod flagtype;
 mod gojson;
 mod goparse;
 pub(crate) mod gopem;
+mod groups;
 pub use cidr::Cidr;
 pub use flagtype::{record as record_flag, FlagType, FlagValue};
 pub use gojson::Json;
 pub use goparse::{
     format_go_duration, go_quote, parse_go_bool, parse_go_duration, parse_go_int10, parse_go_uint10,
+};
+pub use groups::{
+    EndpointOptions, GarbageCollectorOptions, KubeCloudShared, NamespaceOptions, NodeIpamOptions,
+    NodeLifecycleOptions, PodGcOptions, SaControllerOptions,
 };
 
 /// Every `--concurrent-*-syncs` flag of kube-controller-manager 1.28 with its default.
@@ -160,65 +165,6 @@ impl ClusterSigning {
     pub fn enabled(&self) -> bool {
         (self.cert_file.is_some() && self.key_file.is_some()) || self.any_specific()
     }
-}
-
-/// KubeCloudShared: what several controllers read.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KubeCloudShared {
-    pub cluster_name: String,
-    pub allocate_node_cidrs: bool,
-    pub cluster_cidrs: Vec<Cidr>,
-    pub node_monitor_period: Duration,
-}
-
-/// GarbageCollectorController (`--concurrent-gc-syncs` is in the worker counts).
-#[derive(Debug, Clone, PartialEq)]
-pub struct GarbageCollectorOptions {
-    pub enable_garbage_collector: bool,
-}
-
-/// NamespaceController (`--concurrent-namespace-syncs` is in the worker counts).
-#[derive(Debug, Clone, PartialEq)]
-pub struct NamespaceOptions {
-    pub namespace_sync_period: Duration,
-}
-
-/// EndpointController (`--concurrent-endpoint-syncs` is in the worker counts).
-#[derive(Debug, Clone, PartialEq)]
-pub struct EndpointOptions {
-    /// How long pod changes wait before their Services are synced (negative values, which
-    /// upstream takes, act as zero).
-    pub endpoint_updates_batch_period: Duration,
-}
-
-/// PodGCController.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PodGcOptions {
-    pub terminated_pod_gc_threshold: i32,
-}
-
-/// NodeLifecycleController.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeLifecycleOptions {
-    pub node_monitor_grace_period: Duration,
-    pub node_startup_grace_period: Duration,
-}
-
-/// NodeIPAMController.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct NodeIpamOptions {
-    pub service_cluster_ip_ranges: Vec<Cidr>,
-    pub node_cidr_mask_size: Option<u8>,
-    pub node_cidr_mask_size_ipv4: Option<u8>,
-    pub node_cidr_mask_size_ipv6: Option<u8>,
-}
-
-/// SAController: the token controller's key and the CA it (and the root CA publisher) hands
-/// out.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SaControllerOptions {
-    pub service_account_private_key_file: Option<PathBuf>,
-    pub root_ca_file: Option<PathBuf>,
 }
 
 /// Everything edgekcm acts on, typed and validated.

@@ -1,0 +1,65 @@
+//! The per-controller option groups of [`super::Config`], named and split as upstream's
+//! componentconfig (`KubeControllerManagerConfiguration`) groups them.
+
+use super::Cidr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// KubeCloudShared: what several controllers read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubeCloudShared {
+    pub cluster_name: String,
+    pub allocate_node_cidrs: bool,
+    pub cluster_cidrs: Vec<Cidr>,
+    pub node_monitor_period: Duration,
+}
+
+/// GarbageCollectorController (`--concurrent-gc-syncs` is in the worker counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GarbageCollectorOptions {
+    pub enable_garbage_collector: bool,
+}
+
+/// NamespaceController (`--concurrent-namespace-syncs` is in the worker counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceOptions {
+    pub namespace_sync_period: Duration,
+}
+
+/// EndpointController (`--concurrent-endpoint-syncs` is in the worker counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointOptions {
+    /// How long pod changes wait before their Services are synced (negative values, which
+    /// upstream takes, act as zero).
+    pub endpoint_updates_batch_period: Duration,
+}
+
+/// PodGCController.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodGcOptions {
+    pub terminated_pod_gc_threshold: i32,
+}
+
+/// NodeLifecycleController.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeLifecycleOptions {
+    pub node_monitor_grace_period: Duration,
+    pub node_startup_grace_period: Duration,
+}
+
+/// NodeIPAMController.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeIpamOptions {
+    pub service_cluster_ip_ranges: Vec<Cidr>,
+    pub node_cidr_mask_size: Option<u8>,
+    pub node_cidr_mask_size_ipv4: Option<u8>,
+    pub node_cidr_mask_size_ipv6: Option<u8>,
+}
+
+/// SAController: the token controller's key and the CA it (and the root CA publisher) hands
+/// out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SaControllerOptions {
+    pub service_account_private_key_file: Option<PathBuf>,
+    pub root_ca_file: Option<PathBuf>,
+}
