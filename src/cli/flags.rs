@@ -235,14 +235,9 @@ const fn b(
     default: &'static str,
     help: &'static str,
 ) -> Acted {
-    Acted {
-        name,
-        boolean: true,
-        list: false,
-        group,
-        default,
-        help,
-    }
+    let mut f = a(group, name, default, help);
+    f.boolean = true;
+    f
 }
 
 const fn l(
@@ -251,14 +246,9 @@ const fn l(
     default: &'static str,
     help: &'static str,
 ) -> Acted {
-    Acted {
-        name,
-        boolean: false,
-        list: true,
-        group,
-        default,
-        help,
-    }
+    let mut f = a(group, name, default, help);
+    f.list = true;
+    f
 }
 
 pub(super) const GENERIC: &str = "Generic flags";
