@@ -111,19 +111,12 @@ mod tests {
 
     #[test]
     fn a_client_with_a_closed_fence_reads_but_sends_no_write() {
-        use crate::api::client::Client;
-        use crate::api::kubeconfig::RestConfig;
         use crate::api::resources::CONFIGMAPS;
         use crate::sandbox::{Sandbox, SandboxOptions};
         use serde_json::json;
 
         let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
-        let cfg = RestConfig {
-            server: sb.url(),
-            source: "test".into(),
-            ..Default::default()
-        };
-        let c = Client::new(&cfg, 0.0, 1, "fenced").expect("client");
+        let c = sb.client("fenced");
         let f = WriteFence::new();
         c.clone().set_fence(f.clone());
         let cm =
@@ -142,7 +135,7 @@ mod tests {
         let methods: Vec<String> = sb.requests().into_iter().map(|r| r.method).collect();
         assert_eq!(methods, ["GET"]);
         // An unfenced client of the same server is not affected.
-        let other = Client::new(&cfg, 0.0, 1, "other").expect("client");
+        let other = sb.client("other");
         other
             .create(&CONFIGMAPS, Some("default"), &cm("other"))
             .expect("unfenced");

@@ -32,8 +32,6 @@ pub(crate) mod testing;
 
 #[cfg(test)]
 mod tests {
-    use crate::api::client::Client;
-    use crate::api::kubeconfig::RestConfig;
     use crate::cache::Cache;
     use crate::events::Recorder;
     use crate::manager::Manager;
@@ -44,12 +42,7 @@ mod tests {
     #[test]
     fn work_queues_carry_upstream_names_and_self_driven_controllers_add_none() {
         let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
-        let cfg = RestConfig {
-            server: sb.url(),
-            source: "test".into(),
-            ..Default::default()
-        };
-        let client = Client::new(&cfg, 0.0, 1, "test").expect("client");
+        let client = sb.client("test");
         let (cache, recorder) = (Cache::new(client.clone()), Recorder::start());
         let mut m = Manager::new(cache, Arc::new(recorder));
         m.add(

@@ -1,7 +1,6 @@
 //! Tests of slow-start batch sizes and of applying actions against the sandbox API server.
 
 use super::*;
-use crate::api::kubeconfig::RestConfig;
 use crate::api::resources::{EVENTS, PODS};
 use crate::cache::Delta;
 use crate::controller::{Action, Applied, ObjectRef, Outcome, Report, Watch};
@@ -87,12 +86,7 @@ fn create_in(ns: &str) -> Action {
 /// A sandbox API server, a client for it, an empty cache and a recorder.
 fn against_sandbox() -> (Sandbox, Client, Arc<Cache>, Recorder) {
     let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
-    let cfg = RestConfig {
-        server: sb.url(),
-        source: "test".into(),
-        ..Default::default()
-    };
-    let client = Client::new(&cfg, 0.0, 1, "test").expect("client");
+    let client = sb.client("test");
     let cache = Cache::new(client.clone());
     (sb, client, cache, Recorder::start())
 }

@@ -265,6 +265,16 @@ impl Sandbox {
         format!("http://127.0.0.1:{}", self.shared.port)
     }
 
+    /// A client of this server without QPS limit, for tests (`user_agent` names the caller).
+    pub fn client(&self, user_agent: &str) -> crate::api::client::Client {
+        let cfg = crate::api::kubeconfig::RestConfig {
+            server: self.url(),
+            source: "test".into(),
+            ..Default::default()
+        };
+        crate::api::client::Client::new(&cfg, 0.0, 1, user_agent).expect("a sandbox client")
+    }
+
     pub fn port(&self) -> u16 {
         self.shared.port
     }

@@ -545,12 +545,7 @@ mod tests {
     #[test]
     fn events_arrive_and_the_stream_ends_with_the_server_timeout() {
         let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
-        let cfg = RestConfig {
-            server: sb.url(),
-            source: "test".into(),
-            ..Default::default()
-        };
-        let c = Client::new(&cfg, 0.0, 1, "stream-test").expect("client");
+        let c = sb.client("stream-test");
         c.create(&CONFIGMAPS, Some("default"), &cm("a"))
             .expect("create");
         let opts = WatchOptions {
@@ -591,12 +586,7 @@ mod tests {
     #[test]
     fn refusals_are_the_errors_of_the_blocking_watch() {
         let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
-        let cfg = RestConfig {
-            server: sb.url(),
-            source: "test".into(),
-            ..Default::default()
-        };
-        let c = Client::new(&cfg, 0.0, 1, "stream-test").expect("client");
+        let c = sb.client("stream-test");
         let open = |opts: WatchOptions| {
             let c = c.clone();
             futures_lite::future::block_on(async move {

@@ -1,5 +1,4 @@
 use super::*;
-use crate::api::kubeconfig::RestConfig;
 use crate::controllers::certificates::request::request_pem;
 use crate::controllers::testing::Harness;
 use crate::sandbox::{Sandbox, SandboxOptions};
@@ -163,12 +162,7 @@ fn review_names_the_requester() {
 /// The approver with a sandbox answering its SubjectAccessReviews.
 fn harness(sb: &Sandbox) -> Harness<CsrApprover> {
     let mut h = Harness::new(CsrApprover);
-    let cfg = RestConfig {
-        server: sb.url(),
-        source: "test".into(),
-        ..Default::default()
-    };
-    h.client = Client::new(&cfg, 0.0, 1, "test").expect("client");
+    h.client = sb.client("test");
     h
 }
 

@@ -97,15 +97,9 @@ fn retention_as_upstream() {
 
 #[test]
 fn a_pass_deletes_what_is_due() {
-    use crate::api::kubeconfig::RestConfig;
     use crate::sandbox::{Sandbox, SandboxOptions};
     let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
-    let cfg = RestConfig {
-        server: sb.url(),
-        source: "test".into(),
-        ..Default::default()
-    };
-    let client = Client::new(&cfg, 0.0, 1, "test").expect("client");
+    let client = sb.client("test");
     let cache = Cache::new(client.clone());
     cache.informer_for(&CSR_WATCH);
     let old = json!({"metadata": {"name": "old", "resourceVersion": "1",
