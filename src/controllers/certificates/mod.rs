@@ -8,6 +8,7 @@
 pub mod approver;
 pub mod cleaner;
 pub mod request;
+pub mod signer;
 
 use crate::api::resources::CSRS;
 use crate::cache::Watch;

@@ -35,6 +35,15 @@ pub struct Request {
     pub ip_addresses: Vec<Vec<u8>>,
     pub uris: Vec<String>,
     pub public_key_algorithm: KeyAlgorithm,
+    /// The subject's string-valued attributes in order: the type's OID (contents) and text.
+    pub subject: Vec<(Vec<u8>, String)>,
+    /// The SubjectPublicKeyInfo as encoded.
+    pub spki: Vec<u8>,
+    /// The signed part (`certificationRequestInfo`) as encoded, its signature algorithm
+    /// (AlgorithmIdentifier as encoded) and the signature bits.
+    pub info: Vec<u8>,
+    pub signature_algorithm: Vec<u8>,
+    pub signature: Vec<u8>,
 }
 
 /// Go's `x509.PublicKeyAlgorithm` for the key's OID.
@@ -89,6 +98,10 @@ pub fn parse_der(input: &[u8]) -> Result<Request, String> {
     }
     let mut req = Request {
         public_key_algorithm: key_algorithm(spki)?,
+        spki: spki.raw.to_vec(),
+        info: info.raw.to_vec(),
+        signature_algorithm: sig_alg.raw.to_vec(),
+        signature: sig.content.get(1..).unwrap_or_default().to_vec(),
         ..Request::default()
     };
     read_subject(subject, &mut req)?;
@@ -147,10 +160,11 @@ fn read_subject(subject: &Tlv<'_>, req: &mut Request) -> Result<(), String> {
                 continue;
             };
             match oid.content {
-                OID_COMMON_NAME => req.common_name = text,
-                OID_ORGANIZATION => req.organizations.push(text),
+                OID_COMMON_NAME => req.common_name = text.clone(),
+                OID_ORGANIZATION => req.organizations.push(text.clone()),
                 _ => {}
             }
+            req.subject.push((oid.content.to_vec(), text));
         }
     }
     Ok(())

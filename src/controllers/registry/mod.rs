@@ -259,7 +259,11 @@ mod tests {
 
     #[test]
     fn every_row_builds_its_own_controller_with_a_real_flag_and_identity() {
-        let (cfg, rest) = (Config::default(), RestConfig::default());
+        let (mut cfg, rest) = (Config::default(), RestConfig::default());
+        // The CSR signer runs only with a CA to sign with.
+        let ca_dir = crate::controllers::certificates::signer::test_ca_files();
+        cfg.cluster_signing.cert_file = Some(ca_dir.join("ca.crt"));
+        cfg.cluster_signing.key_file = Some(ca_dir.join("ca.key"));
         let flags: Vec<&str> = crate::config::CONCURRENT_SYNCS
             .iter()
             .map(|(n, _)| *n)
@@ -285,7 +289,8 @@ mod tests {
                 row.name
             })
             .collect();
-        assert_eq!(built.len(), 13, "{built:?}");
+        assert_eq!(built.len(), 14, "{built:?}");
+        let _ = std::fs::remove_dir_all(&ca_dir);
         // Worker counts come from the row's flag.
         let mut cfg = Config::default();
         cfg.concurrent_syncs

@@ -193,7 +193,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["csrsigning"],
         Some("certificate-controller"),
         "--cluster-signing-cert-file",
-    ),
+    )
+    .runs(certificates::signer::build),
     c(
         "certificatesigningrequest-approving-controller",
         &["csrapproving"],
