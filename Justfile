@@ -116,3 +116,10 @@ dist:
         rm -rf "dist/$name"
     done
     (cd dist && sha256sum -- *.tar.gz > SHA256SUMS && cat SHA256SUMS)
+
+# KCM_E2E_KUBECONFIG, KCM_BENCH_UPSTREAM, KCM_E2E_CA_CERT/KEY as for the other benches
+# Benchmark: 500 kubelet client CSRs at once, approved and signed; wall, CPU and RSS
+bench-csr *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_csr
+    target/release/examples/bench_csr {{args}}

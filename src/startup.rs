@@ -220,7 +220,6 @@ mod tests {
         let m = missing(KUBEADM);
         for n in [
             "serviceaccount-token-controller",
-            "certificatesigningrequest-signing-controller",
             "node-ipam-controller",
             "bootstrap-signer-controller",
             "token-cleaner-controller",
@@ -231,6 +230,7 @@ mod tests {
         // Never: implemented ones, cloud ones, feature-gated ones, later releases.
         for n in [
             "deployment-controller",
+            "certificatesigningrequest-signing-controller",
             "service-lb-controller",
             "node-route-controller",
             "resourceclaim-controller",
@@ -250,9 +250,9 @@ mod tests {
             assert!(!m.contains(&n), "{n} in {m:?}");
         }
         assert!(m.contains(&"job-controller"));
-        // k3s: per-signer files switch the signer on too.
-        let m = missing("--cluster-signing-kubelet-serving-cert-file=/s.crt --cluster-signing-kubelet-serving-key-file=/s.key");
-        assert!(m.contains(&"certificatesigningrequest-signing-controller"));
+        // A flag alone switches its controller on.
+        let m = missing("--allocate-node-cidrs=true --cluster-cidr=10.244.0.0/16");
+        assert!(m.contains(&"node-ipam-controller"));
     }
 
     #[test]
@@ -319,7 +319,7 @@ mod tests {
             line.starts_with(&format!("{n} controllers that kube-controller-manager v1.28 would run with these flags are not in edgekcm yet: serviceaccount-token, endpointslice, ")),
             "{line}"
         );
-        assert!(line.contains("csrsigning") && line.contains("nodeipam"));
+        assert!(line.contains("nodeipam") && !line.contains("csrsigning"));
         assert!(!line.contains("taint-eviction"));
         // Short enough for one line of a terminal-wide log viewer's wrap, far under 700.
         assert!(line.len() < 600, "{} characters: {line}", line.len());

@@ -592,8 +592,6 @@ fn help_marks_what_is_not_acted_on_yet() {
         lines.next().map(str::to_string)
     };
     for (flag, why) in [
-        ("cluster-signing-cert-file", "csrsigning"),
-        ("cluster-signing-kubelet-serving-key-file", "csrsigning"),
         ("service-account-private-key-file", "serviceaccount-token"),
         ("allocate-node-cidrs", "nodeipam"),
         ("cluster-cidr", "nodeipam"),
@@ -606,6 +604,8 @@ fn help_marks_what_is_not_acted_on_yet() {
     }
     for flag in [
         "root-ca-file",
+        "cluster-signing-cert-file",
+        "cluster-signing-duration",
         "kubeconfig",
         "leader-elect",
         "use-service-account-credentials",
