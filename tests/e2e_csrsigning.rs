@@ -297,10 +297,19 @@ fn per_signer_files(t: &Target) {
                 "--cluster-signing-kube-apiserver-client-key-file={}",
                 ca_key.display()
             ),
+            // Shorter than the request's expirationSeconds (1 h): the flag wins.
+            "--cluster-signing-duration=30m".into(),
         ],
     );
     let cert = certificate(&made.admin, &client);
     assert!(verifies(&dir, &ca, &cert));
+    // Backdated 5 minutes, not shortened at the end (under 8 h).
+    let der = rustls_pki_types::pem::PemObject::from_pem_slice(cert.as_bytes())
+        .map(|c: rustls_pki_types::CertificateDer<'static>| c.to_vec())
+        .expect("PEM certificate");
+    let info = edgekcm::certs::der::parse_cert(&der).expect("certificate");
+    let life = info.not_after.duration_since(info.not_before).unwrap();
+    assert_eq!(life, Duration::from_secs(35 * 60));
     // The kubelet client signer has no files of its own: it does not run.
     std::thread::sleep(Duration::from_secs(2));
     let o = made.admin.get(&CSRS, None, &kubelet).expect("get");
