@@ -17,7 +17,9 @@
 //! edgekcm on a fresh copy of the workload; `KCM_E2E_CA_CERT` and `KCM_E2E_CA_KEY` the
 //! signing CA (default: a new ECDSA CA in the work directory).
 //!
-//! Flags: `--csrs=N` (500), `--timeout=SECONDS` (300), `--skip-edgekcm`.
+//! Flags: `--csrs=N` (500), `--timeout=SECONDS` (300), `--skip-edgekcm`, `--signing-only`
+//! (the bench approves each request right after creating it, through the `approval`
+//! subresource, and the managers run `csrsigning` alone).
 
 #[path = "benchkit/mod.rs"]
 mod benchkit;
@@ -37,6 +39,8 @@ struct Opts {
     ca: Option<(String, String)>,
     timeout: Duration,
     skip_edgekcm: bool,
+    /// The bench approves each request itself; the managers run `csrsigning` only.
+    signing_only: bool,
 }
 
 fn parse_opts() -> Res<Opts> {
@@ -47,6 +51,7 @@ fn parse_opts() -> Res<Opts> {
         ca: env("KCM_E2E_CA_CERT").zip(env("KCM_E2E_CA_KEY")),
         timeout: a.secs("--timeout", 300)?,
         skip_edgekcm: a.flag("--skip-edgekcm")?,
+        signing_only: a.flag("--signing-only")?,
     };
     a.done()?;
     Ok(o)
@@ -113,6 +118,17 @@ fn signed(admin: &Client, run: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// Create a request, and approve it as an administrator would when `approve`.
+fn create(admin: &Client, body: &Value, approve: bool) -> Res<()> {
+    let mut o = admin.create(&CSRS, None, body)?;
+    if approve {
+        o["status"]["conditions"] = json!([{"type": "Approved", "status": "True",
+            "reason": "Bench", "message": "approved by the bench"}]);
+        admin.update_subresource(&CSRS, &o, "approval")?;
+    }
+    Ok(())
+}
+
 fn run(c: &Cluster, m: &benchkit::Manager, o: &Opts, table: &mut Table) -> Res<()> {
     let admin = &c.admin;
     let run = format!("{}-{:04x}", m.name, fastrand::u16(..));
@@ -120,13 +136,13 @@ fn run(c: &Cluster, m: &benchkit::Manager, o: &Opts, table: &mut Table) -> Res<(
     let probe = requests(1, &format!("{run}-probe"))?.remove(0);
     let probe_run = format!("{run}-probe");
     let mut p = Proc::start(m, &c.work)?;
-    admin.create(&CSRS, None, &probe)?;
+    create(admin, &probe, o.signing_only)?;
     p.wait_ready(Duration::from_secs(120), || signed(admin, &probe_run) == 1)?;
     p.reset_peak_rss();
     let cpu0 = p.cpu_seconds();
     let t0 = Instant::now();
     parallel(bodies.len(), 16, |i| {
-        if let Err(e) = admin.create(&CSRS, None, &bodies[i]) {
+        if let Err(e) = create(admin, &bodies[i], o.signing_only) {
             eprintln!("create request {i}: {e}");
         }
         Ok(())
@@ -174,8 +190,13 @@ fn main() {
             Some(pair) => pair.clone(),
             None => new_ca(&c.work)?,
         };
+        let controllers = if o.signing_only {
+            "csrsigning"
+        } else {
+            "csrapproving,csrsigning"
+        };
         let extra = [
-            "--controllers=csrapproving,csrsigning".to_string(),
+            format!("--controllers={controllers}"),
             format!("--cluster-signing-cert-file={cert}"),
             format!("--cluster-signing-key-file={key}"),
             "--leader-elect=false".to_string(),
@@ -189,8 +210,13 @@ fn main() {
             run(&c, &m, &o, &mut table)?;
         }
         table.print(&format!(
-            "{} kubelet client CSRs created at once, approved and signed (CA {cert})",
-            o.csrs
+            "{} kubelet client CSRs created at once, approved {} and signed (CA {cert})",
+            o.csrs,
+            if o.signing_only {
+                "by the bench"
+            } else {
+                "by csrapproving"
+            }
         ));
         Ok(())
     })
