@@ -564,7 +564,7 @@ fn help_lists_the_controller_names() {
         "All controllers (short names in parentheses): bootstrap-signer-controller (bootstrapsigner),",
         "certificatesigningrequest-signing-controller (csrsigning),",
         "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
-        "In edgekcm today: certificatesigningrequest-approving-controller,",
+        "In edgekcm today: bootstrap-signer-controller,",
         "Accepted from later releases (not run): ",
     ] {
         assert!(block.contains(want), "{want}:\n{block}");
@@ -594,7 +594,6 @@ fn help_marks_what_is_not_acted_on_yet() {
     for (flag, why) in [
         ("cluster-signing-cert-file", "csrsigning"),
         ("cluster-signing-kubelet-serving-key-file", "csrsigning"),
-        ("service-account-private-key-file", "serviceaccount-token"),
         ("allocate-node-cidrs", "nodeipam"),
         ("cluster-cidr", "nodeipam"),
     ] {
