@@ -174,9 +174,17 @@ fn fills_token_secrets(t: &Target) {
 
     // Someone breaks ca.crt (where a CA is known): put back, the token kept.
     if !ca.is_empty() {
-        let mut broken = s.clone();
-        broken["data"]["ca.crt"] = json!(b64(b"tampered"));
-        admin.update(&SECRETS, &broken).expect("tamper");
+        // (A patch: the apiserver labels a token it authenticated with its last use.)
+        admin
+            .patch(
+                &SECRETS,
+                Some(&ns.name),
+                "builder-token",
+                edgekcm::api::client::PatchType::Merge,
+                &json!({"data": {"ca.crt": b64(b"tampered")}}),
+                None,
+            )
+            .expect("tamper");
         let fixed = eventually(LIMIT, "ca.crt restored", || {
             let s = admin.get(&SECRETS, Some(&ns.name), "builder-token").ok()?;
             (unb64(&s["data"]["ca.crt"]) == ca).then_some(s)
