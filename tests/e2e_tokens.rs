@@ -339,11 +339,11 @@ fn signs_cluster_info(t: &Target) {
         &signing.id,
         &signing.secret
     ));
-    let data = cm["data"].as_object().unwrap();
-    let jws_keys: Vec<&String> = data.keys().filter(|k| k.starts_with("jws-")).collect();
-    assert_eq!(jws_keys, [&key], "{cm}");
+    // The stale entry went; the token that may not sign has none.
+    assert!(cm["data"].get("jws-kubeconfig-old000").is_none(), "{cm}");
+    let auth_key = format!("jws-kubeconfig-{}", auth_only.id);
+    assert!(cm["data"].get(&auth_key).is_none(), "{cm}");
     assert_eq!(cm["data"]["kubeconfig"], KUBECONFIG);
-    let _ = auth_only;
     // The token goes: so does its signature.
     drop(signing);
     eventually(LIMIT, "the signature removed", || {
@@ -382,7 +382,59 @@ fn cleans_expired_tokens(t: &Target) {
     assert!(!is_gone(&later) && !is_gone(&never));
 }
 
+/// The apiserver is away for 10 s: a token that expired meanwhile is deleted once it is back,
+/// a token Secret made right after is filled, signatures follow.
+fn survives_an_apiserver_outage(t: &Target) {
+    let admin = t.admin();
+    ensure_namespace(&admin, "kube-system");
+    let ns = Ns::with_cleanup(t, "tokens-outage", &[SECRETS]);
+    create_sa(&ns.admin, &ns.name, "app", &[]);
+    let soon = BootstrapToken::new(
+        &admin,
+        json!({"expiration": edgekcm::timefmt::rfc3339(SystemTime::now() + Duration::from_secs(5))}),
+    );
+    let (_, mut extra) = key_file(t);
+    extra.push("--controllers=serviceaccount-token,tokencleaner".into());
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut kcm = Kcm::start(t, "tokens-outage", &extra);
+    // Synced: a Secret made now is filled.
+    create_token_secret(&admin, &ns.name, "before", "app", None);
+    eventually(LIMIT, "the first token filled", || {
+        let s = admin.get(&SECRETS, Some(&ns.name), "before").ok()?;
+        (!unb64(&s["data"]["token"]).is_empty()).then_some(())
+    });
+    let sh = |var: &str| {
+        let c = std::env::var(var).unwrap_or_else(|_| panic!("the outage needs {var}"));
+        let ok = std::process::Command::new("sh").arg("-c").arg(&c).status();
+        assert!(matches!(ok, Ok(s) if s.success()), "command failed: {c}");
+    };
+    match t.sandbox() {
+        Some(sb) => sb.stop_listening(),
+        None => sh("KCM_E2E_APISERVER_STOP"),
+    }
+    std::thread::sleep(Duration::from_secs(10));
+    match t.sandbox() {
+        Some(sb) => sb.try_resume_listening().expect("listen again"),
+        None => sh("KCM_E2E_APISERVER_START"),
+    }
+    eventually(Duration::from_secs(60), "the apiserver back", || {
+        admin.get(&NAMESPACES, None, "kube-system").ok()
+    });
+    create_token_secret(&admin, &ns.name, "after", "app", None);
+    eventually(
+        LIMIT,
+        "the token that expired during the outage deleted",
+        || gone(&admin, &SECRETS, "kube-system", &soon.name()).then_some(()),
+    );
+    eventually(LIMIT, "a token filled after the outage", || {
+        let s = admin.get(&SECRETS, Some(&ns.name), "after").ok()?;
+        (!unb64(&s["data"]["token"]).is_empty()).then_some(())
+    });
+    assert!(kcm.exited().is_none(), "edgekcm kept running");
+}
+
 scenarios! {
+    survives_an_apiserver_outage => survives_an_apiserver_outage,
     fills_token_secrets => fills_token_secrets,
     cleans_up_after_deletions => cleans_up_after_deletions,
     signs_cluster_info => signs_cluster_info,
