@@ -182,6 +182,10 @@ fn signer_leaves_other_configmaps_and_namespaces_alone() {
     h.add(CONFIGMAPS, json!({"metadata": {"name": "cluster-info", "namespace": "kube-public"}, "data": {"x": "y"}}));
     assert!(h.sync("kube-public/cluster-info").is_empty());
     assert_eq!(BootstrapSigner.watches()[0], CLUSTER_INFO_WATCH);
+    // Upstream's queue names, one worker each.
+    assert_eq!(BootstrapSigner.queue_name(), "bootstrap_signer_queue");
+    assert_eq!(TokenCleaner.queue_name(), "token_cleaner");
+    assert_eq!((BootstrapSigner.workers(), TokenCleaner.workers()), (1, 1));
 }
 
 #[test]

@@ -276,6 +276,8 @@ fn conflicts_and_gone_objects_are_not_failures() {
     assert_eq!(c.on_error(&put_sa, &conflict), OnError::Retry);
     assert_eq!(c.on_error(&put_sa, &other), OnError::Ignore);
     assert_eq!(c.max_retries(), Some(10));
+    assert_eq!(c.queue_name(), "serviceaccount_tokens_secret");
+    assert_eq!(c.workers(), 5);
 }
 
 #[test]
