@@ -155,7 +155,7 @@ impl TokensController {
             return Ok(Outcome::none());
         }
         let Some(sa) = self.service_account(cx, ns, sa_name, sa_uid, true)? else {
-            log::debug!("Service account does not exist, deleting token secret=\"{ns}/{name}\"");
+            log::trace!("Service account does not exist, deleting token secret=\"{ns}/{name}\"");
             return Ok(Outcome::with(vec![delete_with_uid(
                 ns,
                 name,
@@ -171,7 +171,7 @@ impl TokensController {
             Err(e) => return Err(e),
         };
         if obj::resource_version(&live) != obj::resource_version(&secret) {
-            log::info!(
+            log::debug!(
                 "Secret is not up to date, skipping token population secret=\"{ns}/{name}\""
             );
             return Ok(Outcome::none());
@@ -265,7 +265,7 @@ impl TokensController {
         if self.service_account(cx, ns, name, uid, false)?.is_some() {
             return Ok(Outcome::none());
         }
-        log::debug!(
+        log::trace!(
             "Service account deleted, removing tokens namespace=\"{ns}\" serviceaccount=\"{name}\""
         );
         let actions = cx
