@@ -351,6 +351,12 @@ pub trait Controller: Send + Sync {
     fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {
         None
     }
+    /// After this many retries of a failing key it is dropped (logged at `-v 4`) until
+    /// something queues it again, as upstream controllers with a `maxRetries` do. None
+    /// (the default): retried for as long as it fails.
+    fn max_retries(&self) -> Option<u32> {
+        None
+    }
     /// Classify a failed action (per controller quirks such as ignoring AlreadyExists).
     fn on_error(&self, _action: &Action, err: &crate::Error) -> OnError {
         if err.is_already_exists() {

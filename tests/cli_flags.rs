@@ -564,7 +564,7 @@ fn help_lists_the_controller_names() {
         "All controllers (short names in parentheses): bootstrap-signer-controller (bootstrapsigner),",
         "certificatesigningrequest-signing-controller (csrsigning),",
         "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
-        "In edgekcm today: certificatesigningrequest-approving-controller,",
+        "In edgekcm today: bootstrap-signer-controller,",
         "Accepted from later releases (not run): ",
     ] {
         assert!(block.contains(want), "{want}:\n{block}");
@@ -592,7 +592,6 @@ fn help_marks_what_is_not_acted_on_yet() {
         lines.next().map(str::to_string)
     };
     for (flag, why) in [
-        ("service-account-private-key-file", "serviceaccount-token"),
         ("allocate-node-cidrs", "nodeipam"),
         ("cluster-cidr", "nodeipam"),
     ] {

@@ -333,7 +333,6 @@ pub(super) static ACTED: &[Acted] = &[
 /// edgekcm. `None` for the flags it acts on.
 pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
     Some(match name {
-        "service-account-private-key-file" => "serviceaccount-token is not in edgekcm yet",
         "allocate-node-cidrs" | "cluster-cidr" | "service-cluster-ip-range" => {
             "nodeipam is not in edgekcm yet"
         }

@@ -78,9 +78,10 @@ pub fn help_text() -> String {
 fn controllers_help() -> String {
     const INDENT: &str = "        ";
     let block = |head: &str, items: Vec<String>| {
+        // The indent counts toward the first line's width too.
         format!(
-            "{INDENT}{}\n",
-            registry::wrap_list(head, &items, 100, INDENT)
+            "{}\n",
+            registry::wrap_list(&format!("{INDENT}{head}"), &items, 100, INDENT)
         )
     };
     let disabled: Vec<String> = registry::known()

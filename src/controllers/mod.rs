@@ -1,5 +1,6 @@
 //! Controllers: each reads the cache, decides, and returns actions; the manager applies them.
 
+pub mod bootstrap;
 pub mod certificates;
 pub mod clusterroleaggregation;
 pub mod deployment;
@@ -13,6 +14,7 @@ pub mod registry;
 pub mod replicaset;
 pub mod rootca;
 pub mod serviceaccount;
+pub mod tokens;
 pub mod ttl;
 
 use crate::cache::Delta;

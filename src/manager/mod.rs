@@ -57,7 +57,7 @@ fn sync_key(
         Ok(o) => o,
         Err(e) => {
             log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
-            queue.add_rate_limited(key.clone());
+            retry_or_forget(ctrl, queue, key);
             return;
         }
     };
@@ -105,7 +105,7 @@ fn sync_key(
         }
         Some(e) => {
             log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
-            queue.add_rate_limited(key.clone());
+            retry_or_forget(ctrl, queue, key);
         }
         None if outcome.retry_quietly.is_some() => {
             let why = outcome.retry_quietly.as_deref().unwrap_or("");
@@ -119,6 +119,20 @@ fn sync_key(
             }
         }
     }
+}
+
+/// A failed key back through the rate limiter, unless the controller's `max_retries` are
+/// used up (then it is forgotten until something queues it again).
+fn retry_or_forget(ctrl: &dyn Controller, queue: &WorkQueue<String>, key: &String) {
+    if ctrl
+        .max_retries()
+        .is_some_and(|m| queue.num_requeues(key) >= m)
+    {
+        log::debug!("{}: {key}: retried several times, dropped", ctrl.name());
+        queue.forget(key);
+        return;
+    }
+    queue.add_rate_limited(key.clone());
 }
 
 /// A resync: every object of the primary watch through `keys_for` as an unchanged update.

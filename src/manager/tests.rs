@@ -226,3 +226,46 @@ fn reported_delete_of_a_missing_object_is_quiet() {
     assert_eq!(seen.len(), 2);
     assert!(seen.iter().all(|(_, w)| *w == "done"));
 }
+
+/// Gives keys up after two retries.
+struct Limited;
+
+impl Controller for Limited {
+    fn name(&self) -> &'static str {
+        "limited"
+    }
+    fn queue_name(&self) -> &'static str {
+        "limited"
+    }
+    fn watches(&self) -> Vec<Watch> {
+        vec![]
+    }
+    fn keys_for(&self, _: &Watch, _: &Delta, _: &Cache) -> Vec<String> {
+        vec![]
+    }
+    fn reconcile(&self, _: &Cx, _: &str) -> crate::Result<Outcome> {
+        Ok(Outcome::none())
+    }
+    fn max_retries(&self) -> Option<u32> {
+        Some(2)
+    }
+}
+
+#[test]
+fn keys_are_given_up_after_max_retries() {
+    let q: Arc<WorkQueue<String>> = WorkQueue::new("limited-test");
+    let k = "a".to_string();
+    retry_or_forget(&Limited, &q, &k);
+    retry_or_forget(&Limited, &q, &k);
+    assert_eq!(q.num_requeues(&k), 2);
+    // The third failure: forgotten, not queued again.
+    retry_or_forget(&Limited, &q, &k);
+    assert_eq!(q.num_requeues(&k), 0);
+    // Without a limit: retried for as long as it fails.
+    let p = Probe::default();
+    for _ in 0..20 {
+        retry_or_forget(&p, &q, &k);
+    }
+    assert_eq!(q.num_requeues(&k), 20);
+    q.shut_down();
+}

@@ -211,6 +211,19 @@ pub fn apply(kind: &Kind, obj: &mut Value) {
         ("", "secrets") => {
             if let Some(m) = obj.as_object_mut() {
                 set_default(m, "type", json!("Opaque"));
+                // `stringData` is written into `data` (base64) and never stored.
+                if let Some(Value::Object(strings)) = m.remove("stringData") {
+                    use base64::Engine as _;
+                    let data = m.entry("data").or_insert_with(|| json!({}));
+                    if !data.is_object() {
+                        *data = json!({});
+                    }
+                    for (k, v) in strings {
+                        let text = v.as_str().unwrap_or("").as_bytes();
+                        data[k.as_str()] =
+                            json!(base64::engine::general_purpose::STANDARD.encode(text));
+                    }
+                }
             }
         }
         ("", "persistentvolumeclaims") => {

@@ -5,6 +5,7 @@
 
 pub mod conditions;
 pub mod inflight;
+pub mod jws;
 pub mod owners;
 pub mod pod;
 pub mod ranking;

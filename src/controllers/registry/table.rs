@@ -2,8 +2,8 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace,
-    podgc, replicaset, rootca, serviceaccount, ttl,
+    bootstrap, certificates, clusterroleaggregation, deployment, endpoints, garbagecollector,
+    namespace, podgc, replicaset, rootca, serviceaccount, tokens, ttl,
 };
 use super::ControllerInfo;
 
@@ -69,7 +69,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         None,
         "--service-account-private-key-file",
     )
-    .workers("concurrent-serviceaccount-token-syncs"),
+    .workers("concurrent-serviceaccount-token-syncs")
+    .runs(tokens::build),
     c(
         "endpoints-controller",
         &["endpoint"],
@@ -215,13 +216,15 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["bootstrapsigner"],
         Some("bootstrap-signer"),
         "",
-    ),
+    )
+    .runs(bootstrap::signer::build),
     off(
         "token-cleaner-controller",
         &["tokencleaner"],
         Some("token-cleaner"),
         "",
-    ),
+    )
+    .runs(bootstrap::cleaner::build),
     c(
         "node-ipam-controller",
         &["nodeipam"],
