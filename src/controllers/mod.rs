@@ -2,6 +2,7 @@
 
 pub mod certificates;
 pub mod clusterroleaggregation;
+pub mod cronjob;
 pub mod deployment;
 pub mod endpoints;
 pub mod garbagecollector;
@@ -14,6 +15,7 @@ pub mod replicaset;
 pub mod rootca;
 pub mod serviceaccount;
 pub mod ttl;
+pub mod ttlafterfinished;
 
 use crate::cache::Delta;
 pub use crate::controller::*;
