@@ -54,7 +54,11 @@ fn create_due_cronjob(admin: &Client, ns: &str, name: &str, schedule: &str, extr
                     "metadata": {"name": name}, "spec": spec}),
         )
         .expect("create cronjob");
-    set_cronjob_status(admin, cj, json!({"lastScheduleTime": rfc3339((now_secs() / 60 - 5) * 60)}))
+    set_cronjob_status(
+        admin,
+        cj,
+        json!({"lastScheduleTime": rfc3339((now_secs() / 60 - 5) * 60)}),
+    )
 }
 
 fn set_cronjob_status(admin: &Client, mut cj: Value, status: Value) -> Value {
@@ -176,7 +180,10 @@ fn scenario_due_time_starts_a_job_and_tracks_it(t: &Target) {
     let minutes = at.duration_since(UNIX_EPOCH).unwrap().as_secs() / 60;
     let name = format!("backup-{minutes}");
     assert_eq!(job["metadata"]["name"], name.as_str());
-    assert!(scheduled.ends_with('Z'), "UTC without a timeZone: {scheduled}");
+    assert!(
+        scheduled.ends_with('Z'),
+        "UTC without a timeZone: {scheduled}"
+    );
     assert_eq!(job["metadata"]["labels"]["app"], "backup");
     assert_eq!(job["metadata"]["annotations"]["team"], "edge");
     let owner = &job["metadata"]["ownerReferences"][0];
@@ -193,10 +200,18 @@ fn scenario_due_time_starts_a_job_and_tracks_it(t: &Target) {
     assert_eq!(cur["status"]["active"][0]["kind"], "Job");
     assert_eq!(cur["status"]["active"][0]["apiVersion"], "batch/v1");
     let e = wait_event(admin, n, "backup", "SuccessfulCreate");
-    assert_eq!((e.0.as_str(), e.2.as_str()), ("Normal", format!("Created job {name}").as_str()));
+    assert_eq!(
+        (e.0.as_str(), e.2.as_str()),
+        ("Normal", format!("Created job {name}").as_str())
+    );
     // Only one Job for the time.
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(names(&jobs(admin, n)).len(), 1, "{:?}", names(&jobs(admin, n)));
+    assert_eq!(
+        names(&jobs(admin, n)).len(),
+        1,
+        "{:?}",
+        names(&jobs(admin, n))
+    );
     // The Job completes.
     let now = now_secs();
     set_job_status(admin, n, &name, now - 1, Some(("Complete", now)));
@@ -217,7 +232,13 @@ fn scenario_forbid_and_replace(t: &Target) {
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let mut made = Vec::new();
     for (name, policy) in [("forbid", "Forbid"), ("replace", "Replace")] {
-        let cj = create_due_cronjob(admin, n, name, "* * * * *", json!({"concurrencyPolicy": policy}));
+        let cj = create_due_cronjob(
+            admin,
+            n,
+            name,
+            "* * * * *",
+            json!({"concurrencyPolicy": policy}),
+        );
         let running = create_owned_job(admin, n, &cj, &format!("{name}-old"), None);
         set_job_status(admin, n, &format!("{name}-old"), now_secs() - 60, None);
         let mut status = cj["status"].clone();
@@ -254,7 +275,10 @@ fn scenario_forbid_and_replace(t: &Target) {
         .filter(|j| j.starts_with("forbid"))
         .collect();
     assert_eq!(forbid_jobs, ["forbid-old"]);
-    assert_eq!(active_names(&get_cronjob(admin, n, "forbid")), ["forbid-old"]);
+    assert_eq!(
+        active_names(&get_cronjob(admin, n, "forbid")),
+        ["forbid-old"]
+    );
 }
 
 /// History limits: of finished Jobs, the newest `successfulJobsHistoryLimit` Complete and
@@ -305,12 +329,19 @@ fn scenario_history_limits(t: &Target) {
             .map(|e| e.2)
             .collect();
         d.sort();
-        (d == ["Deleted job hist-bad-1", "Deleted job hist-ok-1", "Deleted job hist-ok-2"]).then_some(())
+        (d == [
+            "Deleted job hist-bad-1",
+            "Deleted job hist-ok-1",
+            "Deleted job hist-ok-2",
+        ])
+        .then_some(())
     });
     let _ = deleted;
     // Suspended: the due time started nothing.
     std::thread::sleep(Duration::from_secs(2));
-    assert!(events_about(admin, n, "hist").iter().all(|e| e.1 != "SuccessfulCreate"));
+    assert!(events_about(admin, n, "hist")
+        .iter()
+        .all(|e| e.1 != "SuccessfulCreate"));
 }
 
 /// A finished Job with a TTL is deleted (foreground) once it expires; one with a long TTL
@@ -332,13 +363,15 @@ fn scenario_ttl_after_finished(t: &Target) {
     assert!(short["metadata"]["deletionTimestamp"].is_null());
     // Foreground deletion: the Job waits for its dependents to go (without a garbage
     // collector running it keeps the foregroundDeletion finalizer).
-    eventually(LIMIT, "short deleted", || match admin.get(&JOBS, Some(n), "short") {
-        Err(e) if e.is_not_found() => Some(()),
-        Ok(j) if !j["metadata"]["deletionTimestamp"].is_null() => {
-            assert_eq!(j["metadata"]["finalizers"], json!(["foregroundDeletion"]));
-            Some(())
+    eventually(LIMIT, "short deleted", || {
+        match admin.get(&JOBS, Some(n), "short") {
+            Err(e) if e.is_not_found() => Some(()),
+            Ok(j) if !j["metadata"]["deletionTimestamp"].is_null() => {
+                assert_eq!(j["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+                Some(())
+            }
+            _ => None,
         }
-        _ => None,
     });
     std::thread::sleep(Duration::from_secs(2));
     for name in ["long", "running"] {
@@ -349,10 +382,12 @@ fn scenario_ttl_after_finished(t: &Target) {
     let mut long = admin.get(&JOBS, Some(n), "long").expect("long");
     long["spec"]["ttlSecondsAfterFinished"] = 1.into();
     admin.update(&JOBS, &long).expect("shorter ttl");
-    eventually(LIMIT, "long deleted", || match admin.get(&JOBS, Some(n), "long") {
-        Err(e) if e.is_not_found() => Some(()),
-        Ok(j) if !j["metadata"]["deletionTimestamp"].is_null() => Some(()),
-        _ => None,
+    eventually(LIMIT, "long deleted", || {
+        match admin.get(&JOBS, Some(n), "long") {
+            Err(e) if e.is_not_found() => Some(()),
+            Ok(j) if !j["metadata"]["deletionTimestamp"].is_null() => Some(()),
+            _ => None,
+        }
     });
     for name in ["short", "long"] {
         let _ = admin.patch(
@@ -385,7 +420,10 @@ fn scenario_apiserver_restart(t: &Target) {
         None => {
             let cmd = std::env::var("KCM_E2E_APISERVER_RESTART")
                 .expect("the restart scenario needs KCM_E2E_APISERVER_RESTART");
-            let ok = std::process::Command::new("sh").arg("-c").arg(&cmd).status();
+            let ok = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .status();
             assert!(matches!(ok.map(|s| s.success()), Ok(true)), "{cmd}");
             eventually(Duration::from_secs(60), "apiserver back", || {
                 admin.get_raw("/readyz").ok()
@@ -414,10 +452,18 @@ fn scenario_apiserver_restart(t: &Target) {
 fn scenario_time_zone(t: &Target) {
     let ns = Ns::with_cleanup(t, "e2e-cron-tz", &[JOBS, CRONJOBS]);
     let (admin, n) = (&ns.admin, ns.name.as_str());
-    create_due_cronjob(admin, n, "kolkata", "* * * * *", json!({"timeZone": "Asia/Kolkata"}));
+    create_due_cronjob(
+        admin,
+        n,
+        "kolkata",
+        "* * * * *",
+        json!({"timeZone": "Asia/Kolkata"}),
+    );
     let _kcm = start_with(t, "cron-tz", CRONJOB);
     let job = eventually(LIMIT, "a Job", || jobs(admin, n).into_iter().next());
-    let s = job["metadata"]["annotations"][SCHEDULED].as_str().unwrap_or("");
+    let s = job["metadata"]["annotations"][SCHEDULED]
+        .as_str()
+        .unwrap_or("");
     assert!(s.ends_with("+05:30"), "{s}");
 }
 

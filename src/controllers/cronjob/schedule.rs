@@ -8,7 +8,8 @@
 //! [`Schedule::next`] is the library's search, step by step (month, day, hour, minute,
 //! second, each restarting the larger ones when it wraps), in Go's time arithmetic
 //! ([`super::gotime`]), so daylight-saving transitions fall where they fall upstream: a
-//! time in a spring-forward gap runs at the shifted time, one in an autumn overlap once.
+//! time in a spring-forward gap does not run that day, one in an autumn overlap can run in
+//! both occurrences.
 
 use super::gotime::{self, add_date, civil, date, truncate, HOUR, MINUTE, SECOND};
 use jiff::tz::TimeZone;

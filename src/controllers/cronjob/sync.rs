@@ -383,7 +383,8 @@ pub fn plan(cj: &Value, jobs: &[Value], now: i64, live: &dyn Live) -> crate::Res
             Ok(_) => {}
         }
     }
-    p.update_status = update || !p.history_deletes.is_empty();
+    // A history delete that went through is a status change too (`super::finish`).
+    p.update_status = update;
     p.cronjob = cur;
     decide_start(&mut p, now, live, &mut events)?;
     p.events = events;

@@ -530,7 +530,13 @@ fn forbid_waits_and_replace_deletes_the_running_job() {
     let running = job(&cj, "c-old", None, "2024-01-01T00:01:00Z");
     activate(&mut cj, &[&running]);
     cj["spec"]["concurrencyPolicy"] = "Forbid".into();
-    let p = plan(&cj, std::slice::from_ref(&running), now, &FakeLive::default()).unwrap();
+    let p = plan(
+        &cj,
+        std::slice::from_ref(&running),
+        now,
+        &FakeLive::default(),
+    )
+    .unwrap();
     assert!(p.start.is_none());
     assert_eq!(reasons(&p), ["JobAlreadyActive"]);
     cj["spec"]["concurrencyPolicy"] = "Replace".into();
@@ -545,7 +551,13 @@ fn forbid_waits_and_replace_deletes_the_running_job() {
     );
     assert!(p.start.is_some());
     // The running Job could not be read: FailedGet, nothing replaced or started.
-    let p = plan(&cj, std::slice::from_ref(&running), now, &FakeLive::default()).unwrap();
+    let p = plan(
+        &cj,
+        std::slice::from_ref(&running),
+        now,
+        &FakeLive::default(),
+    )
+    .unwrap();
     assert_eq!(reasons(&p), ["FailedGet"]);
     assert!(p.start.is_none() && p.replace_deletes.is_empty() && p.retry.is_some());
     // Allow: a second Job alongside.
