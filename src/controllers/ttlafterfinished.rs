@@ -239,14 +239,13 @@ mod tests {
             job("no-ttl", None, Some(("Complete", "2024-01-01T00:00:00Z"))),
         );
         assert!(h.take_queued().is_empty());
-        h.update(
-            JOBS,
-            job(
-                "running",
-                Some(30),
-                Some(("Complete", "2024-01-01T00:00:00Z")),
-            ),
+        let mut done = job(
+            "running",
+            Some(30),
+            Some(("Complete", "2024-01-01T00:00:00Z")),
         );
+        done["metadata"]["resourceVersion"] = "2".into();
+        h.update(JOBS, done);
         assert_eq!(h.take_queued(), ["ns/running"]);
         let w = h.sync("ns/running");
         assert!(w.is_empty());
