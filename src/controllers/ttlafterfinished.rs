@@ -9,7 +9,9 @@
 //!   again: its TTL may have been changed or removed meanwhile. The delete has foreground
 //!   propagation (the Job goes after its pods) and the fresh Job's UID as a precondition.
 //! - No Events; `--concurrent-ttl-after-finished-syncs` workers (5); queue
-//!   `ttl_jobs_to_delete`.
+//!   `ttl_jobs_to_delete`; the histogram
+//!   `ttl_after_finished_controller_job_deletion_duration_seconds` (from expiry to the
+//!   delete's answer).
 
 use super::{Action, Controller, Cx, Outcome, Watch};
 use crate::api::client::DeleteOptions;
@@ -27,13 +29,29 @@ pub const JOB_WATCH: Watch = Watch::fields(JOBS, &["/spec/ttlSecondsAfterFinishe
 
 /// Its row in the controller table.
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
-    Ok(Some(super::Runnable::reconciles(TtlAfterFinished {
-        workers: cx.workers,
-    })))
+    crate::metrics::register_collector("ttl-after-finished", std::sync::Arc::new(metric_families));
+    Ok(Some(super::Runnable::reconciles(TtlAfterFinished::new(
+        cx.workers,
+    ))))
 }
 
 pub struct TtlAfterFinished {
-    pub workers: usize,
+    workers: usize,
+    /// When the TTL of each Job being deleted ran out, for the deletion-duration histogram.
+    expired: std::sync::Mutex<std::collections::HashMap<String, SystemTime>>,
+}
+
+impl TtlAfterFinished {
+    pub fn new(workers: usize) -> Self {
+        TtlAfterFinished {
+            workers,
+            expired: Default::default(),
+        }
+    }
+
+    fn expired(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, SystemTime>> {
+        self.expired.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// Whether the Job has a TTL and is finished (upstream's `needsCleanup`).
@@ -77,17 +95,46 @@ pub fn process_ttl(job: &Value, now: SystemTime) -> std::result::Result<Ttl, Str
              its cleanup is deferred"
         );
     }
-    let ttl = job["spec"]["ttlSecondsAfterFinished"].as_i64().unwrap_or(0);
-    let expire = if ttl >= 0 {
-        finished.checked_add(Duration::from_secs(ttl as u64))
-    } else {
-        finished.checked_sub(Duration::from_secs(ttl.unsigned_abs()))
-    }
-    .unwrap_or(finished);
+    let expire = expiry(job).unwrap_or(finished);
     Ok(match expire.duration_since(now) {
         Ok(left) if !left.is_zero() => Ttl::Wait(left),
         _ => Ttl::Expired,
     })
+}
+
+/// `ttl_after_finished_controller_job_deletion_duration_seconds`: buckets 0.1, 0.2, ...
+/// 819.2 (14).
+fn deletion_duration() -> std::sync::MutexGuard<'static, crate::queue::Histogram> {
+    static H: std::sync::OnceLock<std::sync::Mutex<crate::queue::Histogram>> =
+        std::sync::OnceLock::new();
+    H.get_or_init(|| {
+        let bounds: Vec<f64> = (0..14).map(|i| 0.1 * f64::from(1u32 << i)).collect();
+        std::sync::Mutex::new(crate::queue::Histogram::new(&bounds))
+    })
+    .lock()
+    .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The controller's metric family (registered when the controller is built, as upstream's).
+pub fn metric_families() -> Vec<crate::metrics::Family> {
+    let mut f = crate::metrics::Family::alpha(
+        "ttl_after_finished_controller_job_deletion_duration_seconds",
+        "The time it took to delete the job since it became eligible for deletion",
+        crate::metrics::MetricType::Histogram,
+    );
+    f.push_histogram(&[], deletion_duration().clone());
+    vec![f]
+}
+
+/// When a Job's TTL ran out.
+fn expiry(job: &Value) -> Option<SystemTime> {
+    let finished = finish_time_field(job).and_then(crate::timefmt::parse_rfc3339)?;
+    let ttl = job["spec"]["ttlSecondsAfterFinished"].as_i64()?;
+    if ttl >= 0 {
+        finished.checked_add(Duration::from_secs(ttl as u64))
+    } else {
+        finished.checked_sub(Duration::from_secs(ttl.unsigned_abs()))
+    }
 }
 
 impl Controller for TtlAfterFinished {
@@ -102,6 +149,16 @@ impl Controller for TtlAfterFinished {
     }
     fn watches(&self) -> Vec<Watch> {
         vec![JOB_WATCH]
+    }
+
+    fn applied(&self, key: &str, action: &Action, result: super::Applied<'_>) {
+        let since = self.expired().remove(key);
+        if let (Action::Delete { .. }, super::Applied::Done(_), Some(since)) =
+            (action, result, since)
+        {
+            let took = SystemTime::now().duration_since(since).unwrap_or_default();
+            deletion_duration().observe(took.as_secs_f64());
+        }
     }
 
     fn keys_for(&self, _: &Watch, d: &Delta, _: &Cache) -> Vec<String> {
@@ -139,6 +196,9 @@ impl Controller for TtlAfterFinished {
             Ttl::Wait(d) => Ok(wait(d)),
             Ttl::Expired => {
                 log::debug!("ttl-after-finished-controller: cleaning up Job {key}");
+                if let Some(at) = expiry(&fresh) {
+                    self.expired().insert(key.to_string(), at);
+                }
                 Ok(Outcome::with(vec![Action::Delete {
                     kind: JOBS,
                     namespace: ns.to_string(),
@@ -225,6 +285,32 @@ mod tests {
     }
 
     #[test]
+    fn deletion_duration_histogram_is_upstreams() {
+        let text = crate::metrics::encode(&metric_families());
+        assert!(text.contains(
+            "# HELP ttl_after_finished_controller_job_deletion_duration_seconds [ALPHA] The time \
+             it took to delete the job since it became eligible for deletion"
+        ));
+        let les: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split("_bucket{le=\"").nth(1)?.split('"').next())
+            .collect();
+        assert_eq!(
+            les,
+            [
+                "0.1", "0.2", "0.4", "0.8", "1.6", "3.2", "6.4", "12.8", "25.6", "51.2", "102.4",
+                "204.8", "409.6", "819.2", "+Inf"
+            ]
+        );
+        let skew = crate::metrics::encode(&crate::controllers::cronjob::metric_families());
+        assert!(skew
+            .contains("cronjob_controller_job_creation_skew_duration_seconds_bucket{le=\"512\"}"));
+        assert!(
+            skew.contains("# TYPE cronjob_controller_job_creation_skew_duration_seconds histogram")
+        );
+    }
+
+    #[test]
     fn a_finished_condition_without_a_time_is_an_error() {
         let j = job("a", Some(1), Some(("Complete", "")));
         assert!(process_ttl(&j, at("2024-01-01T00:00:00Z")).is_err());
@@ -232,7 +318,7 @@ mod tests {
 
     #[test]
     fn only_finished_jobs_with_a_ttl_are_queued_and_unexpired_ones_wait() {
-        let mut h = Harness::new(TtlAfterFinished { workers: 5 }).at("2024-01-01T00:00:10Z");
+        let mut h = Harness::new(TtlAfterFinished::new(5)).at("2024-01-01T00:00:10Z");
         h.add(JOBS, job("running", Some(30), None));
         h.add(
             JOBS,

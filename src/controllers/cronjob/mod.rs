@@ -21,7 +21,8 @@
 //! - The CronJob is looked at again 100 ms after its next start time (the workqueue's
 //!   `AddAfter`: no polling); a change of schedule or zone waits for the new next start time.
 //! - Jobs are deleted with background propagation; `--concurrent-cron-job-syncs` workers
-//!   (5); queue `cronjob`; Events from `cronjob-controller`.
+//!   (5); queue `cronjob`; Events from `cronjob-controller`; the histogram
+//!   `cronjob_controller_job_creation_skew_duration_seconds`.
 //!
 //! Unlike upstream: a schedule that never fires (`0 0 30 2 *`) is not looked at again until
 //! it changes (upstream requeues it at once, over and over); an unparseable new schedule
@@ -55,6 +56,7 @@ pub const JOB_WATCH: Watch = Watch::fields(JOBS, &["/status"]);
 
 /// Its row in the controller table.
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    crate::metrics::register_collector("cronjob", std::sync::Arc::new(metric_families));
     Ok(Some(super::Runnable::reconciles(CronJobController::new(
         cx.workers,
     ))))
@@ -320,6 +322,7 @@ fn finish(cx: &Cx, p: Pending) -> Result<Outcome> {
         let ev = |t, reason: &str, msg: String| Action::Event(sync::event(&cj, t, reason, msg));
         let job = match created {
             Created::Done(job) => {
+                observe_skew(&job, start.scheduled);
                 actions.push(ev(
                     EventType::Normal,
                     "SuccessfulCreate",
@@ -368,4 +371,38 @@ fn finish(cx: &Cx, p: Pending) -> Result<Outcome> {
         requeue_after: requeue,
         ..Outcome::default()
     })
+}
+
+/// `cronjob_controller_job_creation_skew_duration_seconds` (STABLE upstream): seconds from a
+/// start time to its Job's creation, buckets 1, 2, 4, ... 512.
+fn creation_skew() -> std::sync::MutexGuard<'static, crate::queue::Histogram> {
+    static H: std::sync::OnceLock<Mutex<crate::queue::Histogram>> = std::sync::OnceLock::new();
+    H.get_or_init(|| {
+        let bounds: Vec<f64> = (0..10).map(|i| f64::from(1u32 << i)).collect();
+        Mutex::new(crate::queue::Histogram::new(&bounds))
+    })
+    .lock()
+    .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The controller's metric family (registered when the controller is built, as upstream's).
+pub fn metric_families() -> Vec<crate::metrics::Family> {
+    let mut f = crate::metrics::Family::new(
+        "cronjob_controller_job_creation_skew_duration_seconds",
+        "[STABLE] Time between when a cronjob is scheduled to be run, and when the corresponding job is created",
+        crate::metrics::MetricType::Histogram,
+    );
+    f.push_histogram(&[], creation_skew().clone());
+    vec![f]
+}
+
+/// Observe the skew of a created Job (its creation time less its start time).
+fn observe_skew(job: &Value, scheduled: i64) {
+    if let Some(created) = job["metadata"]["creationTimestamp"]
+        .as_str()
+        .and_then(crate::timefmt::parse_rfc3339)
+    {
+        let skew = (gotime::from_system(created) - scheduled) as f64 / 1e9;
+        creation_skew().observe(skew);
+    }
 }
