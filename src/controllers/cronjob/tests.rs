@@ -247,6 +247,15 @@ fn time_zones_load_by_exact_iana_name() {
         Some("unknown time zone europe/berlin")
     );
     assert!(gotime::load_location("../etc/passwd").is_err());
+    // The copy built in, for images without zoneinfo.
+    let bundled = jiff::tz::TimeZoneDatabase::bundled();
+    assert_eq!(
+        bundled
+            .get("America/Sao_Paulo")
+            .ok()
+            .and_then(|z| z.iana_name().map(str::to_string)),
+        Some("America/Sao_Paulo".to_string())
+    );
     assert_eq!(
         gotime::rfc3339_in(
             &gotime::load_location("Asia/Kolkata").unwrap(),
