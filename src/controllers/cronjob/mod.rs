@@ -25,9 +25,9 @@
 //!   `cronjob_controller_job_creation_skew_duration_seconds`.
 //!
 //! Unlike upstream: a schedule that never fires (`0 0 30 2 *`) is not looked at again until
-//! it changes (upstream requeues it at once, over and over); an unparseable new schedule
-//! records no `UnParseableCronJobSchedule` Event from the watch (the sync's
-//! `UnparseableSchedule` is recorded when it is next synced).
+//! it changes (upstream requeues it at once, over and over). A change to an unparseable
+//! schedule is, as upstream, an `UnParseableCronJobSchedule` Event and no sync (recorded by
+//! the worker rather than the watch handler).
 
 pub mod gotime;
 pub mod schedule;
@@ -83,6 +83,8 @@ pub struct CronJobController {
     pending: Mutex<HashMap<String, Pending>>,
     /// The schedule and zone each CronJob had when last seen, to tell a change of them.
     schedules: Mutex<HashMap<String, (String, Option<String>)>>,
+    /// CronJobs whose schedule changed to one that does not parse: the Event is due.
+    unparseable: Mutex<HashMap<String, Value>>,
 }
 
 impl CronJobController {
@@ -91,6 +93,7 @@ impl CronJobController {
             workers,
             pending: Mutex::new(HashMap::new()),
             schedules: Mutex::new(HashMap::new()),
+            unparseable: Mutex::new(HashMap::new()),
         }
     }
 
@@ -202,7 +205,13 @@ impl Controller for CronJobController {
                 "cronjob-controller: {key}: unparseable schedule {:?}",
                 now_schedule.0
             );
-            return vec![];
+            // Upstream records the Event from its handler and does not sync: the key is
+            // queued for the Event alone.
+            self.unparseable
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key.clone(), (**d.object()).clone());
+            return vec![(key, Duration::ZERO)];
         };
         let now = gotime::from_system(std::time::SystemTime::now());
         let delay = sync::requeue(cj, &sched, now).map_or(Duration::ZERO, to_duration);
@@ -211,6 +220,22 @@ impl Controller for CronJobController {
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
         self.pending().remove(key);
+        let changed_to = self
+            .unparseable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        if let Some(cj) = changed_to {
+            return Ok(Outcome::with(vec![Action::Event(sync::event(
+                &cj,
+                EventType::Warning,
+                "UnParseableCronJobSchedule",
+                format!(
+                    "unparseable schedule for cronjob: {}",
+                    cj["spec"]["schedule"].as_str().unwrap_or("")
+                ),
+            ))]));
+        }
         let Some(cj) = cx.cache.store(CRONJOBS).get(key) else {
             return Ok(Outcome::none());
         };

@@ -721,9 +721,23 @@ fn a_schedule_change_waits_for_the_new_next_time() {
     changed["spec"]["schedule"] = "0 0 1 1 *".into();
     let k = h.ctrl.delayed_keys_for(&w, &delta(&cj, &changed), &h.cache);
     assert!(k[0].1 > std::time::Duration::from_secs(60), "{k:?}");
-    // An unparseable new schedule queues nothing.
+    // An unparseable new schedule: the Event only, no sync.
     let mut bad = cj.clone();
     bad["spec"]["schedule"] = "bad".into();
+    bad["metadata"]["resourceVersion"] = "8".into();
     h.update(CRONJOBS, bad);
-    assert!(h.take_queued().is_empty());
+    assert_eq!(h.take_queued(), ["ns/c"]);
+    let w = h.sync("ns/c");
+    assert_eq!(
+        w.events,
+        [(
+            EventType::Warning,
+            "UnParseableCronJobSchedule".to_string(),
+            "unparseable schedule for cronjob: bad".to_string()
+        )]
+    );
+    assert!(w.updates.is_empty() && w.creates.is_empty());
+    // The next sync is a sync (with the sync's own Event for the schedule).
+    let w = h.sync("ns/c");
+    assert_eq!(w.events[0].1, "UnparseableSchedule");
 }
