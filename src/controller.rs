@@ -320,6 +320,22 @@ pub trait Controller: Send + Sync {
     fn key_delay(&self, _watch: &Watch) -> Duration {
         Duration::ZERO
     }
+    /// The keys for a change, each with how long it waits before it is queued: `keys_for`
+    /// with `key_delay` unless the controller delays some changes only (upstream's handlers
+    /// that `AddAfter` some updates, e.g. a CronJob whose schedule changed waits for its
+    /// next start time). The manager calls this, once per change.
+    fn delayed_keys_for(
+        &self,
+        watch: &Watch,
+        delta: &Delta,
+        cache: &Cache,
+    ) -> Vec<(String, Duration)> {
+        let d = self.key_delay(watch);
+        self.keys_for(watch, delta, cache)
+            .into_iter()
+            .map(|k| (k, d))
+            .collect()
+    }
     /// Read the cache, decide, return the actions. No I/O besides `cx.client` reads.
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome>;
     /// Asked right after the actions of an outcome with `status_after_writes` were applied: the

@@ -3,6 +3,7 @@
 pub mod bootstrap;
 pub mod certificates;
 pub mod clusterroleaggregation;
+pub mod cronjob;
 pub mod deployment;
 pub mod endpoints;
 pub mod garbagecollector;
@@ -16,6 +17,7 @@ pub mod rootca;
 pub mod serviceaccount;
 pub mod tokens;
 pub mod ttl;
+pub mod ttlafterfinished;
 
 use crate::cache::Delta;
 pub use crate::controller::*;

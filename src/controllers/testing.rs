@@ -75,7 +75,12 @@ impl<C: Controller> Harness<C> {
         for w in self.ctrl.watches().into_iter().filter(|w| w.kind == kind) {
             fed = true;
             if let Some(d) = self.cache.store_for(&w).apply(delta, o.clone()) {
-                self.queued.extend(self.ctrl.keys_for(&w, &d, &self.cache));
+                self.queued.extend(
+                    self.ctrl
+                        .delayed_keys_for(&w, &d, &self.cache)
+                        .into_iter()
+                        .map(|(k, _)| k),
+                );
             }
         }
         if !fed {

@@ -187,8 +187,7 @@ impl Manager {
             let (c, q, cache) = (c.clone(), queue.clone(), Arc::downgrade(&self.cache));
             inf.add_handler(Arc::new(move |d| {
                 if let Some(cache) = cache.upgrade() {
-                    let delay = c.key_delay(&w);
-                    for k in c.keys_for(&w, d, &cache) {
+                    for (k, delay) in c.delayed_keys_for(&w, d, &cache) {
                         if delay.is_zero() {
                             q.add(k);
                         } else {

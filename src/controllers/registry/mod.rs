@@ -293,7 +293,7 @@ mod tests {
                 Some(row.name)
             })
             .collect();
-        assert_eq!(built.len(), 16, "{built:?}");
+        assert_eq!(built.len(), 18, "{built:?}");
         let _ = std::fs::remove_dir_all(&ca_dir);
         // Worker counts come from the row's flag.
         let mut cfg = Config::default();

@@ -188,6 +188,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("cronjob-controller"),
         "",
     )
+    .runs(crate::controllers::cronjob::build)
     .workers("concurrent-cron-job-syncs"),
     c(
         "certificatesigningrequest-signing-controller",
@@ -299,6 +300,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("ttl-after-finished-controller"),
         "",
     )
+    .runs(crate::controllers::ttlafterfinished::build)
     .workers("concurrent-ttl-after-finished-syncs"),
     c(
         "root-ca-certificate-publisher-controller",
