@@ -2,7 +2,7 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace,
+    certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace, nodeipam,
     podgc, replicaset, rootca, serviceaccount, ttl,
 };
 use super::ControllerInfo;
@@ -226,7 +226,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["nodeipam"],
         Some("node-controller"),
         "--allocate-node-cidrs",
-    ),
+    )
+    .runs(nodeipam::build),
     c(
         "node-lifecycle-controller",
         &["nodelifecycle"],
