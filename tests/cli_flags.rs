@@ -595,8 +595,6 @@ fn help_marks_what_is_not_acted_on_yet() {
         ("cluster-signing-cert-file", "csrsigning"),
         ("cluster-signing-kubelet-serving-key-file", "csrsigning"),
         ("service-account-private-key-file", "serviceaccount-token"),
-        ("allocate-node-cidrs", "nodeipam"),
-        ("cluster-cidr", "nodeipam"),
     ] {
         let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
         assert!(
@@ -610,6 +608,9 @@ fn help_marks_what_is_not_acted_on_yet() {
         "leader-elect",
         "use-service-account-credentials",
         "terminated-pod-gc-threshold",
+        "allocate-node-cidrs",
+        "cluster-cidr",
+        "node-cidr-mask-size-ipv6",
     ] {
         let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
         assert!(!n.contains("Not acted on yet"), "--{flag}: {n}");

@@ -28,10 +28,17 @@ fn assert_no_node_waits(admin: &Client) {
         .expect("list nodes")
         .items
         .iter()
-        .filter(|n| n["spec"]["podCIDRs"].as_array().is_none_or(|a| a.is_empty()))
+        .filter(|n| {
+            n["spec"]["podCIDRs"]
+                .as_array()
+                .is_none_or(|a| a.is_empty())
+        })
         .map(|n| n["metadata"]["name"].as_str().unwrap_or("").to_string())
         .collect();
-    assert!(waiting.is_empty(), "nodes without CIDRs already: {waiting:?}");
+    assert!(
+        waiting.is_empty(),
+        "nodes without CIDRs already: {waiting:?}"
+    );
 }
 
 /// A node, with these CIDRs set by the test (none: for the controller to set).
@@ -218,7 +225,10 @@ fn scenario_invalid_configuration_refused(t: &Target) {
             "not configured as dual stack",
         ),
         (
-            vec!["--cluster-cidr=10.253.0.0/16,fd00::/48", "--node-cidr-mask-size=24"],
+            vec![
+                "--cluster-cidr=10.253.0.0/16,fd00::/48",
+                "--node-cidr-mask-size=24",
+            ],
             "usage of --node-cidr-mask-size is not allowed with dual-stack clusters",
         ),
     ] {

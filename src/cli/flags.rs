@@ -336,10 +336,6 @@ pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
         "service-account-private-key-file" => "serviceaccount-token is not in edgekcm yet",
         "cluster-signing-duration" => "csrsigning is not in edgekcm yet",
         n if n.starts_with("cluster-signing-") => "csrsigning is not in edgekcm yet",
-        "allocate-node-cidrs" | "cluster-cidr" | "service-cluster-ip-range" => {
-            "nodeipam is not in edgekcm yet"
-        }
-        n if n.starts_with("node-cidr-mask-size") => "nodeipam is not in edgekcm yet",
         "node-monitor-period" | "node-monitor-grace-period" | "node-startup-grace-period" => {
             "nodelifecycle is not in edgekcm yet"
         }

@@ -76,7 +76,8 @@ impl Net {
 
     /// Whether the two networks share an address (one contains the other).
     pub fn overlaps(&self, o: &Net) -> bool {
-        self.contains(o.v6, o.addr & self.own_mask()) || o.contains(self.v6, self.addr & o.own_mask())
+        self.contains(o.v6, o.addr & self.own_mask())
+            || o.contains(self.v6, self.addr & o.own_mask())
     }
 }
 
@@ -235,7 +236,8 @@ impl CidrSet {
         }
         let node_mask = Net::mask(self.node_prefix, self.cluster.bits());
         let begin = self.index_for(cidr.addr & node_mask)?;
-        let last = cidr.addr | (Net::mask(cidr.prefix, cidr.bits()) ^ Net::mask(cidr.bits(), cidr.bits()));
+        let last =
+            cidr.addr | (Net::mask(cidr.prefix, cidr.bits()) ^ Net::mask(cidr.bits(), cidr.bits()));
         let end = self.index_for(last & node_mask)?;
         Ok((begin, end))
     }

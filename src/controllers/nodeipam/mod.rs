@@ -26,8 +26,7 @@
 //! - A deleted node's CIDRs are free again. A node whose CIDR is outside the cluster CIDRs,
 //!   unparsable, or has more CIDRs than there are cluster CIDRs is logged with upstream's
 //!   error and left alone.
-//! - No `--concurrent-*` flag; 30 patches in flight at most (upstream's `cidrUpdateWorkers`);
-//!   no work queue, so no `workqueue_*` series.
+//! - No `--concurrent-*` flag; no work queue, so no `workqueue_*` series.
 //!
 //! Unlike upstream:
 //! - A node with an unusable CIDR in the first list is logged and skipped; upstream refuses to
@@ -37,6 +36,8 @@
 //!   reservation for a node deleted before its patch is released (upstream keeps retrying it).
 //! - When a dual-stack allocation finds the second family exhausted, the first family's CIDR
 //!   is given back (upstream keeps it taken until a restart).
+//! - 4 patches in flight at most (upstream: 30 goroutines); the client's QPS limit bounds
+//!   both, and 30 threads cost more CPU and memory for no speed.
 //! - A node seen with CIDRs on an update (someone else set them) has them taken, as on an
 //!   add; and a node that shows up with a CIDR another node holds in a reservation not yet
 //!   written (after a re-list) makes that node get another.
@@ -58,8 +59,8 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-/// Upstream's `cidrUpdateWorkers`.
-const WORKERS: usize = 30;
+/// Patches in flight (upstream's `cidrUpdateWorkers` is 30; see the module docs).
+const WORKERS: usize = 4;
 /// Upstream's `cidrUpdateRetries`: patches of one reservation before it is given up.
 const PATCH_TRIES: u32 = 3;
 /// The Event source (upstream's recorder of the range allocator).
@@ -152,7 +153,9 @@ impl State {
                 return Err(format!("node:{name} has an allocated cidr: {net} at index:{idx} that does not exist in cluster cidrs configuration"));
             };
             set.occupy(&net).map_err(|e| {
-                format!("failed to mark cidr[{net}] at idx [{idx}] as occupied for node: {name}: {e}")
+                format!(
+                    "failed to mark cidr[{net}] at idx [{idx}] as occupied for node: {name}: {e}"
+                )
             })?;
         }
         Ok(())
@@ -213,9 +216,9 @@ impl State {
     /// when it starts for this).
     fn prime(&mut self, cache: &Cache) {
         self.primed = true;
-        let nodes = cache.store_for(&NODE_WATCH).scan(|n| {
-            (!pod_cidrs(n).is_empty()).then(|| n.clone())
-        });
+        let nodes = cache
+            .store_for(&NODE_WATCH)
+            .scan(|n| (!pod_cidrs(n).is_empty()).then(|| n.clone()));
         for n in &nodes {
             if let Err(e) = self.occupy(n) {
                 log::error!("node-ipam-controller: {e}");
@@ -256,7 +259,10 @@ impl State {
 impl NodeIpamController {
     pub fn new(p: &Params) -> std::result::Result<Self, String> {
         let mut sets = p.sets()?;
-        for svc in [p.service_cidr, p.secondary_service_cidr].into_iter().flatten() {
+        for svc in [p.service_cidr, p.secondary_service_cidr]
+            .into_iter()
+            .flatten()
+        {
             for set in sets.iter_mut().filter(|s| s.cluster().overlaps(&svc)) {
                 if let Err(e) = set.occupy(&svc) {
                     log::error!("node-ipam-controller: error filtering out service cidr {svc} out of cluster cidr {}: {e}", set.cluster());
@@ -333,7 +339,9 @@ impl Controller for NodeIpamController {
             return keys;
         }
         if st.work.contains_key(name) {
-            log::debug!("node-ipam-controller: node {name} is already in a process of CIDR assignment");
+            log::debug!(
+                "node-ipam-controller: node {name} is already in a process of CIDR assignment"
+            );
             return vec![];
         }
         st.allocate_for(name);
@@ -355,7 +363,11 @@ impl Controller for NodeIpamController {
         match st.work.get(key).cloned() {
             Some(Work::Exhausted) => {
                 st.work.remove(key);
-                return Ok(Outcome::with(vec![status_event(key, uid, CIDR_NOT_AVAILABLE)]));
+                return Ok(Outcome::with(vec![status_event(
+                    key,
+                    uid,
+                    CIDR_NOT_AVAILABLE,
+                )]));
             }
             Some(Work::AssignFailed) => {
                 st.work.remove(key);

@@ -49,7 +49,11 @@ impl Params {
             }
             other => return Err(format!("invalid CIDR allocator type: {other}")),
         }
-        let given = cfg.given.get("cluster-cidr").map(String::as_str).unwrap_or("");
+        let given = cfg
+            .given
+            .get("cluster-cidr")
+            .map(String::as_str)
+            .unwrap_or("");
         let cluster: Vec<Net> = cfg
             .kube_cloud_shared
             .cluster_cidrs
@@ -113,15 +117,14 @@ impl Params {
 fn mask_sizes(cfg: &Config, cluster: &[Net]) -> Result<Vec<u8>, String> {
     let o = &cfg.node_ipam;
     let sorted = |v4: u8, v6: u8| -> Vec<u8> {
-        cluster
-            .iter()
-            .map(|c| if c.v6 { v6 } else { v4 })
-            .collect()
+        cluster.iter().map(|c| if c.v6 { v6 } else { v4 }).collect()
     };
     let (mut v4, mut v6) = (DEFAULT_MASK_IPV4, DEFAULT_MASK_IPV6);
     if cluster.len() > 1 {
         if o.node_cidr_mask_size.is_some() {
-            return Err("usage of --node-cidr-mask-size is not allowed with dual-stack clusters".into());
+            return Err(
+                "usage of --node-cidr-mask-size is not allowed with dual-stack clusters".into(),
+            );
         }
         if let Some(m) = o.node_cidr_mask_size_ipv4 {
             v4 = m;

