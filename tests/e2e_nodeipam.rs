@@ -239,9 +239,53 @@ fn scenario_invalid_configuration_refused(t: &Target) {
     }
 }
 
+/// The watch broken and its history gone (sandbox: a 410 re-list, and node patches failing
+/// twice; real: kube-apiserver restarted with `KCM_E2E_APISERVER_RESTART` when set): nothing
+/// is lost, and no CIDR is handed out twice.
+fn scenario_survives_relist_and_failures(t: &Target) {
+    let admin = t.admin();
+    assert_no_node_waits(&admin);
+    let mut nodes = Nodes::new(admin.clone());
+    let p = unique("ipam-rl");
+    let name = |i: u32| format!("{p}-{i}");
+    let mut kcm = start(t, "ipam-rl", &["--cluster-cidr=10.249.0.0/16"]);
+    create(&mut nodes, &name(0), &[]);
+    create(&mut nodes, &name(1), &[]);
+    assert_eq!(wait_cidrs(&admin, &name(0)), ["10.249.0.0/24"]);
+    assert_eq!(wait_cidrs(&admin, &name(1)), ["10.249.1.0/24"]);
+    if let Some(sb) = t.sandbox() {
+        sb.faults().expire_history();
+        sb.faults().drop_watches();
+    } else if let Ok(cmd) = std::env::var("KCM_E2E_APISERVER_RESTART") {
+        let ok = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&cmd)
+            .status();
+        assert!(matches!(ok, Ok(s) if s.success()), "{cmd} failed");
+        eventually(Duration::from_secs(60), "apiserver back", || {
+            admin.get_raw("/readyz").ok()
+        });
+    }
+    nodes.delete(&name(0));
+    if let Some(sb) = t.sandbox() {
+        // The next patches of nodes (creates go to /nodes) fail.
+        sb.faults().fail_next(2, 500, Some("/nodes/"));
+    }
+    for i in 2..5 {
+        create(&mut nodes, &name(i), &[]);
+    }
+    let mut all: Vec<String> = (1..5).flat_map(|i| wait_cidrs(&admin, &name(i))).collect();
+    assert_eq!(all[0], "10.249.1.0/24");
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert!(kcm.exited().is_none(), "{}", kcm.log_text());
+}
+
 scenarios! {
     allocation_exhaustion_and_reuse => scenario_allocation_exhaustion_and_reuse,
     dual_stack => scenario_dual_stack,
     recovery_across_restart => scenario_recovery_across_restart,
     invalid_configuration_refused => scenario_invalid_configuration_refused,
+    survives_relist_and_failures => scenario_survives_relist_and_failures,
 }
