@@ -54,6 +54,13 @@ bench *args:
     cargo build --release --example bench
     target/release/examples/bench {{args}}
 
+# KCM_E2E_KUBECONFIG + KCM_BENCH_UPSTREAM for edgekcm vs kube-controller-manager on a real apiserver
+# Benchmark: node CIDRs for 200 nodes created at once (--cluster-cidr=10.244.0.0/16); wall, CPU and RSS
+bench-node-ipam *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_node_ipam
+    target/release/examples/bench_node_ipam {{args}}
+
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
 # Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
 dist:

@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn flags_switch_controllers_on() {
         let m = missing(KUBEADM);
-        for n in ["node-ipam-controller", "job-controller"] {
+        for n in ["job-controller"] {
             assert!(m.contains(&n), "{n} missing from {m:?}");
         }
         // Never: implemented ones, cloud ones, feature-gated ones, later releases.
@@ -228,6 +228,7 @@ mod tests {
             "token-cleaner-controller",
             "deployment-controller",
             "certificatesigningrequest-signing-controller",
+            "node-ipam-controller",
             "service-lb-controller",
             "node-route-controller",
             "resourceclaim-controller",
@@ -316,7 +317,7 @@ mod tests {
             line.starts_with(&format!("{n} controllers that kube-controller-manager v1.28 would run with these flags are not in edgekcm yet: endpointslice, ")),
             "{line}"
         );
-        assert!(line.contains("nodeipam") && !line.contains("csrsigning"));
+        assert!(!line.contains("nodeipam") && !line.contains("csrsigning"));
         assert!(!line.contains("taint-eviction"));
         // Short enough for one line of a terminal-wide log viewer's wrap, far under 700.
         assert!(line.len() < 600, "{} characters: {line}", line.len());

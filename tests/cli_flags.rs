@@ -591,10 +591,7 @@ fn help_marks_what_is_not_acted_on_yet() {
         })?;
         lines.next().map(str::to_string)
     };
-    for (flag, why) in [
-        ("allocate-node-cidrs", "nodeipam"),
-        ("cluster-cidr", "nodeipam"),
-    ] {
+    for (flag, why) in [("node-monitor-grace-period", "nodelifecycle")] {
         let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
         assert!(
             n.contains(&format!("Not acted on yet: {why} is not in edgekcm yet.")),
@@ -609,6 +606,9 @@ fn help_marks_what_is_not_acted_on_yet() {
         "leader-elect",
         "use-service-account-credentials",
         "terminated-pod-gc-threshold",
+        "allocate-node-cidrs",
+        "cluster-cidr",
+        "node-cidr-mask-size-ipv6",
     ] {
         let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
         assert!(!n.contains("Not acted on yet"), "--{flag}: {n}");

@@ -333,10 +333,6 @@ pub(super) static ACTED: &[Acted] = &[
 /// edgekcm. `None` for the flags it acts on.
 pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
     Some(match name {
-        "allocate-node-cidrs" | "cluster-cidr" | "service-cluster-ip-range" => {
-            "nodeipam is not in edgekcm yet"
-        }
-        n if n.starts_with("node-cidr-mask-size") => "nodeipam is not in edgekcm yet",
         "node-monitor-period" | "node-monitor-grace-period" | "node-startup-grace-period" => {
             "nodelifecycle is not in edgekcm yet"
         }

@@ -201,7 +201,9 @@ fn parse_run(args: &[String]) -> Result<Command> {
             }
             Kind::Accepted { ty } => {
                 keep(&mut given, &o, ty)?;
-                if warned.insert(o.name) {
+                // Read by node IPAM from the text kept (upstream's types are refused there).
+                let read = o.name == "cidr-allocator-type";
+                if !read && warned.insert(o.name) {
                     warnings.push(match o.name {
                         // Read by the secure port (`server::debug`); the rest of what it turns
                         // on upstream (/debug/pprof) is not served.
@@ -214,7 +216,9 @@ fn parse_run(args: &[String]) -> Result<Command> {
             }
             Kind::Later { ty } => {
                 keep(&mut given, &o, ty)?;
-                if warned.insert(o.name) {
+                // Read by node IPAM from the text kept (upstream's types are refused there).
+                let read = o.name == "cidr-allocator-type";
+                if !read && warned.insert(o.name) {
                     warnings.push(format!(
                         "flag --{} (from a kube-controller-manager release after 1.28) is accepted for compatibility; edgekcm does not act on it yet",
                         o.name

@@ -9,6 +9,7 @@ pub mod endpoints;
 pub mod garbagecollector;
 pub mod kit;
 pub mod namespace;
+pub mod nodeipam;
 pub mod podgc;
 pub mod refmanager;
 pub mod registry;

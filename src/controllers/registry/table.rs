@@ -2,8 +2,9 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    bootstrap, certificates, clusterroleaggregation, deployment, endpoints, garbagecollector,
-    namespace, podgc, replicaset, rootca, serviceaccount, tokens, ttl,
+    bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints,
+    garbagecollector, namespace, nodeipam, podgc, replicaset, rootca, serviceaccount, tokens, ttl,
+    ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -188,7 +189,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("cronjob-controller"),
         "",
     )
-    .runs(crate::controllers::cronjob::build)
+    .runs(cronjob::build)
     .workers("concurrent-cron-job-syncs"),
     c(
         "certificatesigningrequest-signing-controller",
@@ -231,7 +232,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["nodeipam"],
         Some("node-controller"),
         "--allocate-node-cidrs",
-    ),
+    )
+    .runs(nodeipam::build),
     c(
         "node-lifecycle-controller",
         &["nodelifecycle"],
@@ -300,7 +302,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("ttl-after-finished-controller"),
         "",
     )
-    .runs(crate::controllers::ttlafterfinished::build)
+    .runs(ttlafterfinished::build)
     .workers("concurrent-ttl-after-finished-syncs"),
     c(
         "root-ca-certificate-publisher-controller",
