@@ -248,9 +248,6 @@ mod tests {
             assert!(!m.contains(&n), "{n} in {m:?}");
         }
         assert!(m.contains(&"job-controller"));
-        // A flag alone switches its controller on.
-        let m = missing("--allocate-node-cidrs=true --cluster-cidr=10.244.0.0/16");
-        assert!(m.contains(&"node-ipam-controller"));
     }
 
     #[test]
