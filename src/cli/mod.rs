@@ -263,6 +263,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
     })?;
     let mut cfg = Config::from_flags(flags, &concurrent, warnings)?;
     cfg.given.extend(given);
+    cfg.node_lifecycle_from_given()?;
     Ok(Command::Run(Box::new(cfg)))
 }
 

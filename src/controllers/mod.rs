@@ -7,6 +7,7 @@ pub mod endpoints;
 pub mod garbagecollector;
 pub mod kit;
 pub mod namespace;
+pub mod nodelifecycle;
 pub mod podgc;
 pub mod refmanager;
 pub mod registry;

@@ -3,7 +3,7 @@
 
 use super::super::{
     certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace,
-    podgc, replicaset, rootca, serviceaccount, ttl,
+    nodelifecycle, podgc, replicaset, rootca, serviceaccount, ttl,
 };
 use super::ControllerInfo;
 
@@ -232,7 +232,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["nodelifecycle"],
         Some("node-controller"),
         "",
-    ),
+    )
+    .runs(nodelifecycle::build),
     c(
         "service-lb-controller",
         &["service"],
