@@ -193,7 +193,7 @@ fn start(t: &Target, tag: &str, grace: &str) -> Kcm {
 }
 
 /// A node whose lease stops being renewed goes Unknown, is tainted unreachable (NoSchedule
-/// and NoExecute), its pods are marked not ready; a pod without tolerations is deleted at
+/// and NoExecute), its pods are marked not ready; a pod tolerating it for 0 s is deleted at
 /// once (with `DisruptionTarget`), one tolerating for 6 s after 6 s, one tolerating for ever
 /// stays; the other node and its pods are left alone. Back to life, the taints go.
 fn scenario_dark_node_evicts_its_pods(t: &Target) {
@@ -210,7 +210,9 @@ fn scenario_dark_node_evicts_its_pods(t: &Target) {
         ready_node(&mut nodes, name);
         beats.start(name);
     }
-    running_pod(admin, n, "plain", &dark, json!([]));
+    // A real apiserver gives pods without them 300 s tolerations of both NoExecute taints
+    // (DefaultTolerationSeconds): this one tolerates for zero seconds, which is at once.
+    running_pod(admin, n, "plain", &dark, unreachable_for(Some(0)));
     running_pod(admin, n, "for6", &dark, unreachable_for(Some(6)));
     running_pod(admin, n, "forever", &dark, unreachable_for(None));
     running_pod(admin, n, "other", &alive, json!([]));
@@ -416,6 +418,61 @@ fn scenario_restart_loses_nothing(t: &Target) {
     assert!(deleted(admin, n, "forever").is_none());
 }
 
+/// A NoExecute taint a user puts on a healthy node: a pod that does not tolerate it is
+/// deleted at once, one tolerating it for 30 s is scheduled and the deletion cancelled (with
+/// its Event) when the taint goes, one tolerating it for ever stays.
+fn scenario_user_taint(t: &Target) {
+    let ns = Ns::with_cleanup(t, "e2e-nlc-ut", &[]);
+    let _pods = PodsGone {
+        admin: ns.admin.clone(),
+        ns: ns.name.clone(),
+    };
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let mut nodes = Nodes::new(admin.clone());
+    let mut beats = Heartbeats::new(admin);
+    let (a, b) = (unique("ut-a"), unique("ut-b"));
+    for name in [&a, &b] {
+        ready_node(&mut nodes, name);
+        beats.start(name);
+    }
+    let tol = |secs: Option<i64>| {
+        let mut t =
+            json!({"key": "example.com/drain", "operator": "Exists", "effect": "NoExecute"});
+        if let Some(s) = secs {
+            t["tolerationSeconds"] = json!(s);
+        }
+        json!([t])
+    };
+    running_pod(admin, n, "intolerant", &a, json!([]));
+    running_pod(admin, n, "for30", &a, tol(Some(30)));
+    running_pod(admin, n, "forever", &a, tol(None));
+    let _kcm = start(t, "nlc-ut", "30s");
+    std::thread::sleep(Duration::from_secs(3));
+    let taint = json!({"spec": {"taints": [{"key": "example.com/drain", "effect": "NoExecute"}]}});
+    admin
+        .patch(&NODES, None, &a, PatchType::Merge, &taint, None)
+        .expect("taint");
+    eventually(Duration::from_secs(10), "intolerant deleted", || {
+        deleted(admin, n, "intolerant")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let untaint = json!({"spec": {"taints": null}});
+    admin
+        .patch(&NODES, None, &a, PatchType::Merge, &untaint, None)
+        .expect("untaint");
+    let ev = eventually(Duration::from_secs(10), "cancelled", || {
+        let e = events(admin, n, "TaintManagerEviction", "for30");
+        (!e.is_empty()).then_some(e)
+    });
+    assert_eq!(
+        ev[0]["message"],
+        format!("Cancelling deletion of Pod {n}/for30")
+    );
+    assert!(deleted(admin, n, "for30").is_none());
+    assert!(deleted(admin, n, "forever").is_none());
+    assert!(events(admin, n, "TaintManagerEviction", "forever").is_empty());
+}
+
 /// The API server away for a while: the sandbox stops listening; a real one is restarted
 /// with `KCM_E2E_APISERVER_RESTART`.
 fn outage(t: &Target) {
@@ -441,4 +498,5 @@ scenarios! {
     dark_node_evicts_its_pods => scenario_dark_node_evicts_its_pods,
     conditions_become_taints => scenario_conditions_become_taints,
     restart_loses_nothing => scenario_restart_loses_nothing,
+    user_taint => scenario_user_taint,
 }

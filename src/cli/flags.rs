@@ -331,6 +331,15 @@ pub(super) static ACTED: &[Acted] = &[
 
 /// Why a flag edgekcm parses and checks does nothing yet: what would act on it is not in
 /// edgekcm. `None` for the flags it acts on.
+/// Flags of the accepted table that a controller reads from their checked text
+/// (`Config::given`): no warning that they are not acted on.
+pub(super) const READ_AS_GIVEN: [&str; 4] = [
+    "node-eviction-rate",
+    "secondary-node-eviction-rate",
+    "large-cluster-size-threshold",
+    "unhealthy-zone-threshold",
+];
+
 pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
     Some(match name {
         "service-account-private-key-file" => "serviceaccount-token is not in edgekcm yet",
@@ -340,9 +349,6 @@ pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
             "nodeipam is not in edgekcm yet"
         }
         n if n.starts_with("node-cidr-mask-size") => "nodeipam is not in edgekcm yet",
-        "node-monitor-period" | "node-monitor-grace-period" | "node-startup-grace-period" => {
-            "nodelifecycle is not in edgekcm yet"
-        }
         "cluster-name" => "the controllers that use it (cloud, volumes) are not in edgekcm yet",
         "controller-start-interval" => "edgekcm starts its controllers together",
         "min-resync-period" => "edgekcm's caches do not resync on a timer",

@@ -201,7 +201,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
             }
             Kind::Accepted { ty } => {
                 keep(&mut given, &o, ty)?;
-                if warned.insert(o.name) {
+                if !flags::READ_AS_GIVEN.contains(&o.name) && warned.insert(o.name) {
                     warnings.push(match o.name {
                         // Read by the secure port (`server::debug`); the rest of what it turns
                         // on upstream (/debug/pprof) is not served.
