@@ -29,6 +29,7 @@
 
 pub mod eviction;
 pub mod health;
+pub mod metrics;
 pub mod queue;
 pub mod taints;
 
@@ -186,6 +187,7 @@ impl SelfDriven for NodeLifecycle {
     }
 
     fn start(&self, env: &RunEnv) -> Vec<JoinHandle<()>> {
+        crate::metrics::register_collector("nodelifecycle", Arc::new(metrics::families));
         let i = &self.inner;
         let serve =
             |name: &str, q: &Arc<WorkQueue<String>>, n: usize, f: fn(&Inner, &RunEnv, &str)| {

@@ -253,6 +253,7 @@ impl Inner {
             ZoneQueue::new(self.opts.rates.healthy, Instant::now()),
         );
         log::info!("{NAME}: initializing eviction metric for zone {zone:?}");
+        super::metrics::zone_seen(&zone);
     }
 
     /// `markNodeAsReachable`: both NoExecute taints off, out of the zone's queue.
@@ -488,7 +489,8 @@ impl Inner {
         let mut st = lock(&self.state);
         for (zone, statuses) in zones {
             let s: Vec<&str> = statuses.iter().map(String::as_str).collect();
-            let (_, state) = health::zone_state(&s, threshold);
+            let (unhealthy, state) = health::zone_state(&s, threshold);
+            super::metrics::zone(zone, s.len(), unhealthy);
             if state != ZoneState::FullDisruption {
                 all_are_full = false;
             }
@@ -498,7 +500,13 @@ impl Inner {
                 st.zone_states.insert(zone.clone(), ZoneState::Initial);
             }
         }
-        st.zone_states.retain(|z, _| zones.contains_key(z));
+        st.zone_states.retain(|z, _| {
+            let keep = zones.contains_key(z);
+            if !keep {
+                super::metrics::zone_gone(z);
+            }
+            keep
+        });
         let all_was_full = st
             .zone_states
             .values()
@@ -575,7 +583,11 @@ impl Inner {
                         return (true, Duration::ZERO);
                     }
                 };
-                (swap_taints(&e.cache, &e.client, &node, &[add], &[opposite]), Duration::ZERO)
+                let done = swap_taints(&e.cache, &e.client, &node, &[add], &[opposite]);
+                if done {
+                    super::metrics::eviction(&health::zone_key(&node));
+                }
+                (done, Duration::ZERO)
             });
             if let Some(d) = q.next_due(Instant::now()) {
                 next = Some(next.map_or(d, |n| n.min(d)));
