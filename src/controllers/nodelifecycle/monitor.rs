@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
+/// What the health pass reads of a node besides its metadata.
+const NODE_FACTS: &[&str] = &["/spec/taints", "/status/conditions"];
 /// Tries of a node's health update (`NodeHealthUpdateRetry`), 20 ms apart.
 const HEALTH_RETRIES: usize = 5;
 /// Tries of a taint or label patch on conflicts (`UpdateTaintBackoff`: 5 steps, 100 ms).
@@ -328,18 +330,21 @@ impl Inner {
     fn node_health(&self, e: &RunEnv, node: Obj) -> Option<(String, String)> {
         let leases = e.cache.store_for(&super::LEASE_WATCH);
         let name = obj::name(&node).to_string();
-        let mut node: Value = (*node).clone();
+        let mut node: Obj = node;
         let mut look = None;
         for i in 0..HEALTH_RETRIES {
             let saved = lock(&self.health).get(&name).cloned();
             let lease = leases.get_in("kube-node-lease", &name);
-            let l = health::look(
-                &node,
-                saved.as_ref(),
-                lease.as_deref(),
-                self.opts.grace,
-                SystemTime::now(),
-            );
+            let now = SystemTime::now();
+            let grace = self.opts.grace;
+            let mut l = health::look(&node, saved.as_ref(), lease.as_deref(), grace, now);
+            if l.update.is_some() && i == 0 {
+                // The pass read only the node's facts; the status is written back whole.
+                if let Some(whole) = e.cache.store(NODES).get(&name) {
+                    l = health::look(&whole, saved.as_ref(), lease.as_deref(), grace, now);
+                    node = whole;
+                }
+            }
             let Some(update) = &l.update else {
                 lock(&self.health).insert(name.clone(), l.health.clone());
                 look = Some(l);
@@ -351,7 +356,7 @@ impl Inner {
                     if let Some(h) = &l.health_after_update {
                         lock(&self.health).insert(name.clone(), h.clone());
                     }
-                    node = v;
+                    node = std::sync::Arc::new(v);
                     look = Some(l);
                     break;
                 }
@@ -363,7 +368,7 @@ impl Inner {
                     }
                     std::thread::sleep(Duration::from_millis(20));
                     match e.client.get(&NODES, None, &name) {
-                        Ok(n) => node = n,
+                        Ok(n) => node = std::sync::Arc::new(n),
                         Err(err) => {
                             log::error!("{NAME}: failed while getting a Node to retry updating node health. Probably Node was deleted: {name}: {err}");
                             break;
@@ -422,7 +427,14 @@ impl Inner {
 
     /// `monitorNodeHealth`.
     pub(super) fn monitor(&self, e: &RunEnv) {
-        let nodes = e.cache.store(NODES).list();
+        // Each node's metadata, taints and conditions: what the pass reads (a node's status
+        // is read whole only when it is written).
+        let store = e.cache.store(NODES);
+        let nodes: Vec<Obj> = store
+            .keys()
+            .iter()
+            .filter_map(|k| store.get_fields(k, NODE_FACTS))
+            .collect();
         {
             let mut st = lock(&self.state);
             let st = &mut *st;
@@ -476,7 +488,6 @@ impl Inner {
             true
         });
         let zones = zones.into_inner().unwrap_or_else(|p| p.into_inner());
-        let nodes = e.cache.store(NODES).list();
         self.handle_disruption(e, &zones, &nodes);
         self.tainting.add(());
     }
