@@ -202,9 +202,12 @@ impl SelfDriven for NodeLifecycle {
             NODE_WORKERS,
             |i, e, k| i.tm.handle_node(&env_of(e), k),
         );
-        serve(eviction::COMPONENT, &i.tm.fire_queue, NODE_WORKERS, |i, e, k| {
-            i.tm.fire(&env_of(e), k)
-        });
+        serve(
+            eviction::COMPONENT,
+            &i.tm.fire_queue,
+            NODE_WORKERS,
+            |i, e, k| i.tm.fire(&env_of(e), k),
+        );
         let (inner, e) = (i.clone(), env.clone());
         env.serve(
             eviction::COMPONENT,
