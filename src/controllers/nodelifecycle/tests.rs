@@ -385,3 +385,36 @@ fn the_disruption_condition_patch() {
          "lastProbeTime": null, "lastTransitionTime": "2024-01-01T00:00:00Z"}]}});
     assert_eq!(disruption_patch(&done, now), None);
 }
+
+#[test]
+fn zone_metrics_follow_the_passes() {
+    use super::metrics;
+    metrics::zone_seen("test-zone");
+    metrics::zone("test-zone", 4, 1);
+    metrics::eviction("test-zone");
+    let f = metrics::families();
+    let value = |name: &str| {
+        let fam = f.iter().find(|x| x.name == name).expect(name);
+        let s = fam
+            .samples
+            .iter()
+            .find(|s| s.labels == [("zone".to_string(), "test-zone".to_string())])
+            .expect("series");
+        match s.value {
+            crate::metrics::SampleValue::Scalar(v) => v,
+            _ => panic!("scalar"),
+        }
+    };
+    assert_eq!(value("node_collector_zone_size"), 4.0);
+    assert_eq!(value("node_collector_zone_health"), 75.0);
+    assert_eq!(value("node_collector_unhealthy_nodes_in_zone"), 1.0);
+    assert!(value("node_collector_evictions_total") >= 1.0);
+    metrics::zone_gone("test-zone");
+    let f = metrics::families();
+    let size = f
+        .iter()
+        .find(|x| x.name == "node_collector_zone_size")
+        .unwrap();
+    assert!(size.samples.iter().any(|s| s.labels[0].1 == "test-zone"
+        && matches!(s.value, crate::metrics::SampleValue::Scalar(v) if v == 0.0)));
+}
