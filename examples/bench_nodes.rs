@@ -1,4 +1,6 @@
-//! The pod garbage collector and the ttl-controller under load: N nodes and P terminated pods
+//! Two workloads. `--lifecycle`: node-lifecycle-controller with lease heartbeats, some of
+//! which stop (`examples/bench_nodes/lifecycle.rs`, whose header lists its flags). Otherwise:
+//! the pod garbage collector and the ttl-controller under load: N nodes and P terminated pods
 //! bound to them; a controller manager runs `podgc,ttl` with `--terminated-pod-gc-threshold=T`.
 //! Prints the wall time until the pods are down to T and every node carries its TTL
 //! annotation, the CPU seconds that took, the CPU seconds of the idle passes after, and the
@@ -17,6 +19,8 @@
 
 #[path = "benchkit/mod.rs"]
 mod benchkit;
+#[path = "bench_nodes/lifecycle.rs"]
+mod lifecycle;
 
 use benchkit::{parallel, Args, Cluster, Proc, Res, Table};
 use edgekcm::api::client::{Client, ListOptions};
@@ -35,8 +39,7 @@ struct Opts {
     skip_edgekcm: bool,
 }
 
-fn parse_opts() -> Res<Opts> {
-    let mut a = Args::parse();
+fn parse_opts(mut a: Args) -> Res<Opts> {
     let o = Opts {
         nodes: a.count("--nodes", 200)?,
         pods: a.count("--pods", 2000)?,
@@ -155,7 +158,11 @@ fn run(c: &Cluster, m: &benchkit::Manager, o: &Opts, table: &mut Table) -> Res<(
 
 fn main() {
     benchkit::main(|| {
-        let o = parse_opts()?;
+        let mut a = Args::parse();
+        if a.flag("--lifecycle")? {
+            return lifecycle::main(a);
+        }
+        let o = parse_opts(a)?;
         let c = Cluster::from_env("bench-nodes")?;
         let extra = [
             "--controllers=podgc,ttl".to_string(),

@@ -329,13 +329,20 @@ pub(super) static ACTED: &[Acted] = &[
     a(MISC, "master", "", "API server URL (overrides the kubeconfig's server)."),
 ];
 
+/// Flags of the accepted table that a controller reads from their checked text
+/// (`Config::given`): no warning that they are not acted on.
+pub(super) const READ_AS_GIVEN: [&str; 5] = [
+    "cidr-allocator-type",
+    "node-eviction-rate",
+    "secondary-node-eviction-rate",
+    "large-cluster-size-threshold",
+    "unhealthy-zone-threshold",
+];
+
 /// Why a flag edgekcm parses and checks does nothing yet: what would act on it is not in
 /// edgekcm. `None` for the flags it acts on.
 pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
     Some(match name {
-        "node-monitor-period" | "node-monitor-grace-period" | "node-startup-grace-period" => {
-            "nodelifecycle is not in edgekcm yet"
-        }
         "cluster-name" => "the controllers that use it (cloud, volumes) are not in edgekcm yet",
         "controller-start-interval" => "edgekcm starts its controllers together",
         "min-resync-period" => "edgekcm's caches do not resync on a timer",

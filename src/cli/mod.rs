@@ -201,9 +201,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
             }
             Kind::Accepted { ty } => {
                 keep(&mut given, &o, ty)?;
-                // Read by node IPAM from the text kept (upstream's types are refused there).
-                let read = o.name == "cidr-allocator-type";
-                if !read && warned.insert(o.name) {
+                if !flags::READ_AS_GIVEN.contains(&o.name) && warned.insert(o.name) {
                     warnings.push(match o.name {
                         // Read by the secure port (`server::debug`); the rest of what it turns
                         // on upstream (/debug/pprof) is not served.
@@ -267,6 +265,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
     })?;
     let mut cfg = Config::from_flags(flags, &concurrent, warnings)?;
     cfg.given.extend(given);
+    cfg.node_lifecycle_from_given()?;
     Ok(Command::Run(Box::new(cfg)))
 }
 

@@ -45,6 +45,14 @@ pub struct PodGcOptions {
 pub struct NodeLifecycleOptions {
     pub node_monitor_grace_period: Duration,
     pub node_startup_grace_period: Duration,
+    /// `--node-eviction-rate`: nodes tainted NoExecute per second in a healthy zone.
+    pub node_eviction_rate: f32,
+    /// `--secondary-node-eviction-rate`: the same in a partially disrupted large zone.
+    pub secondary_node_eviction_rate: f32,
+    /// `--large-cluster-size-threshold`.
+    pub large_cluster_size_threshold: i32,
+    /// `--unhealthy-zone-threshold`.
+    pub unhealthy_zone_threshold: f32,
 }
 
 /// NodeIPAMController.

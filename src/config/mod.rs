@@ -267,6 +267,10 @@ impl Default for Config {
             node_lifecycle: NodeLifecycleOptions {
                 node_monitor_grace_period: Duration::from_secs(40),
                 node_startup_grace_period: Duration::from_secs(60),
+                node_eviction_rate: 0.1,
+                secondary_node_eviction_rate: 0.01,
+                large_cluster_size_threshold: 50,
+                unhealthy_zone_threshold: 0.55,
             },
             node_ipam: NodeIpamOptions::default(),
             leader_election: LeaderElection {
@@ -328,6 +332,28 @@ impl Config {
 
     /// Build and validate from the parsed command line. `concurrent` holds the raw values of
     /// `--concurrent-*-syncs` flags that were given; `warnings` the lines gathered so far.
+    /// The node lifecycle controller's numbers, from the text `given` keeps of them (checked
+    /// as Go numbers when the command line was read).
+    pub fn node_lifecycle_from_given(&mut self) -> Result<()> {
+        let nl = &mut self.node_lifecycle;
+        for (flag, to) in [
+            ("node-eviction-rate", &mut nl.node_eviction_rate),
+            (
+                "secondary-node-eviction-rate",
+                &mut nl.secondary_node_eviction_rate,
+            ),
+            ("unhealthy-zone-threshold", &mut nl.unhealthy_zone_threshold),
+        ] {
+            if let Some(v) = self.given.get(flag) {
+                *to = goparse::parse_go_float(v, 32).map_err(|e| invalid(flag, v, &e))? as f32;
+            }
+        }
+        if let Some(v) = self.given.get("large-cluster-size-threshold") {
+            nl.large_cluster_size_threshold = parse_i32("large-cluster-size-threshold", v)?;
+        }
+        Ok(())
+    }
+
     pub fn from_flags(
         f: RunFlags,
         concurrent: &BTreeMap<&'static str, String>,

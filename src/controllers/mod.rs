@@ -10,6 +10,7 @@ pub mod garbagecollector;
 pub mod kit;
 pub mod namespace;
 pub mod nodeipam;
+pub mod nodelifecycle;
 pub mod podgc;
 pub mod refmanager;
 pub mod registry;

@@ -3,8 +3,8 @@
 
 use super::super::{
     bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints,
-    garbagecollector, namespace, nodeipam, podgc, replicaset, rootca, serviceaccount, tokens, ttl,
-    ttlafterfinished,
+    garbagecollector, namespace, nodeipam, nodelifecycle, podgc, replicaset, rootca,
+    serviceaccount, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -239,7 +239,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["nodelifecycle"],
         Some("node-controller"),
         "",
-    ),
+    )
+    .runs(nodelifecycle::build),
     c(
         "service-lb-controller",
         &["service"],
