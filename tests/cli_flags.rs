@@ -591,10 +591,19 @@ fn help_marks_what_is_not_acted_on_yet() {
         })?;
         lines.next().map(str::to_string)
     };
-    for (flag, why) in [("node-monitor-grace-period", "nodelifecycle")] {
+    for (flag, why) in [
+        (
+            "cluster-name",
+            "the controllers that use it (cloud, volumes) are not in edgekcm yet",
+        ),
+        (
+            "min-resync-period",
+            "edgekcm's caches do not resync on a timer",
+        ),
+    ] {
         let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
         assert!(
-            n.contains(&format!("Not acted on yet: {why} is not in edgekcm yet.")),
+            n.contains(&format!("Not acted on yet: {why}.")),
             "--{flag}: {n}"
         );
     }
@@ -609,10 +618,14 @@ fn help_marks_what_is_not_acted_on_yet() {
         "allocate-node-cidrs",
         "cluster-cidr",
         "node-cidr-mask-size-ipv6",
+        "node-monitor-grace-period",
     ] {
         let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
         assert!(!n.contains("Not acted on yet"), "--{flag}: {n}");
     }
+    assert!(t.contains(
+        "Also acted on, with upstream's types and defaults:\n--cidr-allocator-type, --node-eviction-rate,"
+    ));
     assert!(t.contains("--concurrent-job-syncs int (default 5)  not acted on yet"));
     assert!(t.contains("--concurrent-deployment-syncs int (default 5)\n"));
 }

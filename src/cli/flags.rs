@@ -331,7 +331,7 @@ pub(super) static ACTED: &[Acted] = &[
 
 /// Flags of the accepted table that a controller reads from their checked text
 /// (`Config::given`): no warning that they are not acted on.
-pub(super) const READ_AS_GIVEN: [&str; 5] = [
+pub(crate) const READ_AS_GIVEN: [&str; 5] = [
     "cidr-allocator-type",
     "node-eviction-rate",
     "secondary-node-eviction-rate",

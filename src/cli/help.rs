@@ -60,18 +60,41 @@ pub fn help_text() -> String {
             }
         }
     }
-    out.push_str(
+    out.push_str(&format!(
         "\n  -h, --help       Show this help.\n      --version    Print the version.\n\n\
          Flags marked \"Not acted on yet\" are read and checked (files included) but do\n\
          nothing until what acts on them is in edgekcm; at start, one log line names the\n\
          controllers kube-controller-manager would run with the flags given that edgekcm\n\
          does not have yet.\n\
+         Also acted on, with upstream's types and defaults:\n{}.\n\
          Every other kube-controller-manager v1.28 flag is accepted with a warning and ignored\n\
          (its value is checked as upstream checks it, and /configz shows it); flags removed\n\
          upstream (--address, --port, klog file flags, ...) are accepted with a warning too.\n\
          Flag names may use '_' or '-'.\n",
-    );
+        read_as_given()
+    ));
     out
+}
+
+/// The flags controllers read from their checked text, wrapped at 80 columns.
+fn read_as_given() -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for (i, f) in super::flags::READ_AS_GIVEN.iter().enumerate() {
+        let item = if i == 0 {
+            format!("--{f}")
+        } else {
+            format!(", --{f}")
+        };
+        if line.len() + item.len() > 80 {
+            out.push_str(&line);
+            out.push_str(",\n");
+            line = format!("--{f}");
+        } else {
+            line.push_str(&item);
+        }
+    }
+    out + &line
 }
 
 /// The names `--controllers` takes, as upstream's help lists them, and which edgekcm runs.

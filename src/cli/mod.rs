@@ -214,9 +214,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
             }
             Kind::Later { ty } => {
                 keep(&mut given, &o, ty)?;
-                // Read by node IPAM from the text kept (upstream's types are refused there).
-                let read = o.name == "cidr-allocator-type";
-                if !read && warned.insert(o.name) {
+                if !flags::READ_AS_GIVEN.contains(&o.name) && warned.insert(o.name) {
                     warnings.push(format!(
                         "flag --{} (from a kube-controller-manager release after 1.28) is accepted for compatibility; edgekcm does not act on it yet",
                         o.name
