@@ -14,7 +14,7 @@ pub mod componentconfig;
 pub mod files;
 mod flagtype;
 mod gojson;
-mod goparse;
+pub(crate) mod goparse;
 pub(crate) mod gopem;
 mod groups;
 pub use cidr::Cidr;

@@ -4,6 +4,7 @@ pub mod certificates;
 pub mod clusterroleaggregation;
 pub mod deployment;
 pub mod endpoints;
+pub mod endpointslice;
 pub mod garbagecollector;
 pub mod kit;
 pub mod namespace;

@@ -10,4 +10,5 @@ pub mod pod;
 pub mod ranking;
 pub mod selector;
 pub mod servicepods;
+pub mod slicetracker;
 pub mod trigger;

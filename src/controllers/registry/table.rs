@@ -2,8 +2,8 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace,
-    podgc, replicaset, rootca, serviceaccount, ttl,
+    certificates, clusterroleaggregation, deployment, endpoints, endpointslice, garbagecollector,
+    namespace, podgc, replicaset, rootca, serviceaccount, ttl,
 };
 use super::ControllerInfo;
 
@@ -84,7 +84,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("endpointslice-controller"),
         "",
     )
-    .workers("concurrent-service-endpoint-syncs"),
+    .workers("concurrent-service-endpoint-syncs")
+    .runs(endpointslice::build),
     c(
         "endpointslice-mirroring-controller",
         &["endpointslicemirroring"],
