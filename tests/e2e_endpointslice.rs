@@ -127,15 +127,27 @@ fn slices_and_reuse(t: &Target) {
     assert!(meta["name"].as_str().unwrap().starts_with("web-"), "{s}");
     assert_eq!(meta["generateName"], "web-");
     assert_eq!(meta["labels"]["team"], "edge");
-    assert_eq!(meta["labels"][MANAGED_BY], "endpointslice-controller.k8s.io");
+    assert_eq!(
+        meta["labels"][MANAGED_BY],
+        "endpointslice-controller.k8s.io"
+    );
     assert_eq!(meta["ownerReferences"][0]["kind"], "Service");
     assert_eq!(meta["ownerReferences"][0]["controller"], true);
     assert!(meta["annotations"]["endpoints.kubernetes.io/last-change-trigger-time"].is_string());
     assert_eq!(s["addressType"], "IPv4");
-    assert_eq!(s["ports"], json!([{"name": "http", "port": 8080, "protocol": "TCP"}]));
+    assert_eq!(
+        s["ports"],
+        json!([{"name": "http", "port": 8080, "protocol": "TCP"}])
+    );
     let eps = s["endpoints"].as_array().unwrap();
-    let c = eps.iter().find(|e| e["targetRef"]["name"] == "c").expect("c");
-    assert_eq!(c["conditions"], json!({"ready": false, "serving": false, "terminating": false}));
+    let c = eps
+        .iter()
+        .find(|e| e["targetRef"]["name"] == "c")
+        .expect("c");
+    assert_eq!(
+        c["conditions"],
+        json!({"ready": false, "serving": false, "terminating": false})
+    );
     assert_eq!(c["zone"], "zone-a");
     assert_eq!(c["nodeName"], node.as_str());
     // A pod goes: the same slice is updated.
@@ -153,8 +165,10 @@ fn slices_and_reuse(t: &Target) {
         .expect("delete pod");
     eventually(LIMIT, "the slice without a", || {
         let s = slices(admin, n, "web");
-        (s.len() == 1 && addresses(&s) == ["10.1.0.2", "10.1.0.3"] && s[0]["metadata"]["name"] == name.as_str())
-            .then_some(())
+        (s.len() == 1
+            && addresses(&s) == ["10.1.0.2", "10.1.0.3"]
+            && s[0]["metadata"]["name"] == name.as_str())
+        .then_some(())
     });
 }
 
@@ -164,21 +178,37 @@ fn packing_and_placeholder(t: &Target) {
     let node = format!("{n}-node");
     let _node = Node::new(admin, &node, "zone-a");
     for i in 1..=5 {
-        run_pod(admin, n, pod(&format!("p{i}"), "big", &node), &format!("10.2.0.{i}"), true);
+        run_pod(
+            admin,
+            n,
+            pod(&format!("p{i}"), "big", &node),
+            &format!("10.2.0.{i}"),
+            true,
+        );
     }
-    let _kcm = Kcm::start(t, "es-pack", &["--controllers=endpointslice", "--max-endpoints-per-slice=2"]);
+    let _kcm = Kcm::start(
+        t,
+        "es-pack",
+        &["--controllers=endpointslice", "--max-endpoints-per-slice=2"],
+    );
     admin
         .create(
             &SERVICES,
             Some(n),
-            &service("big", json!({"selector": {"app": "big"}, "ports": [{"port": 80, "targetPort": 8080}]})),
+            &service(
+                "big",
+                json!({"selector": {"app": "big"}, "ports": [{"port": 80, "targetPort": 8080}]}),
+            ),
         )
         .expect("service");
     let got = eventually(LIMIT, "three slices of at most two", || {
         let s = slices(admin, n, "big");
         (addresses(&s).len() == 5).then_some(s)
     });
-    let mut sizes: Vec<usize> = got.iter().map(|s| s["endpoints"].as_array().unwrap().len()).collect();
+    let mut sizes: Vec<usize> = got
+        .iter()
+        .map(|s| s["endpoints"].as_array().unwrap().len())
+        .collect();
     sizes.sort();
     assert_eq!(sizes, [1, 2, 2]);
     // A Service without pods: one empty placeholder slice.
@@ -186,15 +216,26 @@ fn packing_and_placeholder(t: &Target) {
         .create(
             &SERVICES,
             Some(n),
-            &service("empty", json!({"selector": {"app": "none"}, "ports": [{"port": 80}]})),
+            &service(
+                "empty",
+                json!({"selector": {"app": "none"}, "ports": [{"port": 80}]}),
+            ),
         )
         .expect("service");
     let got = eventually(LIMIT, "a placeholder slice", || {
         let s = slices(admin, n, "empty");
         (s.len() == 1).then_some(s)
     });
-    assert!(got[0]["endpoints"].as_array().is_none_or(Vec::is_empty), "{}", got[0]);
-    assert!(got[0]["ports"].as_array().is_none_or(Vec::is_empty), "{}", got[0]);
+    assert!(
+        got[0]["endpoints"].as_array().is_none_or(Vec::is_empty),
+        "{}",
+        got[0]
+    );
+    assert!(
+        got[0]["ports"].as_array().is_none_or(Vec::is_empty),
+        "{}",
+        got[0]
+    );
 }
 
 fn hints_for_topology_mode_auto(t: &Target) {
@@ -204,21 +245,42 @@ fn hints_for_topology_mode_auto(t: &Target) {
     let _a = Node::new(admin, &na, "zone-a");
     let _b = Node::new(admin, &nb, "zone-b");
     for (i, node) in [&na, &na, &nb, &nb].iter().enumerate() {
-        run_pod(admin, n, pod(&format!("p{i}"), "web", node), &format!("10.3.0.{}", i + 1), true);
+        run_pod(
+            admin,
+            n,
+            pod(&format!("p{i}"), "web", node),
+            &format!("10.3.0.{}", i + 1),
+            true,
+        );
     }
     let _kcm = start_with(t, "es-hints", "--controllers=endpointslice");
-    let mut svc = service("web", json!({"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}));
+    let mut svc = service(
+        "web",
+        json!({"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}),
+    );
     svc["metadata"]["annotations"] = json!({"service.kubernetes.io/topology-mode": "Auto"});
     admin.create(&SERVICES, Some(n), &svc).expect("service");
     let got = eventually(LIMIT, "hints on four endpoints", || {
         let s = slices(admin, n, "web");
-        let eps: Vec<Value> = s.iter().filter_map(|s| s["endpoints"].as_array()).flatten().cloned().collect();
-        (eps.len() == 4 && eps.iter().all(|e| e["hints"]["forZones"][0]["name"].is_string())).then_some(eps)
+        let eps: Vec<Value> = s
+            .iter()
+            .filter_map(|s| s["endpoints"].as_array())
+            .flatten()
+            .cloned()
+            .collect();
+        (eps.len() == 4
+            && eps
+                .iter()
+                .all(|e| e["hints"]["forZones"][0]["name"].is_string()))
+        .then_some(eps)
     });
     for e in &got {
         // Every node in the test is this test's: each endpoint is hinted to its own zone
         // unless other nodes of the cluster skew the shares.
-        assert!(e["hints"]["forZones"][0]["name"].as_str().unwrap().starts_with("zone-"));
+        assert!(e["hints"]["forZones"][0]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("zone-"));
     }
     eventually(LIMIT, "TopologyAwareHintsEnabled Event", || {
         let opts = ListOptions {
@@ -227,13 +289,65 @@ fn hints_for_topology_mode_auto(t: &Target) {
         };
         let evs = admin.list(&EVENTS, Some(n), &opts).ok()?.items;
         evs.iter()
-            .any(|e| e["reason"] == "TopologyAwareHintsEnabled"
-                && e["message"] == "Topology Aware Hints has been enabled, addressType: IPv4")
+            .any(|e| {
+                e["reason"] == "TopologyAwareHintsEnabled"
+                    && e["message"] == "Topology Aware Hints has been enabled, addressType: IPv4"
+            })
             .then_some(())
     });
 }
 
+fn mirroring_selectorless_endpoints(t: &Target) {
+    let ns = new_ns(t, "es-mirror");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let _kcm = start_with(t, "es-mirror", "--controllers=endpointslicemirroring");
+    admin
+        .create(
+            &SERVICES,
+            Some(n),
+            &service("ext", json!({"ports": [{"port": 80}]})),
+        )
+        .expect("service");
+    let ep = json!({"apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "ext", "labels": {"team": "edge"}, "annotations": {"note": "x"}},
+        "subsets": [{"addresses": [{"ip": "192.0.2.1"}, {"ip": "192.0.2.2"}],
+            "notReadyAddresses": [{"ip": "192.0.2.3"}],
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}]});
+    let made = admin.create(&ENDPOINTS, Some(n), &ep).expect("endpoints");
+    let got = eventually(LIMIT, "a mirrored slice", || {
+        let s = slices(admin, n, "ext");
+        (s.len() == 1 && addresses(&s).len() == 3).then_some(s)
+    });
+    let s = &got[0];
+    assert_eq!(
+        s["metadata"]["labels"][MANAGED_BY],
+        "endpointslicemirroring-controller.k8s.io"
+    );
+    assert_eq!(s["metadata"]["labels"]["team"], "edge");
+    assert_eq!(s["metadata"]["annotations"]["note"], "x");
+    assert_eq!(s["metadata"]["ownerReferences"][0]["kind"], "Endpoints");
+    assert_eq!(
+        s["metadata"]["ownerReferences"][0]["uid"],
+        made["metadata"]["uid"]
+    );
+    let not_ready = s["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["addresses"][0] == "192.0.2.3")
+        .expect("not ready address");
+    assert_eq!(not_ready["conditions"], json!({"ready": false}));
+    // Marked skip-mirror: the slice goes.
+    let mut cur = admin.get(&ENDPOINTS, Some(n), "ext").expect("endpoints");
+    cur["metadata"]["labels"]["endpointslice.kubernetes.io/skip-mirror"] = json!("true");
+    admin.update(&ENDPOINTS, &cur).expect("update endpoints");
+    eventually(LIMIT, "mirrored slice deleted", || {
+        slices(admin, n, "ext").is_empty().then_some(())
+    });
+}
+
 scenarios! {
+    mirroring => mirroring_selectorless_endpoints,
     slices_and_reuse => slices_and_reuse,
     packing_and_placeholder => packing_and_placeholder,
     hints => hints_for_topology_mode_auto,

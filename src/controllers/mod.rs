@@ -5,6 +5,7 @@ pub mod clusterroleaggregation;
 pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
+pub mod endpointslicemirroring;
 pub mod garbagecollector;
 pub mod kit;
 pub mod namespace;

@@ -31,8 +31,8 @@
 //! cache holds them; here the delete is sent only when the cache holds them.
 
 mod gohash;
-mod repack;
-mod subsets;
+pub(crate) mod repack;
+pub(crate) mod subsets;
 mod sync;
 
 pub use repack::MAX_CAPACITY;

@@ -32,7 +32,7 @@ pub mod reconciler;
 pub mod topology;
 
 use super::kit::servicepods::{selector, ServicePods};
-use super::kit::slicetracker::{self, SliceTracker};
+use super::kit::slicetracker::{self, SliceIndex, SliceTracker};
 use super::kit::trigger;
 use super::{
     Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome, Report,
@@ -42,10 +42,10 @@ use crate::api::client::DeleteOptions;
 use crate::api::resources::{ENDPOINTSLICES, NODES, SERVICES};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::Result;
-use crate::obj::{self, At as _, Obj};
+use crate::obj::{self, At as _};
 use model::{Slice, MANAGED_BY_LABEL, SERVICE_NAME_LABEL};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -95,8 +95,7 @@ pub struct EndpointSliceController {
     max: usize,
     batch: Duration,
     index: ServicePods,
-    /// Service key -> names of the slices labelled with it and managed here.
-    slices: Mutex<HashMap<String, BTreeSet<String>>>,
+    slices: SliceIndex,
     tracker: SliceTracker,
     triggers: trigger::Tracker,
     topology: topology::TopologyCache,
@@ -117,7 +116,7 @@ impl EndpointSliceController {
             max,
             batch,
             index: ServicePods::default(),
-            slices: Mutex::new(HashMap::new()),
+            slices: SliceIndex::new(CONTROLLER_NAME),
             tracker: SliceTracker::default(),
             triggers: trigger::Tracker::default(),
             topology: topology::TopologyCache::default(),
@@ -126,30 +125,9 @@ impl EndpointSliceController {
         }
     }
 
-    /// Keep the slice index in step with the slice watch.
-    fn note_slice(&self, d: &Delta) {
-        let mut all = self.slices.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = &d.old {
-            let k = slicetracker::service_key(old);
-            if let Some(set) = all.get_mut(&k) {
-                set.remove(obj::name(old));
-                if set.is_empty() {
-                    all.remove(&k);
-                }
-            }
-        }
-        if let Some(new) = &d.new {
-            if managed(new) && obj::label(new, SERVICE_NAME_LABEL).is_some_and(|s| !s.is_empty()) {
-                all.entry(slicetracker::service_key(new))
-                    .or_default()
-                    .insert(obj::name(new).to_string());
-            }
-        }
-    }
-
     /// `onEndpointSliceAdd/Update/Delete`.
     fn slice_keys(&self, d: &Delta) -> Vec<String> {
-        self.note_slice(d);
+        self.slices.observe(d);
         let key_of = |s: &Value| {
             obj::label(s, SERVICE_NAME_LABEL)
                 .filter(|n| !n.is_empty())
@@ -204,24 +182,6 @@ impl EndpointSliceController {
         }
         self.topology.set_nodes(&cache.store(NODES).list());
         self.topology.overloaded_services()
-    }
-
-    /// The cached slices of Service `key` that are managed here and not being deleted.
-    fn slices_of(&self, cx: &Cx, key: &str) -> Vec<Obj> {
-        let (ns, _) = obj::split_key(key);
-        let names: Vec<String> = self
-            .slices
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
-        let store = cx.cache.store(ENDPOINTSLICES);
-        names
-            .iter()
-            .filter_map(|n| store.get_in(ns, n))
-            .filter(|s| managed(s) && slicetracker::service_key(s) == key && !obj::is_deleting(s))
-            .collect()
     }
 }
 
@@ -297,7 +257,7 @@ impl Controller for EndpointSliceController {
             return Ok(Outcome::none());
         };
         let pods = self.index.selected(cx.cache, ns, sel);
-        let slices = self.slices_of(cx, key);
+        let slices = self.slices.slices(cx.cache, key, false);
         if self.tracker.stale(key, &slices) {
             return Ok(Outcome {
                 retry_quietly: Some("EndpointSlice informer cache is out of date".into()),

@@ -107,6 +107,77 @@ impl SliceTracker {
     }
 }
 
+/// The EndpointSlices one controller manages, by Service key (namespace and
+/// `kubernetes.io/service-name`), kept in step with the slice watch: a sync finds its slices
+/// without going through the namespace's (upstream lists them by label from its informer).
+pub struct SliceIndex {
+    managed_by: &'static str,
+    names: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
+}
+
+impl SliceIndex {
+    pub fn new(managed_by: &'static str) -> Self {
+        SliceIndex {
+            managed_by,
+            names: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether the slice carries this controller's `managed-by` label.
+    pub fn manages(&self, slice: &Value) -> bool {
+        obj::label(slice, "endpointslice.kubernetes.io/managed-by") == Some(self.managed_by)
+    }
+
+    /// Follow one delta of the slice watch.
+    pub fn observe(&self, d: &crate::cache::Delta) {
+        let mut all = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = &d.old {
+            let k = service_key(old);
+            if let Some(set) = all.get_mut(&k) {
+                set.remove(obj::name(old));
+                if set.is_empty() {
+                    all.remove(&k);
+                }
+            }
+        }
+        if let Some(new) = &d.new {
+            let named =
+                obj::label(new, "kubernetes.io/service-name").is_some_and(|s| !s.is_empty());
+            if self.manages(new) && named {
+                all.entry(service_key(new))
+                    .or_default()
+                    .insert(obj::name(new).to_string());
+            }
+        }
+    }
+
+    /// The cached slices of Service `key` managed here, in name order, not being deleted
+    /// unless `with_deleting`.
+    pub fn slices(
+        &self,
+        cache: &crate::cache::Cache,
+        key: &str,
+        with_deleting: bool,
+    ) -> Vec<obj::Obj> {
+        let (ns, _) = obj::split_key(key);
+        let names: Vec<String> = self
+            .names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        let store = cache.store(crate::api::resources::ENDPOINTSLICES);
+        names
+            .iter()
+            .filter_map(|n| store.get_in(ns, n))
+            .filter(|s| {
+                self.manages(s) && service_key(s) == key && (with_deleting || !obj::is_deleting(s))
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

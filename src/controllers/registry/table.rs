@@ -2,8 +2,9 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    certificates, clusterroleaggregation, deployment, endpoints, endpointslice, garbagecollector,
-    namespace, podgc, replicaset, rootca, serviceaccount, ttl,
+    certificates, clusterroleaggregation, deployment, endpoints, endpointslice,
+    endpointslicemirroring, garbagecollector, namespace, podgc, replicaset, rootca, serviceaccount,
+    ttl,
 };
 use super::ControllerInfo;
 
@@ -92,7 +93,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("endpointslicemirroring-controller"),
         "",
     )
-    .workers("mirroring-concurrent-service-endpoint-syncs"),
+    .workers("mirroring-concurrent-service-endpoint-syncs")
+    .runs(endpointslicemirroring::build),
     c(
         "replicationcontroller-controller",
         &["replicationcontroller"],
