@@ -58,36 +58,14 @@ pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/status/conditions", "/sta
 
 /// The endpointslice-controller's row in the controller table.
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
-    let max = given_i32(cx.cfg, "max-endpoints-per-slice", 100)?;
-    if !(1..=1000).contains(&max) {
-        return Err(crate::Error::Config(format!(
-            "--max-endpoints-per-slice must be between 1 and 1000, got {max}"
-        )));
-    }
-    let batch = given_duration(cx.cfg, "endpointslice-updates-batch-period")?;
+    let o = &cx.cfg.endpoint_slice;
+    let (max, batch) = (
+        o.max_endpoints_per_slice.max(1),
+        o.endpoint_updates_batch_period,
+    );
     Ok(Some(super::Runnable::reconciles(
         EndpointSliceController::new(cx.workers, max as usize, batch),
     )))
-}
-
-/// An int32 flag edgekcm keeps as given (checked at start), or its default.
-pub fn given_i32(cfg: &crate::config::Config, flag: &str, default: i32) -> Result<i32> {
-    match cfg.given.get(flag) {
-        None => Ok(default),
-        Some(v) => crate::config::goparse::parse_go_int(v, 32)
-            .map(|n| n as i32)
-            .map_err(|e| crate::Error::Config(format!("invalid argument {v:?} for --{flag}: {e}"))),
-    }
-}
-
-/// A duration flag edgekcm keeps as given; negative acts as zero.
-pub fn given_duration(cfg: &crate::config::Config, flag: &str) -> Result<Duration> {
-    match cfg.given.get(flag) {
-        None => Ok(Duration::ZERO),
-        Some(v) => crate::config::goparse::parse_go_duration_signed(v)
-            .map(|(neg, d)| if neg { Duration::ZERO } else { d })
-            .map_err(|e| crate::Error::Config(format!("invalid argument {v:?} for --{flag}: {e}"))),
-    }
 }
 
 pub struct EndpointSliceController {

@@ -22,7 +22,7 @@
 pub mod reconciler;
 
 use super::endpointslice::model::{Slice, SERVICE_NAME_LABEL};
-use super::endpointslice::{given_duration, given_i32, sync_rate_limiter};
+use super::endpointslice::sync_rate_limiter;
 use super::kit::slicetracker::{self, SliceIndex, SliceTracker};
 use super::{Action, Applied, Controller, Cx, EventSpec, ObjectRef, OnError, Outcome, Watch};
 use crate::api::client::DeleteOptions;
@@ -41,13 +41,9 @@ const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
 
 /// The endpointslice-mirroring-controller's row in the controller table.
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
-    let max = given_i32(cx.cfg, "mirroring-max-endpoints-per-subset", 1000)?;
-    if !(1..=1000).contains(&max) {
-        return Err(crate::Error::Config(format!(
-            "--mirroring-max-endpoints-per-subset must be between 1 and 1000, got {max}"
-        )));
-    }
-    let batch = given_duration(cx.cfg, "mirroring-endpointslice-updates-batch-period")?;
+    let o = &cx.cfg.endpoint_slice;
+    let max = o.mirroring_max_endpoints_per_subset.max(1);
+    let batch = o.mirroring_endpoint_updates_batch_period;
     Ok(Some(super::Runnable::reconciles(MirroringController::new(
         cx.workers,
         max as usize,
