@@ -44,22 +44,30 @@ struct Opts {
     replicas: usize,
     timeout: Duration,
     skip_edgekcm: bool,
+    /// endpointslice is among the controllers: its slices are waited for too.
+    slices: bool,
 }
 
 fn main() {
     benchkit::main(|| {
         let mut a = Args::parse();
-        let o = Opts {
+        let mut o = Opts {
             services: a.count("--services", 300)?,
             replicas: a.count("--replicas", 5)?,
             timeout: a.secs("--timeout", 300)?,
             skip_edgekcm: a.flag("--skip-edgekcm")?,
+            slices: true,
         };
         a.done()?;
         let c = Cluster::from_env("bench-ep")?;
         ensure_node(&c.admin)?;
+        // `KCM_BENCH_CONTROLLERS` replaces the controller set (to see what each costs).
+        let controllers = std::env::var("KCM_BENCH_CONTROLLERS")
+            .map(|c| format!("--controllers={c}"))
+            .unwrap_or_else(|_| CONTROLLERS.to_string());
+        o.slices = controllers.contains("endpointslice");
         let extra = [
-            CONTROLLERS,
+            controllers.as_str(),
             "--leader-elect=false",
             "--secure-port=0",
             "--kube-api-qps=5000",
@@ -113,12 +121,15 @@ struct Seen {
 impl Seen {
     /// Services whose Endpoints and slices both list exactly `r` ready pods, all of them new
     /// when `only_new`, and whose slices list nothing else.
-    fn complete(&self, r: usize, only_new: bool) -> usize {
+    fn complete(&self, r: usize, only_new: bool, with_slices: bool) -> usize {
         self.endpoints
             .iter()
             .filter(|(svc, eps)| {
                 if !svc.starts_with("web-") || eps.len() != r {
                     return false;
+                }
+                if !with_slices {
+                    return !only_new || eps.iter().all(|p| self.new_pods.contains(p));
                 }
                 let Some(slices) = self.slices.get(*svc) else {
                     return false;
@@ -169,7 +180,14 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
                     grace_period_seconds: Some(0),
                     ..DeleteOptions::default()
                 };
-                let _ = admin.delete(&PODS, Some(&ns), &pod, &now);
+                for _ in 0..50 {
+                    match admin.delete(&PODS, Some(&ns), &pod, &now) {
+                        Err(e) if !e.is_not_found() => {
+                            std::thread::sleep(Duration::from_millis(100))
+                        }
+                        _ => break,
+                    }
+                }
                 continue;
             }
             let n = next_ip.fetch_add(1, Ordering::SeqCst);
@@ -198,26 +216,37 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     {
         let (a, n, s, sn) = (admin.clone(), ns.clone(), stop.clone(), seen.clone());
         threads.push(std::thread::spawn(move || {
-            let mut asked: HashSet<String> = HashSet::new();
+            // Pods asked to run or to go: once each (a re-list brings them all again).
+            let mut started: HashSet<String> = HashSet::new();
+            let mut deleted: HashSet<String> = HashSet::new();
             watch(&a, PODS, &n, &s, |t, o| {
+                if o.is_null() {
+                    return;
+                }
                 let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
-                if matches!(t, None | Some(EventType::Added)) {
+                if matches!(t, Some(EventType::Deleted)) {
+                    return;
+                }
+                if o["metadata"]["deletionTimestamp"].is_string() {
+                    if deleted.insert(name.clone()) {
+                        let _ = tx.send((name, true));
+                    }
+                } else if started.insert(name.clone()) {
                     let mut seen = sn.lock().unwrap_or_else(|p| p.into_inner());
                     if seen.rolling {
                         seen.new_pods.insert(name.clone());
                     }
                     drop(seen);
                     let _ = tx.send((name, false));
-                } else if o["metadata"]["deletionTimestamp"].is_string()
-                    && asked.insert(name.clone())
-                {
-                    let _ = tx.send((name, true));
                 }
             })
         }));
         let (a, n, s, sn) = (admin.clone(), ns.clone(), stop.clone(), seen.clone());
         threads.push(std::thread::spawn(move || {
             watch(&a, ENDPOINTS, &n, &s, |_, o| {
+                if o.is_null() {
+                    return;
+                }
                 let ready: Vec<String> = o["subsets"]
                     .as_array()
                     .map(|subs| {
@@ -242,6 +271,10 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
         );
         threads.push(std::thread::spawn(move || {
             watch(&a, ENDPOINTSLICES, &n, &s, |t, o| {
+                if o.is_null() {
+                    sn.lock().unwrap_or_else(|p| p.into_inner()).slices.clear();
+                    return;
+                }
                 let svc = o["metadata"]["labels"]["kubernetes.io/service-name"]
                     .as_str()
                     .unwrap_or("")
@@ -278,10 +311,11 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     p.wait_ready(Duration::from_secs(120), || {
         let seen = seen.lock().unwrap();
         seen.endpoints.get("probe").map(Vec::len) == Some(1)
-            && seen
-                .slices
-                .get("probe")
-                .is_some_and(|s| s.values().flatten().filter(|e| e.1).count() == 1)
+            && (!o.slices
+                || seen
+                    .slices
+                    .get("probe")
+                    .is_some_and(|s| s.values().flatten().filter(|e| e.1).count() == 1))
     })?;
     p.reset_peak_rss();
     let cpu0 = p.cpu_seconds();
@@ -345,7 +379,10 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
 fn wait_complete(o: &Opts, seen: &Mutex<Seen>, t0: Instant, only_new: bool) -> Option<f64> {
     let mut last = Instant::now();
     loop {
-        let done = seen.lock().unwrap().complete(o.replicas, only_new);
+        let done = seen
+            .lock()
+            .unwrap()
+            .complete(o.replicas, only_new, o.slices);
         if done == o.services {
             return Some(t0.elapsed().as_secs_f64());
         }
@@ -398,12 +435,14 @@ fn watch(
             std::thread::sleep(Duration::from_millis(200));
             continue;
         };
+        // A (re-)list starts: `null` first, so a handler can drop what it kept.
+        f(None, &Value::Null);
         for x in &list.items {
             f(None, x);
         }
         let wo = WatchOptions {
             resource_version: list.resource_version,
-            timeout_seconds: 30,
+            timeout_seconds: 300,
             ..Default::default()
         };
         let Ok(stream) = admin.watch(&kind, Some(ns), &wo) else {

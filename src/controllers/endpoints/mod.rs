@@ -30,7 +30,7 @@
 //! objects. Upstream deletes the Endpoints of a Service it no longer finds whether or not its
 //! cache holds them; here the delete is sent only when the cache holds them.
 
-mod gohash;
+pub(crate) mod gohash;
 pub(crate) mod repack;
 pub(crate) mod subsets;
 mod sync;

@@ -288,7 +288,33 @@ fn canonical_port(p: &Value) -> Value {
     ])
 }
 
-/// Ports sorted by their key (the order a new slice is written with).
+/// Ports in upstream's order (`NewPortMapKey` sorts them in place by the MD5 of go-spew's
+/// dump of each `discovery/v1.EndpointPort`), the order a slice is written with.
 pub fn sort_ports(ports: &mut [Value]) {
-    ports.sort_by_cached_key(|p| canonical_port(p).to_string());
+    ports.sort_by_cached_key(|p| {
+        crate::controllers::endpoints::gohash::md5(port_text(p).as_bytes())
+    });
+}
+
+/// go-spew's `%#v` of a `discovery/v1.EndpointPort` (its pointer fields in declaration order).
+pub fn port_text(p: &Value) -> String {
+    let field = |out: &mut String, name: &str, ty: &str, v: Option<String>| {
+        out.push_str(name);
+        out.push_str(":(*");
+        out.push_str(ty);
+        out.push(')');
+        out.push_str(v.as_deref().unwrap_or("<nil>"));
+    };
+    let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);
+    let mut out = String::from("(v1.EndpointPort){");
+    field(&mut out, "Name", "string", s("name"));
+    out.push(' ');
+    field(&mut out, "Protocol", "v1.Protocol", s("protocol"));
+    out.push(' ');
+    let port = p.get("port").and_then(Value::as_i64).map(|n| n.to_string());
+    field(&mut out, "Port", "int32", port);
+    out.push(' ');
+    field(&mut out, "AppProtocol", "string", s("appProtocol"));
+    out.push('}');
+    out
 }

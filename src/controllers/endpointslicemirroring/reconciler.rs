@@ -123,7 +123,8 @@ fn new_slice(ep: &Value, ports: &[Value], address_type: &str, name: &str) -> Sli
 
 /// `epPortsToEpsPorts`: every field set (an empty name or protocol is written as such).
 fn slice_ports(s: &Subset) -> Vec<Value> {
-    s.ports
+    let mut out: Vec<Value> = s
+        .ports
         .iter()
         .map(|p| {
             let mut m = Map::new();
@@ -135,7 +136,9 @@ fn slice_ports(s: &Subset) -> Vec<Value> {
             }
             Value::Object(m)
         })
-        .collect()
+        .collect();
+    model::sort_ports(&mut out);
+    out
 }
 
 fn key(address_type: &str, ports: &[Value]) -> String {
