@@ -30,6 +30,7 @@ use edgekcm::api::resources::{
     Kind, DEPLOYMENTS, ENDPOINTS, ENDPOINTSLICES, NODES, PODS, REPLICASETS, SERVICES,
 };
 use edgekcm::api::watch::EventType;
+use edgekcm::obj::At as _;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -151,7 +152,7 @@ impl Seen {
 fn pod_names(list: Option<&Vec<Value>>, path: &str) -> Vec<String> {
     list.map(|a| {
         a.iter()
-            .filter_map(|x| x.pointer(path).and_then(Value::as_str).map(str::to_string))
+            .filter_map(|x| x.at(path).and_then(Value::as_str).map(str::to_string))
             .collect()
     })
     .unwrap_or_default()
