@@ -1,13 +1,18 @@
 //! The endpoints workload, timed: N Services over N Deployments x R replicas in a fresh
 //! namespace, the bench playing kubelet (each new pod gets an IP and `Ready` through
-//! `pods/status`). Prints the seconds until every Service's Endpoints list its R ready
-//! addresses, and the controller manager's CPU seconds and peak RSS over that time. Each
-//! controller manager runs `--controllers=endpoint,deployment,replicaset`. A benchmark, not a
+//! `pods/status`; a pod being deleted is deleted at once). Prints the seconds until every
+//! Service's Endpoints and EndpointSlices list its R ready addresses, then, after a rolling
+//! update of every Deployment, the seconds until they list exactly the R pods of the new
+//! ReplicaSets, with the EndpointSlice writes seen (creates, updates and deletes in the
+//! namespace's slice watch) in each phase, and the controller manager's CPU seconds and peak
+//! RSS over both. Each controller manager runs
+//! `--controllers=endpoint,endpointslice,deployment,replicaset`; the pods run on `node-1`,
+//! which the bench creates (ready, zone `zone-a`) when it is missing. A benchmark, not a
 //! test: it never fails on a number.
 //!
 //!     cargo build --release --bin edgekcm && cargo run --release --example bench_endpoints
 //!     KCM_E2E_KUBECONFIG=/path/admin.kubeconfig KCM_E2E_KCM_ARGS="--kubeconfig=..." \
-//!       KCM_BENCH_UPSTREAM="/path/kube-controller-manager --kubeconfig=... --controllers=endpoint,deployment,replicaset ..." \
+//!       KCM_BENCH_UPSTREAM="/path/kube-controller-manager --kubeconfig=... ..." \
 //!       cargo run --release --example bench_endpoints
 //!
 //! Environment as every bench (`examples/benchkit/mod.rs`). Flags:
@@ -20,37 +25,50 @@
 mod benchkit;
 
 use benchkit::{parallel, Args, Cluster, Manager, Proc, Res, Table};
-use edgekcm::api::client::{Client, ListOptions, PatchType, WatchOptions};
-use edgekcm::api::resources::{Kind, DEPLOYMENTS, ENDPOINTS, PODS, REPLICASETS, SERVICES};
+use edgekcm::api::client::{Client, DeleteOptions, ListOptions, PatchType, WatchOptions};
+use edgekcm::api::resources::{
+    Kind, DEPLOYMENTS, ENDPOINTS, ENDPOINTSLICES, NODES, PODS, REPLICASETS, SERVICES,
+};
 use edgekcm::api::watch::EventType;
+use edgekcm::obj::At as _;
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const CONTROLLERS: &str = "--controllers=endpoint,deployment,replicaset";
+const CONTROLLERS: &str = "--controllers=endpoint,endpointslice,deployment,replicaset";
+const NODE: &str = "node-1";
 
 struct Opts {
     services: usize,
     replicas: usize,
     timeout: Duration,
     skip_edgekcm: bool,
+    /// endpointslice is among the controllers: its slices are waited for too.
+    slices: bool,
 }
 
 fn main() {
     benchkit::main(|| {
         let mut a = Args::parse();
-        let o = Opts {
+        let mut o = Opts {
             services: a.count("--services", 300)?,
             replicas: a.count("--replicas", 5)?,
             timeout: a.secs("--timeout", 300)?,
             skip_edgekcm: a.flag("--skip-edgekcm")?,
+            slices: true,
         };
         a.done()?;
         let c = Cluster::from_env("bench-ep")?;
+        ensure_node(&c.admin)?;
+        // `KCM_BENCH_CONTROLLERS` replaces the controller set (to see what each costs).
+        let controllers = std::env::var("KCM_BENCH_CONTROLLERS")
+            .map(|c| format!("--controllers={c}"))
+            .unwrap_or_else(|_| CONTROLLERS.to_string());
+        o.slices = controllers.contains("endpointslice");
         let extra = [
-            CONTROLLERS,
+            controllers.as_str(),
             "--leader-elect=false",
             "--secure-port=0",
             "--kube-api-qps=5000",
@@ -58,7 +76,7 @@ fn main() {
         ]
         .map(String::from);
         println!(
-            "workload: {} Services over {} Deployments x {} replicas",
+            "workload: {} Services over {} Deployments x {} replicas, then a rolling update",
             o.services, o.services, o.replicas
         );
         let mut table = Table::default();
@@ -66,11 +84,78 @@ fn main() {
             run(&c, &o, &m, &mut table)?;
         }
         table.print(&format!(
-            "{} Services x {} ready endpoints",
+            "{} Services x {} ready endpoints (Endpoints and EndpointSlices)",
             o.services, o.replicas
         ));
         Ok(())
     })
+}
+
+/// The node the pods run on, ready, with a zone and CPU (the endpointslice controller leaves
+/// out pods of nodes it does not know).
+fn ensure_node(admin: &Client) -> Res<()> {
+    if admin.get(&NODES, None, NODE).is_ok() {
+        return Ok(());
+    }
+    let n = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": NODE, "labels": {"topology.kubernetes.io/zone": "zone-a"}}});
+    let mut n = admin.create(&NODES, None, &n)?;
+    let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+    n["status"] = json!({"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10000"},
+        "capacity": {"cpu": "4", "memory": "8Gi", "pods": "10000"},
+        "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now,
+            "lastTransitionTime": now, "reason": "KubeletReady", "message": "bench"}]});
+    admin.update_subresource(&NODES, &n, "status")?;
+    Ok(())
+}
+
+/// What the watches saw: per Service, the pods its Endpoints list as ready, and per slice
+/// its endpoints (pod, ready); the pods created since the rolling update began.
+#[derive(Default)]
+struct Seen {
+    endpoints: HashMap<String, Vec<String>>,
+    slices: HashMap<String, HashMap<String, Vec<(String, bool)>>>,
+    new_pods: HashSet<String>,
+    rolling: bool,
+}
+
+impl Seen {
+    /// Services whose Endpoints and slices both list exactly `r` ready pods, all of them new
+    /// when `only_new`, and whose slices list nothing else.
+    fn complete(&self, r: usize, only_new: bool, with_slices: bool) -> usize {
+        self.endpoints
+            .iter()
+            .filter(|(svc, eps)| {
+                if !svc.starts_with("web-") || eps.len() != r {
+                    return false;
+                }
+                if !with_slices {
+                    return !only_new || eps.iter().all(|p| self.new_pods.contains(p));
+                }
+                let Some(slices) = self.slices.get(*svc) else {
+                    return false;
+                };
+                let all: Vec<&(String, bool)> = slices.values().flatten().collect();
+                let mut ready: Vec<&String> =
+                    all.iter().filter(|(_, ok)| *ok).map(|(p, _)| p).collect();
+                let mut eps: Vec<&String> = eps.iter().collect();
+                ready.sort();
+                eps.sort();
+                ready == eps
+                    && (!only_new
+                        || (all.len() == r && eps.iter().all(|p| self.new_pods.contains(*p))))
+            })
+            .count()
+    }
+}
+
+fn pod_names(list: Option<&Vec<Value>>, path: &str) -> Vec<String> {
+    list.map(|a| {
+        a.iter()
+            .filter_map(|x| x.at(path).and_then(Value::as_str).map(str::to_string))
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// One controller manager on a fresh namespace: a row of `table`.
@@ -79,18 +164,33 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     let ns = c.namespace("bench-ep")?;
     let mut p = Proc::start(m, &c.work)?;
 
-    // Kubelet: every new pod runs and is ready with the next IP.
+    // Kubelet: every new pod runs and is ready with the next IP; a pod being deleted goes.
     let stop = Arc::new(AtomicBool::new(false));
     let next_ip = Arc::new(AtomicUsize::new(1));
-    let (tx, rx) = mpsc::channel::<String>();
+    let (tx, rx) = mpsc::channel::<(String, bool)>();
     let rx = Arc::new(Mutex::new(rx));
     let mut threads = Vec::new();
     for _ in 0..8 {
         let (admin, ns, rx, next_ip) = (admin.clone(), ns.clone(), rx.clone(), next_ip.clone());
         threads.push(std::thread::spawn(move || loop {
-            let Ok(pod) = rx.lock().unwrap_or_else(|p| p.into_inner()).recv() else {
+            let Ok((pod, delete)) = rx.lock().unwrap_or_else(|p| p.into_inner()).recv() else {
                 return;
             };
+            if delete {
+                let now = DeleteOptions {
+                    grace_period_seconds: Some(0),
+                    ..DeleteOptions::default()
+                };
+                for _ in 0..50 {
+                    match admin.delete(&PODS, Some(&ns), &pod, &now) {
+                        Err(e) if !e.is_not_found() => {
+                            std::thread::sleep(Duration::from_millis(100))
+                        }
+                        _ => break,
+                    }
+                }
+                continue;
+            }
             let n = next_ip.fetch_add(1, Ordering::SeqCst);
             let ip = format!("10.{}.{}.{}", 64 + n / 65536, (n / 256) % 256, n % 256);
             let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
@@ -112,38 +212,115 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
             }
         }));
     }
-    let ready: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let slice_writes = Arc::new(AtomicUsize::new(0));
     {
-        let (a, n, s) = (admin.clone(), ns.clone(), stop.clone());
+        let (a, n, s, sn) = (admin.clone(), ns.clone(), stop.clone(), seen.clone());
         threads.push(std::thread::spawn(move || {
+            // Pods asked to run or to go: once each (a re-list brings them all again).
+            let mut started: HashSet<String> = HashSet::new();
+            let mut deleted: HashSet<String> = HashSet::new();
             watch(&a, PODS, &n, &s, |t, o| {
-                if matches!(t, EventType::Added) {
-                    let _ = tx.send(o["metadata"]["name"].as_str().unwrap_or("").to_string());
+                if o.is_null() {
+                    return;
+                }
+                let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+                if matches!(t, Some(EventType::Deleted)) {
+                    return;
+                }
+                if o["metadata"]["deletionTimestamp"].is_string() {
+                    if deleted.insert(name.clone()) {
+                        let _ = tx.send((name, true));
+                    }
+                } else if started.insert(name.clone()) {
+                    let mut seen = sn.lock().unwrap_or_else(|p| p.into_inner());
+                    if seen.rolling {
+                        seen.new_pods.insert(name.clone());
+                    }
+                    drop(seen);
+                    let _ = tx.send((name, false));
                 }
             })
         }));
-        let (a, n, s, r) = (admin.clone(), ns.clone(), stop.clone(), ready.clone());
+        let (a, n, s, sn) = (admin.clone(), ns.clone(), stop.clone(), seen.clone());
         threads.push(std::thread::spawn(move || {
             watch(&a, ENDPOINTS, &n, &s, |_, o| {
-                let count = o["subsets"].as_array().map_or(0, |subs| {
-                    subs.iter()
-                        .map(|x| x["addresses"].as_array().map_or(0, Vec::len))
-                        .sum()
-                });
+                if o.is_null() {
+                    return;
+                }
+                let ready: Vec<String> = o["subsets"]
+                    .as_array()
+                    .map(|subs| {
+                        subs.iter()
+                            .flat_map(|x| pod_names(x["addresses"].as_array(), "/targetRef/name"))
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
-                r.lock()
+                sn.lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(name, count);
+                    .endpoints
+                    .insert(name, ready);
             })
         }));
+        let (a, n, s, sn, w) = (
+            admin.clone(),
+            ns.clone(),
+            stop.clone(),
+            seen.clone(),
+            slice_writes.clone(),
+        );
+        threads.push(std::thread::spawn(move || {
+            watch(&a, ENDPOINTSLICES, &n, &s, |t, o| {
+                if o.is_null() {
+                    sn.lock().unwrap_or_else(|p| p.into_inner()).slices.clear();
+                    return;
+                }
+                let svc = o["metadata"]["labels"]["kubernetes.io/service-name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+                let mut seen = sn.lock().unwrap_or_else(|p| p.into_inner());
+                let slices = seen.slices.entry(svc).or_default();
+                if matches!(t, Some(EventType::Deleted)) {
+                    slices.remove(&name);
+                } else {
+                    let eps = o["endpoints"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .map(|e| {
+                                    let pod = e["targetRef"]["name"].as_str().unwrap_or("");
+                                    (pod.to_string(), e["conditions"]["ready"] == true)
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    slices.insert(name, eps);
+                }
+                // A listed slice is not a write; every event is (a re-list after a dropped
+                // watch may miss some).
+                if t.is_some() {
+                    w.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }));
     }
-    // Ready once a probe Service has its Endpoints.
+    // Ready once a probe Service has its Endpoints and slice.
     create_app(admin, &ns, "probe", 1)?;
     p.wait_ready(Duration::from_secs(120), || {
-        ready.lock().unwrap().get("probe") == Some(&1)
+        let seen = seen.lock().unwrap();
+        seen.endpoints.get("probe").map(Vec::len) == Some(1)
+            && (!o.slices
+                || seen
+                    .slices
+                    .get("probe")
+                    .is_some_and(|s| s.values().flatten().filter(|e| e.1).count() == 1))
     })?;
     p.reset_peak_rss();
     let cpu0 = p.cpu_seconds();
+    let writes0 = slice_writes.load(Ordering::SeqCst);
     let t0 = Instant::now();
     parallel(o.services, 8, |i| {
         if let Err(e) = create_app(admin, &ns, &format!("web-{i}"), o.replicas) {
@@ -152,19 +329,66 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
         Ok(())
     })?;
     println!("created in {:.2} s", t0.elapsed().as_secs_f64());
+    let converged = wait_complete(o, &seen, t0, false);
+    let writes1 = slice_writes.load(Ordering::SeqCst);
+    // The rolling update: a new template for every Deployment.
+    seen.lock().unwrap().rolling = true;
+    let t1 = Instant::now();
+    parallel(o.services, 8, |i| {
+        let patch =
+            json!({"spec": {"template": {"metadata": {"annotations": {"bench/rev": "2"}}}}});
+        if let Err(e) = admin.patch(
+            &DEPLOYMENTS,
+            Some(&ns),
+            &format!("web-{i}"),
+            PatchType::Merge,
+            &patch,
+            None,
+        ) {
+            eprintln!("update web-{i}: {e}");
+        }
+        Ok(())
+    })?;
+    let rolled = wait_complete(o, &seen, t1, true);
+    let writes2 = slice_writes.load(Ordering::SeqCst);
+    let cpu = p.cpu_seconds().zip(cpu0).map(|(a, b)| a - b);
+    let row = table.row(&m.name);
+    let secs = |v: Option<f64>| v.map_or("timeout".to_string(), |s| format!("{s:.2}"));
+    table.set(row, "converge s", secs(converged));
+    table.set(row, "rollout s", secs(rolled));
+    table.num(row, "CPU s", cpu);
+    table.num(row, "peak RSS MB", p.peak_rss_mb());
+    table.set(row, "slice writes converge", writes1 - writes0);
+    table.set(row, "slice writes rollout", writes2 - writes1);
+    p.stop();
+    stop.store(true, Ordering::SeqCst);
+    // Empty the namespace for the next controller manager.
+    for kind in [
+        DEPLOYMENTS,
+        REPLICASETS,
+        PODS,
+        SERVICES,
+        ENDPOINTS,
+        ENDPOINTSLICES,
+    ] {
+        c.delete_all(&kind, Some(&ns), "");
+    }
+    Ok(())
+}
+
+/// Seconds from `t0` until every Service is complete (None: the timeout passed first).
+fn wait_complete(o: &Opts, seen: &Mutex<Seen>, t0: Instant, only_new: bool) -> Option<f64> {
     let mut last = Instant::now();
-    let converged = loop {
-        let done = ready
+    loop {
+        let done = seen
             .lock()
             .unwrap()
-            .iter()
-            .filter(|(k, v)| k.starts_with("web-") && **v == o.replicas)
-            .count();
+            .complete(o.replicas, only_new, o.slices);
         if done == o.services {
-            break Some(t0.elapsed().as_secs_f64());
+            return Some(t0.elapsed().as_secs_f64());
         }
         if t0.elapsed() > o.timeout {
-            break None;
+            return None;
         }
         if last.elapsed() > Duration::from_secs(5) {
             println!(
@@ -175,23 +399,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
             last = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    let cpu = p.cpu_seconds().zip(cpu0).map(|(a, b)| a - b);
-    let row = table.row(&m.name);
-    table.set(
-        row,
-        "converge s",
-        converged.map_or("timeout".to_string(), |s| format!("{s:.2}")),
-    );
-    table.num(row, "CPU s", cpu);
-    table.num(row, "peak RSS MB", p.peak_rss_mb());
-    p.stop();
-    stop.store(true, Ordering::SeqCst);
-    // Empty the namespace for the next controller manager.
-    for kind in [DEPLOYMENTS, REPLICASETS, PODS, SERVICES, ENDPOINTS] {
-        c.delete_all(&kind, Some(&ns), "");
     }
-    Ok(())
 }
 
 fn create_app(admin: &Client, ns: &str, name: &str, replicas: usize) -> Res<()> {
@@ -208,7 +416,7 @@ fn create_app(admin: &Client, ns: &str, name: &str, replicas: usize) -> Res<()> 
         &json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name}, "spec": {"replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"nodeName": "node-1",
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"nodeName": NODE,
                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
                     "ports": [{"name": "http", "containerPort": 8080}]}]}}}}),
     )?;
@@ -221,19 +429,21 @@ fn watch(
     kind: Kind,
     ns: &str,
     stop: &AtomicBool,
-    mut f: impl FnMut(&EventType, &Value),
+    mut f: impl FnMut(Option<&EventType>, &Value),
 ) {
     while !stop.load(Ordering::SeqCst) {
         let Ok(list) = admin.list_all(&kind, Some(ns), &ListOptions::default()) else {
             std::thread::sleep(Duration::from_millis(200));
             continue;
         };
+        // A (re-)list starts: `null` first, so a handler can drop what it kept.
+        f(None, &Value::Null);
         for x in &list.items {
-            f(&EventType::Added, x);
+            f(None, x);
         }
         let wo = WatchOptions {
             resource_version: list.resource_version,
-            timeout_seconds: 30,
+            timeout_seconds: 300,
             ..Default::default()
         };
         let Ok(stream) = admin.watch(&kind, Some(ns), &wo) else {
@@ -244,7 +454,7 @@ fn watch(
                 return;
             }
             match ev {
-                Ok(ev) => f(&ev.kind, &ev.object),
+                Ok(ev) => f(Some(&ev.kind), &ev.object),
                 Err(_) => break,
             }
         }

@@ -122,6 +122,18 @@ pub struct RunFlags {
     /// endpoint batch period
     #[argh(option)]
     pub endpoint_updates_batch_period: Option<String>,
+    /// endpointslice batch period
+    #[argh(option)]
+    pub endpointslice_updates_batch_period: Option<String>,
+    /// endpoints per slice
+    #[argh(option)]
+    pub max_endpoints_per_slice: Option<String>,
+    /// mirroring batch period
+    #[argh(option)]
+    pub mirroring_endpointslice_updates_batch_period: Option<String>,
+    /// mirrored addresses per subset
+    #[argh(option)]
+    pub mirroring_max_endpoints_per_subset: Option<String>,
     /// terminated pod threshold
     #[argh(option)]
     pub terminated_pod_gc_threshold: Option<String>,
@@ -273,6 +285,10 @@ pub(super) static ACTED: &[Acted] = &[
     b(GENERIC, "enable-garbage-collector", "true", "Run the garbage collector."),
     a(GENERIC, "namespace-sync-period", "5m0s", "Resync period of the namespace controller."),
     a(GENERIC, "endpoint-updates-batch-period", "0s", "How long pod changes wait before the endpoints controller syncs their Services, batching them."),
+    a(GENERIC, "endpointslice-updates-batch-period", "0s", "How long pod changes wait before the endpointslice controller syncs their Services, batching them."),
+    a(GENERIC, "max-endpoints-per-slice", "100", "The most endpoints the endpointslice controller puts in one EndpointSlice (1 to 1000)."),
+    a(GENERIC, "mirroring-endpointslice-updates-batch-period", "0s", "How long EndpointSlice changes wait before the mirroring controller syncs their Endpoints."),
+    a(GENERIC, "mirroring-max-endpoints-per-subset", "1000", "The most addresses of one Endpoints subset mirrored to EndpointSlices (1 to 1000)."),
     a(GENERIC, "terminated-pod-gc-threshold", "12500", "Terminated pods kept before the pod GC deletes them; <= 0 disables that part."),
     a(GENERIC, "cluster-name", "kubernetes", "The instance prefix for the cluster."),
     b(LEADER, "leader-elect", "true", "Acquire a Lease before running controllers."),
@@ -378,7 +394,6 @@ static ACCEPTED: &[(&str, FlagType)] = &[
     ("enable-dynamic-provisioning", Bool),
     ("enable-hostpath-provisioner", Bool),
     ("enable-leader-migration", Bool),
-    ("endpointslice-updates-batch-period", Dur),
     ("external-cloud-volume-plugin", Str),
     ("feature-gates", Str),
     ("flex-volume-plugin-dir", Str),
@@ -397,9 +412,6 @@ static ACCEPTED: &[(&str, FlagType)] = &[
     ("log-flush-frequency", Dur),
     ("log-json-info-buffer-size", Str),
     ("log-json-split-stream", Bool),
-    ("max-endpoints-per-slice", Int32),
-    ("mirroring-endpointslice-updates-batch-period", Dur),
-    ("mirroring-max-endpoints-per-subset", Int32),
     ("node-eviction-rate", Float32),
     ("node-sync-period", Dur),
     ("permit-address-sharing", Bool),

@@ -34,6 +34,20 @@ pub struct EndpointOptions {
     pub endpoint_updates_batch_period: Duration,
 }
 
+/// EndpointSliceController and EndpointSliceMirroringController (their `--concurrent-*`
+/// flags are in the worker counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointSliceOptions {
+    /// `--max-endpoints-per-slice`, 1 to 1000.
+    pub max_endpoints_per_slice: i32,
+    /// `--endpointslice-updates-batch-period` (negative values act as zero).
+    pub endpoint_updates_batch_period: Duration,
+    /// `--mirroring-max-endpoints-per-subset`, 1 to 1000.
+    pub mirroring_max_endpoints_per_subset: i32,
+    /// `--mirroring-endpointslice-updates-batch-period` (negative values act as zero).
+    pub mirroring_endpoint_updates_batch_period: Duration,
+}
+
 /// PodGCController.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodGcOptions {

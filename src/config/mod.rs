@@ -24,8 +24,8 @@ pub use goparse::{
     format_go_duration, go_quote, parse_go_bool, parse_go_duration, parse_go_int10, parse_go_uint10,
 };
 pub use groups::{
-    EndpointOptions, GarbageCollectorOptions, KubeCloudShared, NamespaceOptions, NodeIpamOptions,
-    NodeLifecycleOptions, PodGcOptions, SaControllerOptions,
+    EndpointOptions, EndpointSliceOptions, GarbageCollectorOptions, KubeCloudShared,
+    NamespaceOptions, NodeIpamOptions, NodeLifecycleOptions, PodGcOptions, SaControllerOptions,
 };
 
 /// Every `--concurrent-*-syncs` flag of kube-controller-manager 1.28 with its default.
@@ -187,6 +187,7 @@ pub struct Config {
     pub garbage_collector: GarbageCollectorOptions,
     pub namespace_controller: NamespaceOptions,
     pub endpoint_controller: EndpointOptions,
+    pub endpoint_slice: EndpointSliceOptions,
     pub pod_gc: PodGcOptions,
     pub node_lifecycle: NodeLifecycleOptions,
     pub node_ipam: NodeIpamOptions,
@@ -260,6 +261,12 @@ impl Default for Config {
             },
             endpoint_controller: EndpointOptions {
                 endpoint_updates_batch_period: Duration::ZERO,
+            },
+            endpoint_slice: EndpointSliceOptions {
+                max_endpoints_per_slice: 100,
+                endpoint_updates_batch_period: Duration::ZERO,
+                mirroring_max_endpoints_per_subset: 1000,
+                mirroring_endpoint_updates_batch_period: Duration::ZERO,
             },
             pod_gc: PodGcOptions {
                 terminated_pod_gc_threshold: 12500,
@@ -404,14 +411,47 @@ impl Config {
             "namespace-sync-period",
             f.namespace_sync_period,
         )?;
-        if let Some(v) = f.endpoint_updates_batch_period {
-            let flag = "endpoint-updates-batch-period";
-            let (negative, d) =
-                goparse::parse_go_duration_signed(&v).map_err(|e| invalid(flag, &v, &e))?;
-            c.endpoint_controller.endpoint_updates_batch_period =
-                if negative { Duration::ZERO } else { d };
-            // `/configz` shows the value as given (a negative one too).
-            record_flag(&mut c.given, flag, FlagType::Duration, &v);
+        for (flag, v, slot) in [
+            (
+                "endpoint-updates-batch-period",
+                f.endpoint_updates_batch_period,
+                &mut c.endpoint_controller.endpoint_updates_batch_period,
+            ),
+            (
+                "endpointslice-updates-batch-period",
+                f.endpointslice_updates_batch_period,
+                &mut c.endpoint_slice.endpoint_updates_batch_period,
+            ),
+            (
+                "mirroring-endpointslice-updates-batch-period",
+                f.mirroring_endpointslice_updates_batch_period,
+                &mut c.endpoint_slice.mirroring_endpoint_updates_batch_period,
+            ),
+        ] {
+            if let Some(v) = v {
+                let (negative, d) =
+                    goparse::parse_go_duration_signed(&v).map_err(|e| invalid(flag, &v, &e))?;
+                *slot = if negative { Duration::ZERO } else { d };
+                // `/configz` shows the value as given (a negative one too).
+                record_flag(&mut c.given, flag, FlagType::Duration, &v);
+            }
+        }
+        for (flag, v, slot) in [
+            (
+                "max-endpoints-per-slice",
+                f.max_endpoints_per_slice,
+                &mut c.endpoint_slice.max_endpoints_per_slice,
+            ),
+            (
+                "mirroring-max-endpoints-per-subset",
+                f.mirroring_max_endpoints_per_subset,
+                &mut c.endpoint_slice.mirroring_max_endpoints_per_subset,
+            ),
+        ] {
+            if let Some(v) = v {
+                *slot = parse_i32(flag, &v)?;
+                record_flag(&mut c.given, flag, FlagType::Int32, &v);
+            }
         }
         if let Some(v) = f.terminated_pod_gc_threshold {
             c.pod_gc.terminated_pod_gc_threshold = parse_i32("terminated-pod-gc-threshold", &v)?;
@@ -641,6 +681,28 @@ impl Config {
             }
         }
         self.cluster_signing.validate()?;
+        // Upstream's EndpointSliceController and EndpointSliceMirroringController options.
+        for (flag, n) in [
+            (
+                "max-endpoints-per-slice",
+                self.endpoint_slice.max_endpoints_per_slice,
+            ),
+            (
+                "mirroring-max-endpoints-per-subset",
+                self.endpoint_slice.mirroring_max_endpoints_per_subset,
+            ),
+        ] {
+            if n < 1 {
+                return Err(Error::Config(format!(
+                    "{flag} must not be less than 1, but got {n}"
+                )));
+            }
+            if n > 1000 {
+                return Err(Error::Config(format!(
+                    "{flag} must not be more than 1000, but got {n}"
+                )));
+            }
+        }
         if self.secure_port != 0
             && (self.tls_cert_file.is_some() != self.tls_private_key_file.is_some())
         {

@@ -6,6 +6,8 @@ pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod deployment;
 pub mod endpoints;
+pub mod endpointslice;
+pub mod endpointslicemirroring;
 pub mod garbagecollector;
 pub mod kit;
 pub mod namespace;

@@ -30,27 +30,23 @@
 //! objects. Upstream deletes the Endpoints of a Service it no longer finds whether or not its
 //! cache holds them; here the delete is sent only when the cache holds them.
 
-mod gohash;
-mod repack;
-mod subsets;
+pub(crate) mod gohash;
+pub(crate) mod repack;
+pub(crate) mod subsets;
 mod sync;
-mod trigger;
 
 pub use repack::MAX_CAPACITY;
 pub use sync::{HEADLESS_LABEL, OVER_CAPACITY, TRIGGER_TIME};
 
-use super::refmanager::SelectorIndex;
+use super::kit::servicepods::{selector, ServicePods};
+use super::kit::trigger;
 use super::{Action, Controller, Cx, ObjectRef, OnError, Outcome, Report, Watch};
 use crate::api::client::DeleteOptions;
 use crate::api::resources::{ENDPOINTS, PODS, SERVICES};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::Result;
-use crate::obj::{self, At as _, Obj};
-use serde_json::{json, Value};
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
+use crate::obj::{self, At as _};
+use serde_json::Value;
 use std::time::Duration;
 
 /// What is read of a pod beyond its metadata: where it runs, its hostname and subdomain, its
@@ -77,59 +73,11 @@ pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable
     ))))
 }
 
-/// What the pod index keeps of a pod: its labels (for the selectors) and fingerprints of
-/// what upstream's `podEndpointsChanged` compares.
-struct PodInfo {
-    labels: obj::Labels,
-    deleting: bool,
-    /// Readiness and pod IPs.
-    state: u64,
-    /// Hostname and subdomain.
-    host: u64,
-}
-
-impl PodInfo {
-    fn of(p: &Value) -> PodInfo {
-        let mut h = DefaultHasher::new();
-        subsets::is_ready(p).hash(&mut h);
-        if let Some(ips) = p.at("/status/podIPs").and_then(Value::as_array) {
-            ips.len().hash(&mut h);
-            for ip in ips {
-                ip.get("ip").and_then(Value::as_str).hash(&mut h);
-            }
-        }
-        let mut host = DefaultHasher::new();
-        p.at("/spec/hostname")
-            .and_then(Value::as_str)
-            .hash(&mut host);
-        p.at("/spec/subdomain")
-            .and_then(Value::as_str)
-            .hash(&mut host);
-        PodInfo {
-            labels: obj::Labels::of(p),
-            deleting: obj::is_deleting(p),
-            state: h.finish(),
-            host: host.finish(),
-        }
-    }
-}
-
 pub struct EndpointsController {
     workers: usize,
     batch: Duration,
-    /// Services' selectors (as `matchLabels`), by key.
-    services: SelectorIndex,
-    /// Namespace -> pod name -> what is kept of it.
-    pods: Mutex<HashMap<String, BTreeMap<String, PodInfo>>>,
+    index: ServicePods,
     tracker: trigger::Tracker,
-}
-
-/// A Service's selector as a string map; None for no selector (or an empty one, which the
-/// apiserver never stores: it selects nothing).
-fn selector(svc: &Value) -> Option<&serde_json::Map<String, Value>> {
-    svc.at("/spec/selector")
-        .and_then(Value::as_object)
-        .filter(|m| !m.is_empty())
 }
 
 impl EndpointsController {
@@ -137,88 +85,9 @@ impl EndpointsController {
         EndpointsController {
             workers,
             batch,
-            services: SelectorIndex::default(),
-            pods: Mutex::new(HashMap::new()),
+            index: ServicePods::default(),
             tracker: trigger::Tracker::default(),
         }
-    }
-
-    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<String, PodInfo>>> {
-        self.pods.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Keep the pod index in step; returns what it held before.
-    fn note_pod(&self, d: &Delta) -> Option<PodInfo> {
-        let p = d.object();
-        let (ns, name) = (obj::namespace(p), obj::name(p));
-        let mut all = self.pods();
-        if d.kind == DeltaKind::Deleted {
-            let set = all.get_mut(ns)?;
-            let old = set.remove(name);
-            if set.is_empty() {
-                all.remove(ns);
-            }
-            return old;
-        }
-        all.entry(ns.to_string())
-            .or_default()
-            .insert(name.to_string(), PodInfo::of(p))
-    }
-
-    /// The Services to sync after a pod changed (upstream's `addPod`, `updatePod`,
-    /// `deletePod` with `GetServicesToUpdateOnPodChange`).
-    fn pod_keys(&self, d: &Delta) -> Vec<String> {
-        let before = self.note_pod(d);
-        let (Some(old), Some(cur), DeltaKind::Updated) = (&d.old, &d.new, d.kind) else {
-            return self.services.matching(d.object());
-        };
-        if obj::resource_version(old) == obj::resource_version(cur) {
-            return vec![];
-        }
-        let now = PodInfo::of(cur);
-        // Upstream compares deletion timestamps as pointers: any set one is a change.
-        let pod_changed = before
-            .as_ref()
-            .is_none_or(|b| b.deleting || now.deleting || b.state != now.state);
-        let labels_changed = obj::labels(old) != obj::labels(cur)
-            || before.as_ref().is_none_or(|b| b.host != now.host);
-        if !pod_changed && !labels_changed {
-            return vec![];
-        }
-        let mut keys = self.services.matching(cur);
-        if labels_changed {
-            let was = self.services.matching(old);
-            if pod_changed {
-                keys.extend(was);
-            } else {
-                // Only membership changed: the Services it joined or left.
-                let both: Vec<String> = keys.iter().filter(|k| was.contains(k)).cloned().collect();
-                keys.extend(was);
-                keys.retain(|k| !both.contains(k));
-            }
-            keys.sort();
-            keys.dedup();
-        }
-        keys
-    }
-
-    /// The pods of `ns` whose labels the selector's all match.
-    fn selected(&self, cx: &Cx, ns: &str, sel: &serde_json::Map<String, Value>) -> Vec<Obj> {
-        let names: Vec<String> = self
-            .pods()
-            .get(ns)
-            .map(|set| {
-                set.iter()
-                    .filter(|(_, info)| {
-                        sel.iter()
-                            .all(|(k, v)| v.as_str().is_some_and(|v| info.labels.get(k) == Some(v)))
-                    })
-                    .map(|(n, _)| n.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let store = cx.cache.store(PODS);
-        names.iter().filter_map(|n| store.get_in(ns, n)).collect()
     }
 }
 
@@ -250,12 +119,11 @@ impl Controller for EndpointsController {
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
         if w.kind == SERVICES {
-            self.services
-                .observe(d, |o| selector(o).map(|m| json!({ "matchLabels": m })));
+            self.index.observe_service(d);
             return vec![obj::key(d.object())];
         }
         if w.kind == PODS {
-            return self.pod_keys(d);
+            return self.index.pod_keys(d);
         }
         // Endpoints: a deleted one is looked at again (its Service may want it back); at
         // start every one (upstream's `checkLeftoverEndpoints`), to delete those whose
@@ -289,7 +157,7 @@ impl Controller for EndpointsController {
         let Some(sel) = selector(&svc) else {
             return Ok(Outcome::none());
         };
-        let pods = self.selected(cx, ns, sel);
+        let pods = self.index.selected(cx.cache, ns, sel);
         let trigger = self.tracker.compute(key, &svc, &pods);
         let (subsets, ready, not_ready) = sync::desired_subsets(&svc, &pods);
         let current = cx.cache.store(ENDPOINTS).get(key);

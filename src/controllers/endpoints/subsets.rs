@@ -211,40 +211,9 @@ pub fn equal_ignoring_resource_version(a: &[Subset], b: &[Subset]) -> bool {
 
 // ---- what a pod gives a Service ----------------------------------------------------------
 
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.at(p).and_then(Value::as_str).unwrap_or("")
-}
-
-/// utilnet's `IsIPv6String`: an address that parses and is not an IPv4 (or IPv4-mapped) one.
-pub fn is_ipv6(s: &str) -> bool {
-    match s.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V6(a)) => a.to_ipv4_mapped().is_none(),
-        _ => false,
-    }
-}
-
-/// `ShouldPodBeInEndpoints`: not terminal, has an IP, and (unless terminating pods are
-/// included) not being deleted.
-pub fn should_be_in_endpoints(pod: &Value, include_terminating: bool) -> bool {
-    let phase = str_at(pod, "/status/phase");
-    if phase == "Failed" || phase == "Succeeded" {
-        return false;
-    }
-    let no_ips = pod
-        .at("/status/podIPs")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty);
-    if str_at(pod, "/status/podIP").is_empty() && no_ips {
-        return false;
-    }
-    include_terminating || !obj::is_deleting(pod)
-}
-
-/// The Service is headless (`IsServiceIPSet` false): no cluster IP, or `None`.
-pub fn is_headless(svc: &Value) -> bool {
-    let ip = str_at(svc, "/spec/clusterIP");
-    ip.is_empty() || ip == "None"
-}
+pub use crate::controllers::kit::servicepods::{
+    find_port, hostname_for, is_headless, is_ipv6, is_ready, should_be_in_endpoints, str_at,
+};
 
 /// `podToEndpointAddressForService`: the pod's IP of the Service's family (its first
 /// `ipFamilies` entry; without one, the family of the cluster IP, or for a headless Service
@@ -280,37 +249,6 @@ pub fn address_for(svc: &Value, pod: &Value) -> Option<Address> {
     })
 }
 
-/// `ShouldSetHostname`: the pod names a hostname and this Service as its subdomain.
-pub fn hostname_for<'a>(svc: &Value, pod: &'a Value) -> Option<&'a str> {
-    let host = str_at(pod, "/spec/hostname");
-    (!host.is_empty()
-        && str_at(pod, "/spec/subdomain") == obj::name(svc)
-        && obj::namespace(svc) == obj::namespace(pod))
-    .then_some(host)
-}
-
-/// `podutil.FindPort`: a number target port as it is; a named one looked up among the pod's
-/// containers' ports with the Service port's protocol. None when nothing fits.
-pub fn find_port(pod: &Value, svc_port: &Value) -> Option<i32> {
-    match svc_port.get("targetPort") {
-        Some(Value::String(name)) => {
-            let protocol = str_at(svc_port, "/protocol");
-            pod.at("/spec/containers")
-                .and_then(Value::as_array)?
-                .iter()
-                .filter_map(|c| c.get("ports").and_then(Value::as_array))
-                .flatten()
-                .find(|p| str_at(p, "/name") == name && str_at(p, "/protocol") == protocol)
-                .and_then(|p| p.get("containerPort").and_then(Value::as_i64))
-                .map(|n| n as i32)
-        }
-        // intstr's IntValue of an int (a missing one is 0).
-        Some(Value::Number(n)) => n.as_i64().map(|n| n as i32),
-        None | Some(Value::Null) => Some(0),
-        Some(_) => None,
-    }
-}
-
 /// `endpointPortFromServicePort`.
 pub fn endpoint_port(svc_port: &Value, number: i32) -> Port {
     Port {
@@ -322,9 +260,4 @@ pub fn endpoint_port(svc_port: &Value, number: i32) -> Port {
             .and_then(Value::as_str)
             .map(str::to_string),
     }
-}
-
-/// Ready as the endpoints see it: a `Ready` condition with status `True`.
-pub fn is_ready(pod: &Value) -> bool {
-    crate::controllers::kit::pod::is_pod_ready(pod)
 }

@@ -2,9 +2,9 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints,
-    garbagecollector, namespace, nodeipam, nodelifecycle, podgc, replicaset, rootca,
-    serviceaccount, tokens, ttl, ttlafterfinished,
+    bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
+    endpointslicemirroring, garbagecollector, namespace, nodeipam, nodelifecycle, podgc,
+    replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -86,14 +86,16 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("endpointslice-controller"),
         "",
     )
-    .workers("concurrent-service-endpoint-syncs"),
+    .workers("concurrent-service-endpoint-syncs")
+    .runs(endpointslice::build),
     c(
         "endpointslice-mirroring-controller",
         &["endpointslicemirroring"],
         Some("endpointslicemirroring-controller"),
         "",
     )
-    .workers("mirroring-concurrent-service-endpoint-syncs"),
+    .workers("mirroring-concurrent-service-endpoint-syncs")
+    .runs(endpointslicemirroring::build),
     c(
         "replicationcontroller-controller",
         &["replicationcontroller"],

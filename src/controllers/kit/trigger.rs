@@ -1,4 +1,4 @@
-//! The `endpoints.kubernetes.io/last-change-trigger-time` annotation: upstream's
+//! The `endpoints.kubernetes.io/last-change-trigger-time` annotation (endpoints and endpointslice): upstream's
 //! `TriggerTimeTracker`. Per Service it remembers the trigger times seen at the last sync (the
 //! Service's creation time, each selected pod's `Ready` condition transition time); a sync
 //! reports the earliest of those that moved since, or the Service's creation time the first

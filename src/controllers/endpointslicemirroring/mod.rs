@@ -1,0 +1,298 @@
+//! endpointslice-mirroring-controller: the Endpoints of Services without a selector (written
+//! by someone else) mirrored into EndpointSlices, as upstream v1.28's
+//! `pkg/controller/endpointslicemirroring` does:
+//! - mirrored when the Endpoints and its Service exist, the Service has no selector, the
+//!   Endpoints is not labelled `endpointslice.kubernetes.io/skip-mirror: "true"` and is not a
+//!   leader-election record; otherwise its mirrored slices are deleted;
+//! - slices named `<name>-<random>`, owned by the Endpoints, with its labels plus
+//!   `kubernetes.io/service-name` and `endpointslice.kubernetes.io/managed-by:
+//!   endpointslicemirroring-controller.k8s.io`, and its annotations but the trigger time and
+//!   kubectl's last-applied configuration (`reconciler`);
+//! - at most `--mirroring-max-endpoints-per-subset` addresses per subset, with
+//!   `TooManyAddressesToMirror` and `InvalidIPAddress` Events (component
+//!   `endpoint-slice-mirroring-controller`) about the Endpoints;
+//! - slice changes reach their Endpoints after `--mirroring-endpointslice-updates-batch-period`.
+//!
+//! Like the endpointslice controller it tracks the generations it wrote
+//! (`kit::slicetracker`). Upstream's slice update handler reads the old and the new slice the
+//! wrong way round (the generation check is made on the old one); this does the same, so an
+//! edit of a mirrored slice by someone else is put right at the next change of its Endpoints,
+//! as upstream.
+
+pub mod reconciler;
+
+use super::endpointslice::model::{Slice, SERVICE_NAME_LABEL};
+use super::endpointslice::sync_rate_limiter;
+use super::kit::slicetracker::{self, SliceIndex, SliceTracker};
+use super::{Action, Applied, Controller, Cx, EventSpec, ObjectRef, OnError, Outcome, Watch};
+use crate::api::client::DeleteOptions;
+use crate::api::resources::{ENDPOINTS, ENDPOINTSLICES, SERVICES};
+use crate::cache::{Cache, Delta, DeltaKind};
+use crate::error::Result;
+use crate::obj::{self, At as _};
+use reconciler::CONTROLLER_NAME;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+const SKIP_MIRROR: &str = "endpointslice.kubernetes.io/skip-mirror";
+const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
+
+/// The endpointslice-mirroring-controller's row in the controller table.
+pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    let o = &cx.cfg.endpoint_slice;
+    let max = o.mirroring_max_endpoints_per_subset.max(1);
+    let batch = o.mirroring_endpoint_updates_batch_period;
+    Ok(Some(super::Runnable::reconciles(MirroringController::new(
+        cx.workers,
+        max as usize,
+        batch,
+    ))))
+}
+
+/// `shouldMirror`.
+fn should_mirror(ep: &Value) -> bool {
+    obj::label(ep, SKIP_MIRROR) != Some("true") && obj::annotation(ep, LEADER_ANNOTATION).is_none()
+}
+
+/// The Service has no selector (Go's nil map: absent, or never stored when empty).
+fn selectorless(svc: &Value) -> bool {
+    svc.at("/spec/selector")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.is_empty())
+}
+
+pub struct MirroringController {
+    workers: usize,
+    max: usize,
+    batch: Duration,
+    slices: SliceIndex,
+    tracker: SliceTracker,
+    /// Slice key -> (Endpoints key, UID) of deletes asked for and not yet answered.
+    deleting: Mutex<HashMap<String, (String, String)>>,
+}
+
+impl MirroringController {
+    pub fn new(workers: usize, max: usize, batch: Duration) -> Self {
+        MirroringController {
+            workers,
+            max,
+            batch,
+            slices: SliceIndex::new(CONTROLLER_NAME),
+            tracker: SliceTracker::default(),
+            deleting: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn slice_keys(&self, d: &Delta) -> Vec<String> {
+        self.slices.observe(d);
+        let key_of = |s: &Value| {
+            obj::label(s, SERVICE_NAME_LABEL)
+                .filter(|n| !n.is_empty())
+                .map(|_| slicetracker::service_key(s))
+        };
+        match (d.kind, &d.old, &d.new) {
+            (DeltaKind::Added, _, Some(s))
+                if self.slices.manages(s) && self.tracker.should_sync(s) =>
+            {
+                key_of(s).into_iter().collect()
+            }
+            (DeltaKind::Updated, Some(old), Some(new)) => {
+                if obj::label(old, SERVICE_NAME_LABEL) != obj::label(new, SERVICE_NAME_LABEL) {
+                    return key_of(old).into_iter().chain(key_of(new)).collect();
+                }
+                // Upstream's handler names the old slice as the new one (see the module docs).
+                let changed = self.slices.manages(old) != self.slices.manages(new);
+                if changed || (self.slices.manages(old) && self.tracker.should_sync(old)) {
+                    return key_of(old).into_iter().collect();
+                }
+                vec![]
+            }
+            (DeltaKind::Deleted, _, _) => {
+                let s = d.object();
+                if self.slices.manages(s) && self.tracker.has(s) && !self.tracker.handle_deletion(s)
+                {
+                    return key_of(s).into_iter().collect();
+                }
+                vec![]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// Delete every mirrored slice of `key` (upstream's `deleteMirroredSlices`).
+    fn delete_all(&self, cx: &Cx, key: &str) -> Outcome {
+        self.tracker.delete_service(key);
+        let (ns, _) = obj::split_key(key);
+        let actions = self
+            .slices
+            .slices(cx.cache, key, true)
+            .iter()
+            .map(|s| Action::Delete {
+                kind: ENDPOINTSLICES,
+                namespace: ns.to_string(),
+                name: obj::name(s).to_string(),
+                options: DeleteOptions::default(),
+            })
+            .collect();
+        Outcome::with(actions)
+    }
+}
+
+impl Controller for MirroringController {
+    fn name(&self) -> &'static str {
+        "endpointslice-mirroring-controller"
+    }
+    fn event_component(&self) -> &'static str {
+        "endpoint-slice-mirroring-controller"
+    }
+    fn queue_name(&self) -> &'static str {
+        "endpoint_slice_mirroring"
+    }
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn watches(&self) -> Vec<Watch> {
+        vec![
+            Watch::full(ENDPOINTS),
+            crate::controllers::endpoints::SERVICE_WATCH,
+            Watch::full(ENDPOINTSLICES),
+        ]
+    }
+
+    fn key_delay(&self, w: &Watch) -> Duration {
+        if w.kind == ENDPOINTSLICES {
+            self.batch
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    fn keys_for(&self, w: &Watch, d: &Delta, _cache: &Cache) -> Vec<String> {
+        let o = d.object();
+        match w.kind {
+            k if k == ENDPOINTS => {
+                let any = d.new.as_deref().is_some_and(should_mirror)
+                    || d.old.as_deref().is_some_and(should_mirror);
+                if any {
+                    vec![obj::key(o)]
+                } else {
+                    vec![]
+                }
+            }
+            k if k == SERVICES => {
+                let queue = match (d.kind, &d.old, &d.new) {
+                    (DeltaKind::Updated, Some(old), Some(new)) => {
+                        selectorless(old) != selectorless(new)
+                    }
+                    _ => selectorless(o),
+                };
+                if queue {
+                    vec![obj::key(o)]
+                } else {
+                    vec![]
+                }
+            }
+            _ => self.slice_keys(d),
+        }
+    }
+
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        let Some(ep) = cx.cache.store(ENDPOINTS).get(key) else {
+            return Ok(self.delete_all(cx, key));
+        };
+        if !should_mirror(&ep) {
+            return Ok(self.delete_all(cx, key));
+        }
+        match cx.cache.store(SERVICES).get(key) {
+            Some(svc) if selectorless(&svc) => {}
+            _ => return Ok(self.delete_all(cx, key)),
+        }
+        let slices = self.slices.slices(cx.cache, key, true);
+        if self.tracker.stale(key, &slices) {
+            return Ok(Outcome {
+                retry_quietly: Some("EndpointSlice informer cache is out of date".into()),
+                ..Outcome::none()
+            });
+        }
+        let existing = slices.iter().map(Slice::from_cached).collect();
+        let plan = reconciler::reconcile(&ep, existing, self.max);
+        let ns = obj::namespace(&ep);
+        let generate = format!("{}-", obj::name(&ep));
+        let mut actions = Vec::new();
+        for s in &plan.create {
+            actions.push(Action::Create {
+                kind: ENDPOINTSLICES,
+                namespace: ns.to_string(),
+                object: s.to_object(ns, &generate),
+            });
+        }
+        for s in &plan.update {
+            actions.push(Action::Update {
+                kind: ENDPOINTSLICES,
+                object: s.to_object(ns, &generate),
+            });
+        }
+        let mut deleting = self.deleting.lock().unwrap_or_else(|p| p.into_inner());
+        for s in &plan.delete {
+            let uid = s.from.as_deref().map(obj::uid).unwrap_or("").to_string();
+            deleting.insert(obj::make_key(ns, &s.name), (key.to_string(), uid));
+            actions.push(Action::Delete {
+                kind: ENDPOINTSLICES,
+                namespace: ns.to_string(),
+                name: s.name.clone(),
+                options: DeleteOptions::default(),
+            });
+        }
+        drop(deleting);
+        for (event_type, reason, message) in plan.events {
+            actions.push(Action::Event(EventSpec {
+                involved: ObjectRef::of(&ENDPOINTS, &ep),
+                event_type,
+                reason: reason.to_string(),
+                message,
+            }));
+        }
+        Ok(Outcome::with(actions))
+    }
+
+    fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
+        match (action, result) {
+            (Action::Create { .. } | Action::Update { .. }, Applied::Done(Some(v))) => {
+                self.tracker.update(v)
+            }
+            (
+                Action::Delete {
+                    namespace, name, ..
+                },
+                r,
+            ) => {
+                let pending = self
+                    .deleting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&obj::make_key(namespace, name));
+                if let (Some((key, uid)), Applied::Done(_)) = (pending, r) {
+                    self.tracker.expect_deletion(&key, &uid);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {
+        Some(sync_rate_limiter(Duration::from_secs(100)))
+    }
+
+    fn on_error(&self, action: &Action, err: &crate::Error) -> OnError {
+        match action {
+            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
+            _ => OnError::Retry,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,228 @@
+//! What the controllers that list a Service's pods share (endpoints, endpointslice): an index
+//! of the Services' selectors and of the pods' labels, so that a pod event finds its Services
+//! and a sync finds its pods without decoding a namespace's objects, and upstream's
+//! `GetServicesToUpdateOnPodChange` (which Services a pod change concerns). Also the pod
+//! predicates both use (`ShouldPodBeInEndpoints`, `ShouldSetHostname`, `FindPort`, address
+//! families).
+
+use crate::cache::{Cache, Delta, DeltaKind};
+use crate::controllers::refmanager::SelectorIndex;
+use crate::obj::{self, At as _, Obj};
+use serde_json::{json, Map, Value};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+
+/// A Service's selector as a string map; None for no selector (or an empty one, which the
+/// apiserver never stores: it selects nothing).
+pub fn selector(svc: &Value) -> Option<&Map<String, Value>> {
+    svc.at("/spec/selector")
+        .and_then(Value::as_object)
+        .filter(|m| !m.is_empty())
+}
+
+/// What the pod index keeps of a pod: its labels (for the selectors) and fingerprints of
+/// what upstream's `podEndpointsChanged` compares.
+struct PodInfo {
+    labels: obj::Labels,
+    deleting: bool,
+    /// Readiness and pod IPs.
+    state: u64,
+    /// Hostname and subdomain.
+    host: u64,
+}
+
+impl PodInfo {
+    fn of(p: &Value) -> PodInfo {
+        let mut h = DefaultHasher::new();
+        is_ready(p).hash(&mut h);
+        if let Some(ips) = p.at("/status/podIPs").and_then(Value::as_array) {
+            ips.len().hash(&mut h);
+            for ip in ips {
+                ip.get("ip").and_then(Value::as_str).hash(&mut h);
+            }
+        }
+        let mut host = DefaultHasher::new();
+        p.at("/spec/hostname")
+            .and_then(Value::as_str)
+            .hash(&mut host);
+        p.at("/spec/subdomain")
+            .and_then(Value::as_str)
+            .hash(&mut host);
+        PodInfo {
+            labels: obj::Labels::of(p),
+            deleting: obj::is_deleting(p),
+            state: h.finish(),
+            host: host.finish(),
+        }
+    }
+}
+
+/// The Services' selectors and the pods' labels, kept in step with both watches.
+#[derive(Default)]
+pub struct ServicePods {
+    /// Services' selectors (as `matchLabels`), by key.
+    services: SelectorIndex,
+    /// Namespace -> pod name -> what is kept of it.
+    pods: Mutex<HashMap<String, BTreeMap<String, PodInfo>>>,
+}
+
+impl ServicePods {
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<String, PodInfo>>> {
+        self.pods.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Follow one delta of the Services' watch.
+    pub fn observe_service(&self, d: &Delta) {
+        self.services
+            .observe(d, |o| selector(o).map(|m| json!({ "matchLabels": m })));
+    }
+
+    /// Keep the pod index in step; returns what it held before.
+    fn note_pod(&self, d: &Delta) -> Option<PodInfo> {
+        let p = d.object();
+        let (ns, name) = (obj::namespace(p), obj::name(p));
+        let mut all = self.pods();
+        if d.kind == DeltaKind::Deleted {
+            let set = all.get_mut(ns)?;
+            let old = set.remove(name);
+            if set.is_empty() {
+                all.remove(ns);
+            }
+            return old;
+        }
+        all.entry(ns.to_string())
+            .or_default()
+            .insert(name.to_string(), PodInfo::of(p))
+    }
+
+    /// Follow one delta of the pods' watch and return the Services to sync (upstream's
+    /// `addPod`, `updatePod`, `deletePod` with `GetServicesToUpdateOnPodChange`).
+    pub fn pod_keys(&self, d: &Delta) -> Vec<String> {
+        let before = self.note_pod(d);
+        let (Some(old), Some(cur), DeltaKind::Updated) = (&d.old, &d.new, d.kind) else {
+            return self.services.matching(d.object());
+        };
+        if obj::resource_version(old) == obj::resource_version(cur) {
+            return vec![];
+        }
+        let now = PodInfo::of(cur);
+        // Upstream compares deletion timestamps as pointers: any set one is a change.
+        let pod_changed = before
+            .as_ref()
+            .is_none_or(|b| b.deleting || now.deleting || b.state != now.state);
+        let labels_changed = obj::labels(old) != obj::labels(cur)
+            || before.as_ref().is_none_or(|b| b.host != now.host);
+        if !pod_changed && !labels_changed {
+            return vec![];
+        }
+        let mut keys = self.services.matching(cur);
+        if labels_changed {
+            let was = self.services.matching(old);
+            if pod_changed {
+                keys.extend(was);
+            } else {
+                // Only membership changed: the Services it joined or left.
+                let both: Vec<String> = keys.iter().filter(|k| was.contains(k)).cloned().collect();
+                keys.extend(was);
+                keys.retain(|k| !both.contains(k));
+            }
+            keys.sort();
+            keys.dedup();
+        }
+        keys
+    }
+
+    /// The pods of `ns` whose labels the selector's all match, in name order.
+    pub fn selected(&self, cache: &Cache, ns: &str, sel: &Map<String, Value>) -> Vec<Obj> {
+        let names: Vec<String> = self
+            .pods()
+            .get(ns)
+            .map(|set| {
+                set.iter()
+                    .filter(|(_, info)| {
+                        sel.iter()
+                            .all(|(k, v)| v.as_str().is_some_and(|v| info.labels.get(k) == Some(v)))
+                    })
+                    .map(|(n, _)| n.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let store = cache.store(crate::api::resources::PODS);
+        names.iter().filter_map(|n| store.get_in(ns, n)).collect()
+    }
+}
+
+// ---- what a pod gives a Service ----------------------------------------------------------
+
+pub fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
+    v.at(p).and_then(Value::as_str).unwrap_or("")
+}
+
+/// utilnet's `IsIPv6String`: an address that parses and is not an IPv4 (or IPv4-mapped) one.
+pub fn is_ipv6(s: &str) -> bool {
+    match s.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(a)) => a.to_ipv4_mapped().is_none(),
+        _ => false,
+    }
+}
+
+/// `ShouldPodBeInEndpoints`: not terminal, has an IP, and (unless terminating pods are
+/// included) not being deleted.
+pub fn should_be_in_endpoints(pod: &Value, include_terminating: bool) -> bool {
+    let phase = str_at(pod, "/status/phase");
+    if phase == "Failed" || phase == "Succeeded" {
+        return false;
+    }
+    let no_ips = pod
+        .at("/status/podIPs")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if str_at(pod, "/status/podIP").is_empty() && no_ips {
+        return false;
+    }
+    include_terminating || !obj::is_deleting(pod)
+}
+
+/// The Service is headless (`IsServiceIPSet` false): no cluster IP, or `None`.
+pub fn is_headless(svc: &Value) -> bool {
+    let ip = str_at(svc, "/spec/clusterIP");
+    ip.is_empty() || ip == "None"
+}
+
+/// `ShouldSetHostname`: the pod names a hostname and this Service as its subdomain.
+pub fn hostname_for<'a>(svc: &Value, pod: &'a Value) -> Option<&'a str> {
+    let host = str_at(pod, "/spec/hostname");
+    (!host.is_empty()
+        && str_at(pod, "/spec/subdomain") == obj::name(svc)
+        && obj::namespace(svc) == obj::namespace(pod))
+    .then_some(host)
+}
+
+/// `podutil.FindPort`: a number target port as it is; a named one looked up among the pod's
+/// containers' ports with the Service port's protocol. None when nothing fits.
+pub fn find_port(pod: &Value, svc_port: &Value) -> Option<i32> {
+    match svc_port.get("targetPort") {
+        Some(Value::String(name)) => {
+            let protocol = str_at(svc_port, "/protocol");
+            pod.at("/spec/containers")
+                .and_then(Value::as_array)?
+                .iter()
+                .filter_map(|c| c.get("ports").and_then(Value::as_array))
+                .flatten()
+                .find(|p| str_at(p, "/name") == name && str_at(p, "/protocol") == protocol)
+                .and_then(|p| p.get("containerPort").and_then(Value::as_i64))
+                .map(|n| n as i32)
+        }
+        // intstr's IntValue of an int (a missing one is 0).
+        Some(Value::Number(n)) => n.as_i64().map(|n| n as i32),
+        None | Some(Value::Null) => Some(0),
+        Some(_) => None,
+    }
+}
+
+/// Ready as the endpoints see it: a `Ready` condition with status `True`.
+pub fn is_ready(pod: &Value) -> bool {
+    crate::controllers::kit::pod::is_pod_ready(pod)
+}
