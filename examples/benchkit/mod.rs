@@ -13,6 +13,7 @@
 //!   the example was built in (`cargo build --release --bin edgekcm` first).
 //! - `KCM_BENCH_UPSTREAM`: the whole command line of another controller manager (upstream
 //!   kube-controller-manager) run on the same workload after edgekcm.
+//! - `KCM_BENCH_KEEP`: keep the scratch directory with each manager's log.
 //!
 //! Each bench adds its own flags to both command lines (`--controllers=...`,
 //! `--leader-elect=false`, `--secure-port=0`, ...): a flag given twice counts by its last value
@@ -229,7 +230,11 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.work);
+        if std::env::var_os("KCM_BENCH_KEEP").is_some() {
+            println!("logs kept in {}", self.work.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.work);
+        }
     }
 }
 
