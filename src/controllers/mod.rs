@@ -5,6 +5,7 @@ pub mod clusterroleaggregation;
 pub mod deployment;
 pub mod endpoints;
 pub mod garbagecollector;
+pub mod job;
 pub mod kit;
 pub mod namespace;
 pub mod podgc;

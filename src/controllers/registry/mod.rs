@@ -285,7 +285,7 @@ mod tests {
                 row.name
             })
             .collect();
-        assert_eq!(built.len(), 13, "{built:?}");
+        assert_eq!(built.len(), 14, "{built:?}");
         // Worker counts come from the row's flag.
         let mut cfg = Config::default();
         cfg.concurrent_syncs

@@ -2,7 +2,7 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, namespace,
+    certificates, clusterroleaggregation, deployment, endpoints, garbagecollector, job, namespace,
     podgc, replicaset, rootca, serviceaccount, ttl,
 };
 use super::ControllerInfo;
@@ -144,7 +144,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("daemon-set-controller"),
         "",
     ),
-    c("job-controller", &["job"], Some("job-controller"), "").workers("concurrent-job-syncs"),
+    c("job-controller", &["job"], Some("job-controller"), "")
+        .runs(job::build)
+        .workers("concurrent-job-syncs"),
     c(
         "deployment-controller",
         &["deployment"],
