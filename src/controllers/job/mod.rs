@@ -38,7 +38,7 @@ use crate::queue::{ItemExponential, RateLimiter};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use sync::{has_finalizer, Input, Mode, Plan};
 
 const ORPHAN: &str = "orphan:";
@@ -46,10 +46,10 @@ const ORPHAN: &str = "orphan:";
 #[derive(Default)]
 struct State {
     inflight: InFlight,
-    /// Pod key -> uid of deletions decided and not applied yet.
-    deleting: HashMap<String, String>,
-    /// Per job key: pods deleted (key, uid), hidden by `inflight` until the watch confirms.
-    deleted: HashMap<String, Vec<(String, String)>>,
+    /// Per job key: UIDs of pods it deletes, until the watch shows them deleting or gone
+    /// (upstream's deletion expectations). Noted before the request, so a watch event that
+    /// comes before the answer is not missed.
+    deleting: HashMap<String, HashMap<String, (String, Instant)>>,
     /// Per job key: the pod-recreation backoff record.
     records: HashMap<String, backoff::Record>,
     /// Per job key: the record to keep once the status write of the sync succeeds.
@@ -91,7 +91,7 @@ impl JobController {
     fn forget(&self, key: &str) {
         let mut s = self.state();
         s.inflight.forget(key);
-        s.deleted.remove(key);
+        s.deleting.remove(key);
         s.records.remove(key);
         s.pending.remove(key);
     }
@@ -171,14 +171,15 @@ impl JobController {
         let (settled, record) = {
             let mut s = self.state();
             let created_ok = s.inflight.settled(key, &uid, &ns, &store).is_ok();
-            let pending: Vec<(String, String)> = s.deleted.remove(key).unwrap_or_default();
-            let still: Vec<(String, String)> = pending
-                .into_iter()
-                .filter(|(pk, u)| s.inflight.hides(pk, u))
-                .collect();
-            let deletes_ok = still.is_empty();
-            if !still.is_empty() {
-                s.deleted.insert(key.to_string(), still);
+            let deletes_ok = match s.deleting.get_mut(key) {
+                Some(m) => {
+                    m.retain(|_, (_, at)| at.elapsed() < kit::inflight::EXPECTATIONS_TIMEOUT);
+                    m.is_empty()
+                }
+                None => true,
+            };
+            if deletes_ok {
+                s.deleting.remove(key);
             }
             (
                 created_ok && deletes_ok,
@@ -257,7 +258,9 @@ impl JobController {
                     .into_iter()
                     .map(|d| {
                         s.deleting
-                            .insert(obj::make_key(&ns, &d.name), d.uid.clone());
+                            .entry(key.to_string())
+                            .or_default()
+                            .insert(d.uid.clone(), (d.name.clone(), Instant::now()));
                         let del = Action::Reported {
                             action: Box::new(Action::Delete {
                                 kind: PODS,
@@ -388,8 +391,17 @@ impl Controller for JobController {
         if w.kind != PODS {
             return vec![];
         }
-        self.state().inflight.observe(d, |p| !obj::is_deleting(p));
         let pod = d.object();
+        if d.kind == DeltaKind::Deleted || obj::is_deleting(pod) {
+            let uid = obj::uid(pod);
+            if let Some(r) = obj::controller_ref(pod) {
+                let jk = obj::make_key(obj::namespace(pod), r.name);
+                let mut s = self.state();
+                if let Some(m) = s.deleting.get_mut(&jk) {
+                    m.remove(uid);
+                }
+            }
+        }
         let job_of = |p: &Value| {
             obj::controller_ref(p)
                 .and_then(|r| kit::owners::resolve(cache, JOBS, obj::namespace(p), &r))
@@ -435,21 +447,10 @@ impl Controller for JobController {
             (Action::UpdateSubresource { .. }, _) => {
                 self.state().pending.remove(key);
             }
-            (
-                Action::Delete {
-                    namespace, name, ..
-                },
-                res,
-            ) => {
-                let pk = obj::make_key(namespace, name);
-                let mut s = self.state();
-                let uid = s.deleting.remove(&pk);
-                if let (Applied::Done(_), Some(uid)) = (res, uid) {
-                    s.inflight.deleted(pk.clone(), uid.clone());
-                    s.deleted
-                        .entry(key.to_string())
-                        .or_default()
-                        .push((pk, uid));
+            (Action::Delete { name, .. }, Applied::Failed(_) | Applied::Skipped) => {
+                // Not deleted: nothing to wait for (the next sync decides again).
+                if let Some(m) = self.state().deleting.get_mut(key) {
+                    m.retain(|_, (n, _)| n != name);
                 }
             }
             _ => {}
