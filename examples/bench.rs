@@ -39,12 +39,14 @@ use edgekcm::sandbox::{Sandbox, SandboxOptions};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+#[path = "benchkit/mod.rs"]
+mod benchkit;
+
+use benchkit::{edgekcm_binary, parallel, pid_cpu_seconds, wait_until, Manager, Proc, Res};
 
 struct Opts {
     deployments: usize,
@@ -202,27 +204,6 @@ fn edgekcm_args_env() -> Option<String> {
         .find_map(|k| std::env::var(k).ok().filter(|s| !s.trim().is_empty()))
 }
 
-/// `KCM_BENCH_EDGEKCM_BIN`, else `target/<profile>/edgekcm` next to this example's directory.
-fn edgekcm_binary() -> Res<PathBuf> {
-    if let Ok(p) = std::env::var("KCM_BENCH_EDGEKCM_BIN") {
-        return Ok(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or("cannot locate the target directory")?;
-    let bin = profile_dir.join("edgekcm");
-    if !bin.exists() {
-        return Err(format!(
-            "{} does not exist: build it first (cargo build --release --bin edgekcm)",
-            bin.display()
-        )
-        .into());
-    }
-    Ok(bin)
-}
-
 /// Where the machine's CPU went during converge and during namespace deletion, when the API
 /// server's PIDs were given. On a machine whose cores are all busy, a phase cannot be shorter
 /// than the API server's, etcd's and the bench's own CPU seconds spread over every core: the
@@ -318,74 +299,7 @@ fn print_table(rows: &[Row]) {
     }
 }
 
-// ---- the controller manager under test, as a child process ----
-
-struct Proc {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn start(cmd: &[String], log: PathBuf) -> Res<Proc> {
-        let f = std::fs::File::create(&log)?;
-        let child = Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .stdin(Stdio::null())
-            .stdout(f.try_clone()?)
-            .stderr(f)
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", cmd[0]))?;
-        Ok(Proc { child, log })
-    }
-    /// User + system CPU seconds so far.
-    fn cpu_seconds(&self) -> Option<f64> {
-        pid_cpu_seconds(&self.child.id().to_string())
-    }
-    fn peak_rss_kb(&self) -> Option<u64> {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        s.lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-    }
-    /// Start the peak RSS (VmHWM) afresh from the current RSS.
-    fn reset_peak_rss(&self) {
-        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5");
-    }
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-    fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if !self.alive() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.alive() {
-            self.stop();
-        }
-    }
-}
-
-/// User + system CPU seconds of a process so far ("self": this one).
-fn pid_cpu_seconds(pid: &str) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / clock_ticks())
-}
+// ---- CPU of the API server and etcd ----
 
 /// CPU seconds so far of every `KCM_BENCH_SERVER_PIDS` process (None when unset or one is gone).
 fn server_cpu_seconds() -> Option<f64> {
@@ -404,15 +318,6 @@ fn server_cpu_seconds() -> Option<f64> {
 /// CPU seconds between two readings (None when either is missing).
 fn cpu_delta(before: Option<f64>, after: Option<f64>) -> Option<f64> {
     Some(after? - before?)
-}
-
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 // ---- what the bench watches ----
@@ -488,30 +393,6 @@ fn deployment(name: &str, replicas: i64) -> Value {
     })
 }
 
-/// Run `f(i)` for i in 0..n on `threads` threads; the first error wins.
-fn parallel(n: usize, threads: usize, f: impl Fn(usize) -> Res<()> + Sync) -> Res<()> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let err: Mutex<Option<String>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i >= n {
-                    return;
-                }
-                if let Err(e) = f(i) {
-                    err.lock().unwrap().get_or_insert(e.to_string());
-                    return;
-                }
-            });
-        }
-    });
-    match err.into_inner().unwrap() {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
-    }
-}
-
 fn create_namespace(admin: &Client, prefix: &str) -> Res<String> {
     let ns = format!("{prefix}-{:06x}", fastrand::u32(..0xffffff));
     admin.create(
@@ -520,17 +401,6 @@ fn create_namespace(admin: &Client, prefix: &str) -> Res<String> {
         &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
     )?;
     Ok(ns)
-}
-
-fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> Option<Duration> {
-    let t0 = Instant::now();
-    while t0.elapsed() < timeout {
-        if done() {
-            return Some(t0.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
 }
 
 /// Delete `ns` and time until it is gone.
@@ -557,8 +427,11 @@ fn run_workload(
     work: &Path,
     leftover: &[String],
 ) -> Res<Row> {
-    println!("\n== {name}: {}", cmd.join(" "));
-    let mut p = Proc::start(cmd, work.join(format!("{name}.log")))?;
+    let m = Manager {
+        name: name.to_string(),
+        cmd: cmd.to_vec(),
+    };
+    let mut p = Proc::start(&m, work)?;
 
     // Ready when the serviceaccount controller has served a probe namespace.
     let probe = create_namespace(admin, "bench-probe")?;
@@ -576,7 +449,7 @@ fn run_workload(
     }
     println!(
         "ready; idle RSS so far peak {} kB",
-        p.peak_rss_kb().unwrap_or(0)
+        p.peak_rss_mb().map(|mb| (mb * 1024.0) as u64).unwrap_or(0)
     );
     // Namespaces earlier phases left terminating are emptied first, outside the timing.
     for ns in leftover {
@@ -678,7 +551,7 @@ fn run_workload(
         Some(s) => println!("namespace deleted in {s:.2} s"),
         None => println!("namespace not deleted within {:?}", opts.timeout),
     }
-    let peak = p.peak_rss_kb();
+    let peak = p.peak_rss_mb().map(|mb| (mb * 1024.0) as u64);
     let _ = delete_namespace(admin, &probe, Duration::from_secs(30));
     p.stop();
     drop(trackers);
@@ -750,10 +623,14 @@ fn orphan_startup(
         "peak RSS MB"
     );
     for (name, cmd) in managers {
-        let mut p = Proc::start(cmd, work.join(format!("{name}-orphans.log")))?;
+        let m = Manager {
+            name: format!("{name}-orphans"),
+            cmd: cmd.clone(),
+        };
+        let mut p = Proc::start(&m, work)?;
         std::thread::sleep(ORPHAN_WINDOW);
         let cpu = p.cpu_seconds();
-        let rss = p.peak_rss_kb();
+        let rss = p.peak_rss_mb().map(|mb| (mb * 1024.0) as u64);
         p.stop();
         let show = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
         println!(

@@ -7,27 +7,22 @@
 //!     cargo build --release --bin edgekcm && cargo run --release --example bench_nodes
 //!     KCM_E2E_KUBECONFIG=/path/admin.kubeconfig cargo run --release --example bench_nodes -- --nodes=200
 //!
-//! Environment: `KCM_E2E_KUBECONFIG` (a real cluster, admin credentials for the bench's own
-//! writes; else an in-process sandbox API server), `KCM_BENCH_EDGEKCM_ARGS` (else
-//! `KCM_E2E_KCM_ARGS`; default `--kubeconfig=<the bench's>`), `KCM_BENCH_EDGEKCM_BIN` (default
-//! `target/release/edgekcm`), `KCM_BENCH_UPSTREAM` (another controller manager's whole command
-//! line, run after edgekcm on a fresh copy of the workload; real clusters only).
+//! Environment: as every bench (`examples/benchkit/mod.rs`); `KCM_BENCH_UPSTREAM` runs after
+//! edgekcm on a fresh copy of the workload.
 //!
 //! Flags: `--nodes=N` (200), `--pods=P` (2000), `--threshold=T` (1000), `--idle=SECONDS` (60:
 //! three passes), `--timeout=SECONDS` (300), `--skip-edgekcm`. The nodes should be the
 //! cluster's only ones, and the pods its only terminated ones (the threshold and the TTL count
 //! the whole cluster).
 
-use edgekcm::api::client::{Client, DeleteOptions, ListOptions};
-use edgekcm::api::kubeconfig;
-use edgekcm::api::resources::{NAMESPACES, NODES, PODS, SERVICEACCOUNTS};
-use edgekcm::sandbox::{Sandbox, SandboxOptions};
-use serde_json::json;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+#[path = "benchkit/mod.rs"]
+mod benchkit;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+use benchkit::{parallel, Args, Cluster, Proc, Res, Table};
+use edgekcm::api::client::{Client, ListOptions};
+use edgekcm::api::resources::{NAMESPACES, NODES, PODS};
+use serde_json::json;
+use std::time::{Duration, Instant};
 
 const TTL: &str = "node.alpha.kubernetes.io/ttl";
 
@@ -41,30 +36,16 @@ struct Opts {
 }
 
 fn parse_opts() -> Res<Opts> {
-    let mut o = Opts {
-        nodes: 200,
-        pods: 2000,
-        threshold: 1000,
-        idle: Duration::from_secs(60),
-        timeout: Duration::from_secs(300),
-        skip_edgekcm: false,
+    let mut a = Args::parse();
+    let o = Opts {
+        nodes: a.count("--nodes", 200)?,
+        pods: a.count("--pods", 2000)?,
+        threshold: a.count("--threshold", 1000)?,
+        idle: a.secs("--idle", 60)?,
+        timeout: a.secs("--timeout", 300)?,
+        skip_edgekcm: a.flag("--skip-edgekcm")?,
     };
-    for a in std::env::args().skip(1) {
-        let (k, v) = a.split_once('=').unwrap_or((a.as_str(), ""));
-        let num = || -> Res<u64> {
-            v.parse::<u64>()
-                .map_err(|_| format!("{k}: {v:?} is not a number").into())
-        };
-        match k {
-            "--nodes" => o.nodes = num()? as usize,
-            "--pods" => o.pods = num()? as usize,
-            "--threshold" => o.threshold = num()? as usize,
-            "--idle" => o.idle = Duration::from_secs(num()?),
-            "--timeout" => o.timeout = Duration::from_secs(num()?),
-            "--skip-edgekcm" => o.skip_edgekcm = true,
-            _ => return Err(format!("unknown argument {a:?} (see the file's header)").into()),
-        }
-    }
+    a.done()?;
     Ok(o)
 }
 
@@ -79,22 +60,6 @@ fn expected_ttl(n: usize) -> &'static str {
     }
 }
 
-/// Run `f(i)` for `0..n` on 8 threads.
-fn parallel(n: usize, f: impl Fn(usize) + Sync) {
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..8 {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i >= n {
-                    break;
-                }
-                f(i);
-            });
-        }
-    });
-}
-
 fn node_name(i: usize) -> String {
     format!("bench-node-{i:04}")
 }
@@ -102,32 +67,27 @@ fn node_name(i: usize) -> String {
 /// Nodes (Ready) and terminated pods bound to them, round robin, in namespace `ns`.
 fn setup(admin: &Client, ns: &str, o: &Opts) -> Res<()> {
     let t = Instant::now();
-    admin.create(
-        &NAMESPACES,
-        None,
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-    )?;
-    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
-    let _ = admin.create(&SERVICEACCOUNTS, Some(ns), &sa);
-    parallel(o.nodes, |i| {
+    parallel(o.nodes, 8, |i| {
         let n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(i)}});
         let Ok(mut n) = admin.create(&NODES, None, &n) else {
-            return;
+            return Ok(());
         };
         n["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
             "lastHeartbeatTime": "2024-01-01T00:00:00Z", "lastTransitionTime": "2024-01-01T00:00:00Z"}]);
         let _ = admin.update_subresource(&NODES, &n, "status");
-    });
-    parallel(o.pods, |i| {
+        Ok(())
+    })?;
+    parallel(o.pods, 8, |i| {
         let p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("p-{i:05}")},
             "spec": {"nodeName": node_name(i % o.nodes.max(1)),
                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}});
         let Ok(mut p) = admin.create(&PODS, Some(ns), &p) else {
-            return;
+            return Ok(());
         };
         p["status"]["phase"] = json!(if i % 3 == 0 { "Failed" } else { "Succeeded" });
         let _ = admin.update_subresource(&PODS, &p, "status");
-    });
+        Ok(())
+    })?;
     println!(
         "set up {} nodes and {} terminated pods in {:.1} s",
         o.nodes,
@@ -137,81 +97,16 @@ fn setup(admin: &Client, ns: &str, o: &Opts) -> Res<()> {
     Ok(())
 }
 
-/// Every pod of `ns` deleted at once, the namespace and the bench's nodes.
-fn teardown(admin: &Client, ns: &str, o: &Opts) {
-    let now = DeleteOptions {
-        grace_period_seconds: Some(0),
-        ..DeleteOptions::default()
-    };
-    let names: Vec<String> = admin
-        .list(&PODS, Some(ns), &ListOptions::default())
-        .map(|l| l.items)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
-        .collect();
-    parallel(names.len(), |i| {
-        let _ = admin.delete(&PODS, Some(ns), &names[i], &now);
-    });
-    parallel(o.nodes, |i| {
-        let _ = admin.delete(&NODES, None, &node_name(i), &DeleteOptions::default());
-    });
-    let _ = admin.delete(&NAMESPACES, None, ns, &DeleteOptions::default());
-}
-
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / clock_ticks())
-}
-
-/// A `/proc/<pid>/status` size in MB (`VmHWM`, `VmRSS`).
-fn status_mb(pid: u32, field: &str) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-}
-
-struct Row {
-    name: String,
-    converge_s: Option<f64>,
-    converge_cpu_s: Option<f64>,
-    idle_cpu_s: Option<f64>,
-    peak_rss_mb: Option<f64>,
-    end_rss_mb: Option<f64>,
-}
-
 /// Run one controller manager on a fresh copy of the workload.
-fn run(admin: &Client, name: &str, cmd: &[String], o: &Opts) -> Res<Row> {
-    let ns = format!("bench-podgc-{:06x}", fastrand::u32(..0xffffff));
+fn run(c: &Cluster, m: &benchkit::Manager, o: &Opts, table: &mut Table) -> Res<()> {
+    let admin = &c.admin;
+    let ns = c.namespace("bench-podgc")?;
     setup(admin, &ns, o)?;
-    let log = std::env::temp_dir().join(format!("bench-nodes-{name}.log"));
-    let f = std::fs::File::create(&log)?;
     let started = Instant::now();
-    let mut child: Child = Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .stdin(Stdio::null())
-        .stdout(f.try_clone()?)
-        .stderr(f)
-        .spawn()
-        .map_err(|e| format!("starting {}: {e}", cmd[0]))?;
-    let pid = child.id();
+    let mut p = Proc::start(m, &c.work)?;
     let want = expected_ttl(o.nodes);
     let mut converged = None;
-    while started.elapsed() < o.timeout {
+    while started.elapsed() < o.timeout && p.alive() {
         std::thread::sleep(Duration::from_millis(500));
         let pods = admin
             .list(
@@ -238,91 +133,50 @@ fn run(admin: &Client, name: &str, cmd: &[String], o: &Opts) -> Res<Row> {
             break;
         }
     }
-    let converge_cpu = cpu_seconds(pid);
+    let converge_cpu = p.cpu_seconds();
     std::thread::sleep(o.idle);
-    let idle_cpu = cpu_seconds(pid).zip(converge_cpu).map(|(a, b)| a - b);
-    let row = Row {
-        name: name.to_string(),
-        converge_s: converged,
-        converge_cpu_s: converge_cpu,
-        idle_cpu_s: idle_cpu,
-        peak_rss_mb: status_mb(pid, "VmHWM:"),
-        end_rss_mb: status_mb(pid, "VmRSS:"),
-    };
-    let _ = Command::new("kill").arg(pid.to_string()).status();
-    let _ = child.wait();
-    teardown(admin, &ns, o);
-    println!("{name}: log in {}", log.display());
-    Ok(row)
+    let row = table.row(&m.name);
+    table.num(row, "converge s", converged);
+    table.num(row, "converge CPU s", converge_cpu);
+    table.num(
+        row,
+        "idle CPU s",
+        p.cpu_seconds().zip(converge_cpu).map(|(a, b)| a - b),
+    );
+    table.num(row, "peak RSS MB", p.peak_rss_mb());
+    table.num(row, "end RSS MB", p.rss_mb());
+    p.stop();
+    c.delete_all(&PODS, Some(&ns), "");
+    c.delete_all(&NODES, None, "bench-node-");
+    let _ = admin.delete(&NAMESPACES, None, &ns, &Default::default());
+    println!("{}: log in {}", m.name, p.log.display());
+    Ok(())
 }
 
-fn main() -> Res<()> {
-    let o = parse_opts()?;
-    let real = std::env::var("KCM_E2E_KUBECONFIG")
-        .ok()
-        .filter(|s| !s.is_empty());
-    let dir = std::env::temp_dir().join(format!("bench-nodes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let (_sb, kubeconfig) = match &real {
-        Some(k) => (None, std::path::PathBuf::from(k)),
-        None => {
-            let sb = Sandbox::start(SandboxOptions::default())?;
-            let k = dir.join("kubeconfig");
-            sb.write_kubeconfig(&k)?;
-            (Some(sb), k)
+fn main() {
+    benchkit::main(|| {
+        let o = parse_opts()?;
+        let c = Cluster::from_env("bench-nodes")?;
+        let extra = [
+            "--controllers=podgc,ttl".to_string(),
+            format!("--terminated-pod-gc-threshold={}", o.threshold),
+            "--leader-elect=false".to_string(),
+            "--secure-port=0".to_string(),
+        ];
+        let mut table = Table::default();
+        for m in c.managers(&extra, o.skip_edgekcm)? {
+            if m.name == "upstream" && !c.real {
+                continue;
+            }
+            run(&c, &m, &o, &mut table)?;
         }
-    };
-    let admin = Client::new(&kubeconfig::load(Some(&kubeconfig), None)?, 0.0, 1, "bench")?;
-    let common = [
-        "--controllers=podgc,ttl".to_string(),
-        format!("--terminated-pod-gc-threshold={}", o.threshold),
-        "--leader-elect=false".to_string(),
-        "--secure-port=0".to_string(),
-    ];
-    let mut rows = Vec::new();
-    if !o.skip_edgekcm {
-        let bin = std::env::var("KCM_BENCH_EDGEKCM_BIN")
-            .unwrap_or_else(|_| "target/release/edgekcm".to_string());
-        let args = std::env::var("KCM_BENCH_EDGEKCM_ARGS")
-            .or_else(|_| std::env::var("KCM_E2E_KCM_ARGS"))
-            .ok()
-            .filter(|a| !a.trim().is_empty() && real.is_some())
-            .unwrap_or_else(|| format!("--kubeconfig={}", kubeconfig.display()));
-        let mut cmd = vec![bin];
-        cmd.extend(args.split_whitespace().map(str::to_string));
-        cmd.extend(common.iter().cloned());
-        rows.push(run(&admin, "edgekcm", &cmd, &o)?);
-    }
-    if let Ok(up) = std::env::var("KCM_BENCH_UPSTREAM") {
-        if real.is_some() && !up.trim().is_empty() {
-            let mut cmd: Vec<String> = up.split_whitespace().map(str::to_string).collect();
-            cmd.extend(common.iter().cloned());
-            rows.push(run(&admin, "upstream", &cmd, &o)?);
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
-    println!(
-        "\n{} nodes, {} terminated pods, threshold {}, idle {} s",
-        o.nodes,
-        o.pods,
-        o.threshold,
-        o.idle.as_secs()
-    );
-    println!(
-        "{:<12} {:>11} {:>15} {:>11} {:>12} {:>11}",
-        "manager", "converge s", "converge CPU s", "idle CPU s", "peak RSS MB", "end RSS MB"
-    );
-    for r in rows {
-        println!(
-            "{:<12} {:>11} {:>15} {:>11} {:>12} {:>11}",
-            r.name,
-            f(r.converge_s),
-            f(r.converge_cpu_s),
-            f(r.idle_cpu_s),
-            f(r.peak_rss_mb),
-            f(r.end_rss_mb)
-        );
-    }
-    Ok(())
+        table.print(&format!(
+            "{} nodes, {} terminated pods, threshold {}, idle {} s",
+            o.nodes,
+            o.pods,
+            o.threshold,
+            o.idle.as_secs()
+        ));
+        Ok(())
+    })
 }

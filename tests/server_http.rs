@@ -379,6 +379,23 @@ fn a_kubeconfig_tls_server_name_is_what_the_certificate_is_verified_against() {
     };
     let client = |name: Option<&str>| try_client(name).unwrap();
     assert_eq!(client(None).get_raw("/healthz").unwrap(), "ok");
+    // A server URL with a path prefix keeps it with a tls-server-name too: `/pre/healthz` is
+    // not served.
+    for name in [None, Some("localhost")] {
+        let rest = edgekcm::api::kubeconfig::RestConfig {
+            server: format!("https://127.0.0.1:{}/pre/", srv.addr().port()),
+            ca_pem: Some(ca.clone().into_bytes()),
+            tls_server_name: name.map(str::to_string),
+            source: "kubeconfig test".into(),
+            ..Default::default()
+        };
+        let c = edgekcm::api::client::Client::new(&rest, 0.0, 1, "test").unwrap();
+        let err = c.get_raw("/healthz").unwrap_err();
+        assert!(
+            matches!(err, Error::Api { code: 404, .. }),
+            "{name:?}: {err}"
+        );
+    }
     // Dialled by a name the certificate holds, at the kubeconfig's address.
     assert_eq!(client(Some("localhost")).get_raw("/healthz").unwrap(), "ok");
     // A name it does not hold fails verification, though the address is in the certificate.

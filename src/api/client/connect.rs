@@ -79,7 +79,7 @@ impl ureq::unversioned::transport::Connector<()> for SharedConnector {
 /// that authority to the server's own host and port.
 #[derive(Clone, Debug)]
 pub(super) struct Dial {
-    /// `https://<tls-server-name>:<port>`.
+    /// `https://<tls-server-name>:<port>` and the server URL's path.
     pub(super) base: String,
     /// The server's own `host[:port]`, for the Host header.
     pub(super) host: String,
@@ -121,8 +121,11 @@ impl Dial {
             .unwrap_or_else(|p| p.into_inner())
             .insert(dial_authority.to_ascii_lowercase(), real);
         DIAL_OVERRIDDEN.store(true, std::sync::atomic::Ordering::Release);
+        // A server URL's path (an API server behind a path prefix) stays in front of every
+        // request path.
+        let path = uri.path().trim_end_matches('/');
         Ok(Some(Dial {
-            base: dial_base,
+            base: format!("{dial_base}{path}"),
             host: authority.as_str().to_string(),
         }))
     }
