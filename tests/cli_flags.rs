@@ -614,7 +614,8 @@ fn help_marks_what_is_not_acted_on_yet() {
         let n = note(flag).unwrap_or_else(|| panic!("--{flag} not in help"));
         assert!(!n.contains("Not acted on yet"), "--{flag}: {n}");
     }
-    assert!(t.contains("--concurrent-job-syncs int (default 5)  not acted on yet"));
+    assert!(t.contains("--concurrent-statefulset-syncs int (default 5)  not acted on yet"));
+    assert!(t.contains("--concurrent-job-syncs int (default 5)\n"));
     assert!(t.contains("--concurrent-deployment-syncs int (default 5)\n"));
 }
 

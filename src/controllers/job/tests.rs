@@ -273,7 +273,7 @@ fn a_succeeded_pod_is_put_in_status_before_its_finalizer_goes_then_counted() {
     let mut j = job(json!({"completions": 1, "parallelism": 1}));
     j["status"] = json!({"active": 1, "ready": 0, "startTime": NOW});
     let done = pod("a", "Succeeded", true);
-    let p = plan(&j, &[done.clone()]);
+    let p = plan(&j, std::slice::from_ref(&done));
     let st = status(&p);
     assert_eq!(st["uncountedTerminatedPods"]["succeeded"], json!(["u-a"]));
     assert!(st.get("succeeded").is_none());
