@@ -224,7 +224,7 @@ mod tests {
             "node-ipam-controller",
             "bootstrap-signer-controller",
             "token-cleaner-controller",
-            "job-controller",
+            "statefulset-controller",
         ] {
             assert!(m.contains(&n), "{n} missing from {m:?}");
         }
@@ -249,7 +249,8 @@ mod tests {
         ] {
             assert!(!m.contains(&n), "{n} in {m:?}");
         }
-        assert!(m.contains(&"job-controller"));
+        assert!(m.contains(&"statefulset-controller"));
+        assert!(!m.contains(&"job-controller"), "implemented");
         // k3s: per-signer files switch the signer on too.
         let m = missing("--cluster-signing-kubelet-serving-cert-file=/s.crt --cluster-signing-kubelet-serving-key-file=/s.key");
         assert!(m.contains(&"certificatesigningrequest-signing-controller"));
@@ -259,8 +260,10 @@ mod tests {
     fn only_named_controllers_count() {
         assert!(missing("--controllers=deployment,replicaset,serviceaccount").is_empty());
         assert_eq!(
-            missing("--controllers=deployment,job --service-account-private-key-file=/sa.key"),
-            vec!["job-controller"]
+            missing(
+                "--controllers=deployment,statefulset --service-account-private-key-file=/sa.key"
+            ),
+            vec!["statefulset-controller"]
         );
         assert!(not_implemented_line(
             &cfg("--controllers=deployment"),
