@@ -499,7 +499,80 @@ fn scenario_orphan_released(t: &Target) {
         .expect("release");
 }
 
+/// The API server goes away mid-run (the sandbox: connections dropped, watch history gone,
+/// answers of status writes lost after they were carried out; a real one: killed and started
+/// again): every Job completes with exactly its successes and no finalizer left.
+fn scenario_apiserver_faults(t: &Target) {
+    let ns = new_ns(t, "job-fault");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let mut kcm = start_with(t, "job-fault", CONTROLLERS);
+    let jobs = 10;
+    for i in 0..jobs {
+        create_job(
+            admin,
+            n,
+            &format!("f{i}"),
+            json!({"completions": 3, "parallelism": 3}),
+        );
+    }
+    let finish_some = |admin: &Client, limit: usize| {
+        let mut done = 0;
+        if let Ok(l) = admin.list(&PODS, Some(n), &ListOptions::default()) {
+            for p in l.items.iter().filter(|p| is_active(p)).take(limit) {
+                finish_pod(admin, n, p["metadata"]["name"].as_str().unwrap_or(""), 0);
+                done += 1;
+            }
+        }
+        done
+    };
+    eventually(LIMIT, "some pods", || {
+        (finish_some(admin, 10) > 0).then_some(())
+    });
+    match t.sandbox() {
+        Some(sb) => {
+            let f = sb.faults();
+            f.lose_answers(3, "PUT", Some("/status"));
+            finish_some(admin, 5);
+            std::thread::sleep(Duration::from_millis(1500));
+            sb.stop_listening();
+            std::thread::sleep(Duration::from_millis(500));
+            f.expire_history();
+            sb.resume_listening();
+        }
+        None => {
+            let restart =
+                std::env::var("KCM_E2E_APISERVER_RESTART").expect("KCM_E2E_APISERVER_RESTART");
+            finish_some(admin, 5);
+            let st = std::process::Command::new("sh")
+                .args(["-c", &restart])
+                .status()
+                .expect("restart command");
+            assert!(st.success(), "restart command failed: {st}");
+        }
+    }
+    let admin = t.admin();
+    eventually(Duration::from_secs(120), "every job Complete", || {
+        finish_some(&admin, 100);
+        let l = admin.list(&JOBS, Some(n), &ListOptions::default()).ok()?;
+        (l.items.len() == jobs && l.items.iter().all(|j| condition(j, "Complete").is_some()))
+            .then_some(())
+    });
+    for j in admin
+        .list(&JOBS, Some(n), &ListOptions::default())
+        .expect("jobs")
+        .items
+    {
+        assert_eq!(j["status"]["succeeded"], 3, "{}", j["status"]);
+        assert!(j["status"]["failed"].is_null(), "{}", j["status"]);
+        let pods = job_pods(&admin, n, &uid(&j));
+        assert_eq!(pods.len(), 3, "no extra pod");
+        assert!(pods.iter().all(|p| !has_finalizer(p)));
+    }
+    assert!(kcm.exited().is_none(), "edgekcm exited");
+}
+
 scenarios! {
+    apiserver_faults => scenario_apiserver_faults,
     nonindexed_completes => scenario_nonindexed_completes,
     indexed_completes => scenario_indexed_completes,
     backoff_limit => scenario_backoff_limit,

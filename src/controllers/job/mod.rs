@@ -54,6 +54,10 @@ struct State {
     records: HashMap<String, backoff::Record>,
     /// Per job key: the record to keep once the status write of the sync succeeds.
     pending: HashMap<String, backoff::Record>,
+    /// Per job key: the resourceVersion of its last status written here. A cache that shows
+    /// an older Job (a re-list answered from before that write) is not acted on: its counters
+    /// lack pods whose finalizers are already gone, which would be created again.
+    written: HashMap<String, u64>,
 }
 
 pub struct JobController {
@@ -94,6 +98,7 @@ impl JobController {
         s.deleting.remove(key);
         s.records.remove(key);
         s.pending.remove(key);
+        s.written.remove(key);
     }
 
     fn finalizer_patch(ns: &str, name: &str) -> Action {
@@ -147,6 +152,25 @@ impl JobController {
         };
         let ns = obj::namespace(&job).to_string();
         let uid = obj::uid(&job).to_string();
+        {
+            let mut s = self.state();
+            let rv: Option<u64> = obj::resource_version(&job).parse().ok();
+            match (s.written.get(key), rv) {
+                (Some(w), Some(rv)) if rv < *w => {
+                    log::debug!(
+                        "job-controller: {key}: the cache shows an older Job than written; waiting"
+                    );
+                    return Ok(Outcome {
+                        requeue_after: Some(Duration::from_millis(200)),
+                        ..Outcome::default()
+                    });
+                }
+                (Some(_), _) => {
+                    s.written.remove(key);
+                }
+                _ => {}
+            }
+        }
         if sync::is_finished(&job) {
             let mut s = self.state();
             s.records.remove(key);
@@ -438,8 +462,12 @@ impl Controller for JobController {
             (Action::Create { .. }, Applied::Done(Some(pod))) => {
                 self.state().inflight.created(key, pod);
             }
-            (Action::UpdateSubresource { .. }, Applied::Done(_)) => {
+            (Action::UpdateSubresource { .. }, Applied::Done(answer)) => {
                 let mut s = self.state();
+                if let Some(rv) = answer.and_then(|v| obj::resource_version(v).parse::<u64>().ok())
+                {
+                    s.written.insert(key.to_string(), rv);
+                }
                 if let Some(r) = s.pending.remove(key) {
                     s.records.insert(key.to_string(), r);
                 }

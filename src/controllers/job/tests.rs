@@ -570,3 +570,26 @@ fn orphan_pods_with_the_finalizer_are_released() {
     h.add(PODS, pod("mine", "Running", true));
     assert!(h.sync("orphan:ns/mine").is_empty());
 }
+
+#[test]
+fn a_cache_older_than_our_own_status_write_is_not_acted_on() {
+    let mut h = Harness::new(JobController::new(1)).at(NOW);
+    let j = job(json!({}));
+    h.add(JOBS, j.clone());
+    let mut written = j.clone();
+    written["metadata"]["resourceVersion"] = json!("9");
+    let write = Action::UpdateSubresource {
+        kind: JOBS,
+        object: written.clone(),
+        subresource: "status",
+    };
+    h.ctrl
+        .applied("ns/pi", &write, Applied::Done(Some(&written)));
+    // The cache still holds resourceVersion 5 (a re-list from before the write).
+    let o = h.outcome("ns/pi");
+    assert!(o.actions.is_empty(), "{o:?}");
+    assert!(o.requeue_after.is_some());
+    // Once the cache has caught up, the job is synced again.
+    h.update(JOBS, written);
+    assert!(!h.sync("ns/pi").creates.is_empty());
+}
