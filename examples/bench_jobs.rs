@@ -18,7 +18,7 @@
 mod benchkit;
 
 use benchkit::{parallel, Args, Cluster, Proc, Res, Table};
-use edgekcm::api::client::{Client, ListOptions};
+use edgekcm::api::client::{Client, DeleteOptions, ListOptions};
 use edgekcm::api::resources::{JOBS, NAMESPACES, PODS};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -152,7 +152,19 @@ fn run(c: &Cluster, m: &benchkit::Manager, o: &Opts, table: &mut Table) -> Res<(
     table.num(row, "peak RSS MB", p.peak_rss_mb());
     table.num(row, "end RSS MB", p.rss_mb());
     p.stop();
-    c.delete_all(&JOBS, Some(&ns), "");
+    // Background propagation: without a garbage collector running, the default (orphan) would
+    // leave every Job behind with the `orphan` finalizer, in the next run's caches.
+    if let Ok(l) = admin.list(&JOBS, Some(&ns), &ListOptions::default()) {
+        let bg = DeleteOptions {
+            propagation_policy: Some("Background"),
+            ..DeleteOptions::default()
+        };
+        let _ = parallel(l.items.len(), 8, |i| {
+            let name = l.items[i]["metadata"]["name"].as_str().unwrap_or("");
+            let _ = admin.delete(&JOBS, Some(&ns), name, &bg);
+            Ok(())
+        });
+    }
     c.delete_all(&PODS, Some(&ns), "");
     let _ = admin.delete(&NAMESPACES, None, &ns, &Default::default());
     println!("{}: log in {}", m.name, p.log.display());
