@@ -61,6 +61,13 @@ bench-node-ipam *args:
     cargo build --release --example bench_node_ipam
     target/release/examples/bench_node_ipam {{args}}
 
+# Benchmark: 300 Jobs x 3 completions (parallelism 3), the bench playing kubelet; time to all
+# Complete, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server)
+bench-jobs *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_jobs
+    target/release/examples/bench_jobs {{args}}
+
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
 # Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
 dist:

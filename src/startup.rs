@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn flags_switch_controllers_on() {
         let m = missing(KUBEADM);
-        for n in ["job-controller"] {
+        for n in ["statefulset-controller"] {
             assert!(m.contains(&n), "{n} missing from {m:?}");
         }
         // Never: implemented ones, cloud ones, feature-gated ones, later releases.
@@ -247,15 +247,18 @@ mod tests {
         ] {
             assert!(!m.contains(&n), "{n} in {m:?}");
         }
-        assert!(m.contains(&"job-controller"));
+        assert!(m.contains(&"statefulset-controller"));
+        assert!(!m.contains(&"job-controller"), "implemented");
     }
 
     #[test]
     fn only_named_controllers_count() {
         assert!(missing("--controllers=deployment,replicaset,serviceaccount").is_empty());
         assert_eq!(
-            missing("--controllers=deployment,job --service-account-private-key-file=/sa.key"),
-            vec!["job-controller"]
+            missing(
+                "--controllers=deployment,statefulset --service-account-private-key-file=/sa.key"
+            ),
+            vec!["statefulset-controller"]
         );
         assert!(not_implemented_line(
             &cfg("--controllers=deployment"),

@@ -461,6 +461,17 @@ impl Store {
     /// Forget an object we deleted ourselves.
     pub fn observe_delete(&self, key: &str) {
         let mut g = self.write();
+        // The watch already showed it being deleted: finalizers keep it on the server until
+        // its DELETED event, so it stays (a DELETE answered after that event must not hide
+        // an object that still exists).
+        let deleting = g
+            .objects
+            .get(key)
+            .and_then(|e| e.text().decode_metadata())
+            .is_some_and(|o| obj::is_deleting(&o));
+        if deleting {
+            return;
+        }
         if let Some(old) = g.take(key) {
             if g.tombstones.len() >= MAX_TOMBSTONES {
                 g.tombstones.clear();

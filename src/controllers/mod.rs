@@ -9,6 +9,7 @@ pub mod endpoints;
 pub mod endpointslice;
 pub mod endpointslicemirroring;
 pub mod garbagecollector;
+pub mod job;
 pub mod kit;
 pub mod namespace;
 pub mod nodeipam;

@@ -3,7 +3,7 @@
 
 use super::super::{
     bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
-    endpointslicemirroring, garbagecollector, namespace, nodeipam, nodelifecycle, podgc,
+    endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
     replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
@@ -148,7 +148,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("daemon-set-controller"),
         "",
     ),
-    c("job-controller", &["job"], Some("job-controller"), "").workers("concurrent-job-syncs"),
+    c("job-controller", &["job"], Some("job-controller"), "")
+        .runs(job::build)
+        .workers("concurrent-job-syncs"),
     c(
         "deployment-controller",
         &["deployment"],

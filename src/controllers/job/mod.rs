@@ -1,0 +1,500 @@
+//! job-controller: run a Job's pods to completion (upstream v1.28's `pkg/controller/job`).
+//!
+//! - NonIndexed and Indexed completion modes, parallelism and completions, pods created in
+//!   slow-start batches with the `batch.kubernetes.io/job-tracking` finalizer (Indexed: the
+//!   completion index annotation and label, `JOB_COMPLETION_INDEX`, hostname, `<job>-<ix>-`
+//!   names), at most 500 creations or deletions per sync;
+//! - suspend and resume (`Suspended` condition, Events, startTime reset), activeDeadlineSeconds,
+//!   backoffLimit (and restart counts with restartPolicy OnFailure) with the pod-recreation
+//!   backoff ([`backoff`]), podFailurePolicy ([`policy`]), `FailureTarget` then `Failed`, or
+//!   `Complete`;
+//! - status counters through `uncountedTerminatedPods` and the tracking finalizer, as
+//!   [`sync`] explains: a finalizer is removed only after the pod is in the Job's status;
+//! - pods left with the tracking finalizer by a deleted or finished Job, or without a
+//!   controller, get it removed (upstream's orphan queue; here keys `orphan:<ns>/<name>` in the
+//!   one queue).
+//!
+//! Created and deleted pods not yet seen by the watch are waited for as upstream's
+//! expectations do (`kit::inflight`); the pod-recreation backoff record lives in memory as
+//! upstream's does (lost on restart, as there).
+
+pub mod backoff;
+pub mod indexes;
+pub mod policy;
+pub mod sync;
+
+use super::kit::inflight::InFlight;
+use super::kit::{self, selector};
+use super::{
+    Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome, Report,
+    Watch,
+};
+use crate::api::client::{DeleteOptions, PatchType};
+use crate::api::resources::{JOBS, PODS};
+use crate::cache::{Cache, Delta, DeltaKind};
+use crate::error::{Error, Result};
+use crate::obj::{self, Obj};
+use crate::queue::{ItemExponential, RateLimiter};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use sync::{has_finalizer, Input, Mode, Plan};
+
+const ORPHAN: &str = "orphan:";
+
+#[derive(Default)]
+struct State {
+    inflight: InFlight,
+    /// Per job key: UIDs of pods it deletes, until the watch shows them deleting or gone
+    /// (upstream's deletion expectations). Noted before the request, so a watch event that
+    /// comes before the answer is not missed.
+    deleting: HashMap<String, HashMap<String, (String, Instant)>>,
+    /// Per job key: the pod-recreation backoff record.
+    records: HashMap<String, backoff::Record>,
+    /// Per job key: the record to keep once the status write of the sync succeeds.
+    pending: HashMap<String, backoff::Record>,
+    /// Per job key: the resourceVersion of its last status written here. A cache that shows
+    /// an older Job (a re-list answered from before that write) is not acted on: its counters
+    /// lack pods whose finalizers are already gone, which would be created again.
+    written: HashMap<String, u64>,
+}
+
+pub struct JobController {
+    workers: usize,
+    state: Mutex<State>,
+}
+
+/// The job-controller's row in the controller table.
+pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    Ok(Some(super::Runnable::reconciles(JobController::new(
+        cx.workers,
+    ))))
+}
+
+/// What the controller reads of pods beyond metadata: their status (shared with the replica
+/// controllers' pod watch).
+pub const POD_WATCH: Watch = super::replicaset::POD_WATCH;
+
+fn remove_finalizer_patch() -> Value {
+    json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [sync::TRACKING_FINALIZER]}})
+}
+
+impl JobController {
+    pub fn new(workers: usize) -> Self {
+        JobController {
+            workers,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn forget(&self, key: &str) {
+        let mut s = self.state();
+        s.inflight.forget(key);
+        s.deleting.remove(key);
+        s.records.remove(key);
+        s.pending.remove(key);
+        s.written.remove(key);
+    }
+
+    fn finalizer_patch(ns: &str, name: &str) -> Action {
+        Action::Patch {
+            kind: PODS,
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            patch_type: PatchType::Strategic,
+            patch: remove_finalizer_patch(),
+            subresource: None,
+        }
+    }
+
+    /// An orphan pod: drop the tracking finalizer unless a live, unfinished Job controls it.
+    fn sync_orphan(&self, cx: &Cx, pod_key: &str) -> Result<Outcome> {
+        let Some(pod) = cx.cache.store(PODS).get(pod_key) else {
+            return Ok(Outcome::none());
+        };
+        if let Some(r) = obj::controller_ref(&pod) {
+            if let Some(jk) = kit::owners::resolve(cx.cache, JOBS, obj::namespace(&pod), &r) {
+                if cx
+                    .cache
+                    .store(JOBS)
+                    .get(&jk)
+                    .is_some_and(|j| !sync::is_finished(&j))
+                {
+                    return Ok(Outcome::none());
+                }
+            }
+        }
+        if !has_finalizer(&pod) {
+            return Ok(Outcome::none());
+        }
+        Ok(Outcome::with(vec![Self::finalizer_patch(
+            obj::namespace(&pod),
+            obj::name(&pod),
+        )]))
+    }
+
+    fn sync(&self, cx: &Cx, key: &str, mode: Mode) -> Result<Outcome> {
+        if let Some(pk) = key.strip_prefix(ORPHAN) {
+            return if mode == Mode::Act {
+                self.sync_orphan(cx, pk)
+            } else {
+                Ok(Outcome::none())
+            };
+        }
+        let Some(job) = cx.cache.store(JOBS).get(key) else {
+            self.forget(key);
+            return Ok(Outcome::none());
+        };
+        let ns = obj::namespace(&job).to_string();
+        let uid = obj::uid(&job).to_string();
+        {
+            let mut s = self.state();
+            let rv: Option<u64> = obj::resource_version(&job).parse().ok();
+            match (s.written.get(key), rv) {
+                (Some(w), Some(rv)) if rv < *w => {
+                    log::debug!(
+                        "job-controller: {key}: the cache shows an older Job than written; waiting"
+                    );
+                    return Ok(Outcome {
+                        requeue_after: Some(Duration::from_millis(200)),
+                        ..Outcome::default()
+                    });
+                }
+                (Some(_), _) => {
+                    s.written.remove(key);
+                }
+                _ => {}
+            }
+        }
+        if sync::is_finished(&job) {
+            let mut s = self.state();
+            s.records.remove(key);
+            s.pending.remove(key);
+            return Ok(Outcome::none());
+        }
+        if let Some(sel) = job.get("spec").and_then(|s| s.get("selector")) {
+            if !selector::is_valid(sel) {
+                return Err(Error::Config(format!(
+                    "couldn't convert Job selector: {sel}"
+                )));
+            }
+        }
+        let store = cx.cache.store(PODS);
+        let pods: Vec<Obj> = store
+            .by_owner(&uid)
+            .into_iter()
+            .filter(|p| {
+                obj::namespace(p) == ns && obj::controller_ref(p).is_some_and(|r| r.uid == uid)
+            })
+            .collect();
+        let (settled, record) = {
+            let mut s = self.state();
+            let created_ok = s.inflight.settled(key, &uid, &ns, &store).is_ok();
+            let deletes_ok = match s.deleting.get_mut(key) {
+                Some(m) => {
+                    m.retain(|_, (_, at)| at.elapsed() < kit::inflight::EXPECTATIONS_TIMEOUT);
+                    m.is_empty()
+                }
+                None => true,
+            };
+            if deletes_ok {
+                s.deleting.remove(key);
+            }
+            (
+                created_ok && deletes_ok,
+                s.records.get(key).copied().unwrap_or_default(),
+            )
+        };
+        let plan = sync::plan(&Input {
+            job: &job,
+            pods: &pods,
+            now: cx.now,
+            record,
+            settled,
+            mode,
+        });
+        if plan.finished {
+            self.state().records.remove(key);
+        }
+        Ok(self.actions(&job, key, plan, mode, settled))
+    }
+
+    fn event(&self, job: &Value, (warning, reason, message): sync::Ev) -> Action {
+        Action::Event(EventSpec {
+            involved: ObjectRef::of(&JOBS, job),
+            event_type: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            message,
+        })
+    }
+
+    fn actions(&self, job: &Value, key: &str, plan: Plan, mode: Mode, settled: bool) -> Outcome {
+        let ns = obj::namespace(job).to_string();
+        let about = ObjectRef::of(&JOBS, job);
+        let mut actions: Vec<Action> = plan
+            .warnings
+            .into_iter()
+            .map(|e| self.event(job, e))
+            .collect();
+        if !plan.creates.is_empty() || !plan.deletes.is_empty() {
+            if !plan.creates.is_empty() {
+                let report = Report {
+                    about: about.clone(),
+                    success_reason: "SuccessfulCreate",
+                    success_prefix: "Created pod: ",
+                    failure_reason: "FailedCreate",
+                    failure_prefix: "Error creating: ".into(),
+                };
+                let creates = plan
+                    .creates
+                    .into_iter()
+                    .map(|object| Action::Reported {
+                        action: Box::new(Action::Create {
+                            kind: PODS,
+                            namespace: ns.clone(),
+                            object,
+                        }),
+                        report: report.clone(),
+                    })
+                    .collect();
+                actions.push(Action::SlowStart(creates));
+            }
+            if !plan.deletes.is_empty() {
+                let report = Report {
+                    about,
+                    success_reason: "SuccessfulDelete",
+                    success_prefix: "Deleted pod: ",
+                    failure_reason: "FailedDelete",
+                    failure_prefix: "Error deleting: ".into(),
+                };
+                let mut s = self.state();
+                let deletes = plan
+                    .deletes
+                    .into_iter()
+                    .map(|d| {
+                        s.deleting
+                            .entry(key.to_string())
+                            .or_default()
+                            .insert(d.uid.clone(), (d.name.clone(), Instant::now()));
+                        let del = Action::Reported {
+                            action: Box::new(Action::Delete {
+                                kind: PODS,
+                                namespace: ns.clone(),
+                                name: d.name.clone(),
+                                options: DeleteOptions::default(),
+                            }),
+                            report: report.clone(),
+                        };
+                        if d.remove_finalizer {
+                            // The finalizer first, then the delete (skipped if the patch fails).
+                            Action::SlowStart(vec![Self::finalizer_patch(&ns, &d.name), del])
+                        } else {
+                            del
+                        }
+                    })
+                    .collect();
+                actions.push(Action::Parallel(deletes));
+            }
+            return Outcome {
+                actions,
+                requeue_after: plan.requeue,
+                status_after_writes: true,
+                ..Outcome::default()
+            };
+        }
+        let events: Vec<Action> = plan
+            .events
+            .into_iter()
+            .map(|e| self.event(job, e))
+            .collect();
+        let removals: Vec<Action> = plan
+            .removals
+            .iter()
+            .map(|n| Self::finalizer_patch(&ns, n))
+            .collect();
+        let recount = !removals.is_empty() && mode == Mode::Act;
+        if let Some(updated) = plan.status {
+            if let Some(r) = plan.record {
+                self.state().pending.insert(key.to_string(), r);
+            }
+            let mut after: Vec<Action> = removals;
+            after.extend(events);
+            let write = Action::UpdateSubresource {
+                kind: JOBS,
+                object: updated,
+                subresource: "status",
+            };
+            if after.is_empty() {
+                actions.push(write);
+            } else {
+                // The status first; the removals and Events only once it is written.
+                actions.push(Action::SlowStart(vec![write, Action::Parallel(after)]));
+            }
+        } else {
+            if !removals.is_empty() {
+                actions.push(Action::Parallel(removals));
+            }
+            actions.extend(events);
+        }
+        let mut requeue = plan.requeue;
+        if !settled && mode == Mode::Act {
+            requeue = super::sooner(requeue, Some(kit::inflight::EXPECTATIONS_TIMEOUT));
+        }
+        Outcome {
+            actions,
+            requeue_after: requeue,
+            status_after_writes: recount,
+            ..Outcome::default()
+        }
+    }
+}
+
+impl Controller for JobController {
+    fn name(&self) -> &'static str {
+        "job-controller"
+    }
+
+    fn queue_name(&self) -> &'static str {
+        "job"
+    }
+
+    fn watches(&self) -> Vec<Watch> {
+        vec![Watch::full(JOBS), POD_WATCH]
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn key_delay(&self, w: &Watch) -> Duration {
+        if w.kind == PODS {
+            sync::BATCH_PERIOD
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Upstream's job queue: 1 s doubling to 1 min per key.
+    fn rate_limiter(&self) -> Option<Box<dyn RateLimiter<String>>> {
+        Some(Box::new(ItemExponential::new(
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+        )))
+    }
+
+    fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
+        if w.kind == JOBS {
+            let job = d.object();
+            let key = obj::key(job);
+            let replaced =
+                matches!((&d.old, &d.new), (Some(o), Some(n)) if obj::uid(o) != obj::uid(n));
+            let mut keys = vec![key.clone()];
+            if d.kind == DeltaKind::Deleted || replaced {
+                self.forget(&key);
+                // Its pods still holding the tracking finalizer are released.
+                let old = d.old.as_deref().unwrap_or(job);
+                for p in cache.store(PODS).by_owner(obj::uid(old)) {
+                    if has_finalizer(&p)
+                        && obj::controller_ref(&p).is_some_and(|r| r.uid == obj::uid(old))
+                    {
+                        keys.push(format!("{ORPHAN}{}", obj::key(&p)));
+                    }
+                }
+            }
+            return keys;
+        }
+        if w.kind != PODS {
+            return vec![];
+        }
+        let pod = d.object();
+        if d.kind == DeltaKind::Deleted || obj::is_deleting(pod) {
+            let uid = obj::uid(pod);
+            if let Some(r) = obj::controller_ref(pod) {
+                let jk = obj::make_key(obj::namespace(pod), r.name);
+                let mut s = self.state();
+                if let Some(m) = s.deleting.get_mut(&jk) {
+                    m.remove(uid);
+                }
+            }
+        }
+        let job_of = |p: &Value| {
+            obj::controller_ref(p)
+                .and_then(|r| kit::owners::resolve(cache, JOBS, obj::namespace(p), &r))
+        };
+        let mut keys = kit::owners::owner_keys(
+            d,
+            kit::owners::Deleting::AsDeletion,
+            |p, r| kit::owners::resolve(cache, JOBS, obj::namespace(p), r),
+            |_| vec![],
+        );
+        // A pod with the finalizer and no live, unfinished Job: an orphan to release.
+        if d.kind != DeltaKind::Deleted && has_finalizer(pod) {
+            let live = job_of(pod)
+                .and_then(|k| cache.store(JOBS).get(&k))
+                .is_some_and(|j| !sync::is_finished(&j));
+            let orphan = obj::controller_ref(pod).is_none();
+            if orphan || (!live && (obj::is_deleting(pod) || job_of(pod).is_none())) {
+                keys.push(format!("{ORPHAN}{}", obj::key(pod)));
+            }
+        }
+        keys
+    }
+
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        self.sync(cx, key, Mode::Act)
+    }
+
+    fn status_after_writes(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        self.sync(cx, key, Mode::After)
+    }
+
+    fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
+        match (action, result) {
+            (Action::Create { .. }, Applied::Done(Some(pod))) => {
+                self.state().inflight.created(key, pod);
+            }
+            (Action::UpdateSubresource { .. }, Applied::Done(answer)) => {
+                let mut s = self.state();
+                if let Some(rv) = answer.and_then(|v| obj::resource_version(v).parse::<u64>().ok())
+                {
+                    s.written.insert(key.to_string(), rv);
+                }
+                if let Some(r) = s.pending.remove(key) {
+                    s.records.insert(key.to_string(), r);
+                }
+            }
+            (Action::UpdateSubresource { .. }, _) => {
+                self.state().pending.remove(key);
+            }
+            (Action::Delete { name, .. }, Applied::Failed(_) | Applied::Skipped) => {
+                // Not deleted: nothing to wait for (the next sync decides again).
+                if let Some(m) = self.state().deleting.get_mut(key) {
+                    m.retain(|_, (n, _)| n != name);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_error(&self, action: &Action, err: &Error) -> OnError {
+        match action {
+            // A pod already gone has no finalizer left to remove.
+            Action::Patch { .. } if err.is_not_found() => OnError::Ignore,
+            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
+            _ if err.is_already_exists() => OnError::Ignore,
+            _ => OnError::Retry,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

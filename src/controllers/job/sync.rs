@@ -1,0 +1,776 @@
+//! One sync of a Job as a pure decision (upstream's `syncJob`, `manageJob` and
+//! `trackJobStatusAndRemoveFinalizers`): from the Job, its pods, the time and the in-memory
+//! backoff record, what to create and delete, which tracking finalizers to remove, and the
+//! status to write first.
+//!
+//! Upstream writes the status (new uncounted pods), removes finalizers, then writes the
+//! status again (counters) in one sync. Here a pass gives the first write and the removals,
+//! applied in that order with the removals skipped if the write fails; the pass right after
+//! the writes ([`Mode::After`]) counts the pods whose finalizers are gone and, once nothing is
+//! uncounted, adds the finished condition. A pod's finalizer is thus removed only once its
+//! UID (or, Indexed, its index) is in the Job's status on the server.
+
+use super::backoff::{self, Record};
+use super::indexes::{self, Intervals};
+use super::policy::{self, PolicyAction};
+use crate::api::resources::JOBS;
+use crate::controllers::kit::pod::{is_pod_active, is_pod_ready, phase, pod_from_template};
+use crate::controllers::kit::ranking::pods_to_delete;
+use crate::obj::{self, At as _, Obj};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeSet, HashSet};
+use std::time::{Duration, SystemTime};
+
+pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+/// Upstream's `MaxUncountedPods` and `MaxPodCreateDeletePerSync`.
+pub const MAX_UNCOUNTED: usize = 500;
+pub const MAX_CREATE_DELETE: usize = 500;
+/// Upstream's `syncJobBatchPeriod`: the least delay of a requeue.
+pub const BATCH_PERIOD: Duration = Duration::from_secs(1);
+
+/// Which pass of a sync this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// May create and delete pods; when it does, the status is left to the `After` pass.
+    Act,
+    /// Right after the writes of an `Act` pass: status and finalizers only.
+    After,
+}
+
+/// What a sync reads.
+pub struct Input<'a> {
+    pub job: &'a Value,
+    /// The pods the job controls.
+    pub pods: &'a [Obj],
+    pub now: SystemTime,
+    pub record: Record,
+    /// No creation or deletion of this job waits for the watch (upstream's expectations).
+    pub settled: bool,
+    pub mode: Mode,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delete {
+    pub name: String,
+    pub uid: String,
+    /// Remove the tracking finalizer before deleting (pods deleted by `manageJob`; an
+    /// active pod deleted so the job can finish keeps it until it is counted).
+    pub remove_finalizer: bool,
+}
+
+/// An Event: warning?, reason, message.
+pub type Ev = (bool, &'static str, String);
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    pub creates: Vec<Value>,
+    pub deletes: Vec<Delete>,
+    /// The job with its new status, to write first.
+    pub status: Option<Value>,
+    /// Pods whose tracking finalizer to remove once `status` is written.
+    pub removals: Vec<String>,
+    /// Events once `status` is written (or at once without a status write).
+    pub events: Vec<Ev>,
+    /// Events independent of any write.
+    pub warnings: Vec<Ev>,
+    /// The backoff record to keep once `status` is written.
+    pub record: Option<Record>,
+    pub requeue: Option<Duration>,
+    /// The job is finished: forget its backoff record.
+    pub finished: bool,
+}
+
+impl Plan {
+    pub fn manages(&self) -> bool {
+        !self.creates.is_empty() || !self.deletes.is_empty()
+    }
+}
+
+/// A job condition as upstream's `newCondition` makes it.
+pub fn condition(type_: &str, status: &str, reason: &str, message: &str, now: &str) -> Value {
+    let mut c =
+        json!({"type": type_, "status": status, "lastProbeTime": now, "lastTransitionTime": now});
+    if !reason.is_empty() {
+        c["reason"] = json!(reason);
+    }
+    if !message.is_empty() {
+        c["message"] = json!(message);
+    }
+    c
+}
+
+fn field<'a>(c: &'a Value, f: &str) -> &'a str {
+    c.get(f).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Upstream's `ensureJobConditionStatus`: set the condition of that type, appended only if
+/// not False; true when the list changed.
+pub fn ensure_condition(
+    list: &mut Vec<Value>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> bool {
+    if let Some(c) = list.iter_mut().find(|c| field(c, "type") == type_) {
+        if field(c, "status") != status
+            || field(c, "reason") != reason
+            || field(c, "message") != message
+        {
+            *c = condition(type_, status, reason, message, now);
+            return true;
+        }
+        return false;
+    }
+    if status != "False" {
+        list.push(condition(type_, status, reason, message, now));
+        return true;
+    }
+    false
+}
+
+/// Finished: a `Complete` or `Failed` condition that is True.
+pub fn is_finished(job: &Value) -> bool {
+    conditions(job)
+        .iter()
+        .any(|c| matches!(field(c, "type"), "Complete" | "Failed") && field(c, "status") == "True")
+}
+
+fn conditions(job: &Value) -> Vec<Value> {
+    job.at("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+pub fn has_finalizer(p: &Value) -> bool {
+    p.at("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|l| l.iter().any(|f| f.as_str() == Some(TRACKING_FINALIZER)))
+}
+
+fn int(v: &Value, path: &str) -> Option<i64> {
+    v.at(path).and_then(Value::as_i64)
+}
+
+pub fn is_indexed(job: &Value) -> bool {
+    job.at("/spec/completionMode").and_then(Value::as_str) == Some("Indexed")
+}
+
+pub fn suspended(job: &Value) -> bool {
+    job.at("/spec/suspend").and_then(Value::as_bool) == Some(true)
+}
+
+fn uid_list(job: &Value, which: &str) -> Vec<String> {
+    job.at(&format!("/status/uncountedTerminatedPods/{which}"))
+        .and_then(Value::as_array)
+        .map(|l| {
+            l.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Terminating: being deleted and not terminal (upstream's `CountTerminatingPods`).
+fn is_terminating(p: &Value) -> bool {
+    obj::is_deleting(p) && !matches!(phase(p), "Succeeded" | "Failed")
+}
+
+/// Sum of container restarts of running and pending pods reaches the limit (restartPolicy
+/// OnFailure only; upstream's `pastBackoffLimitOnFailure`).
+fn past_backoff_on_failure(job: &Value, pods: &[Obj], backoff_limit: i64) -> bool {
+    if job
+        .at("/spec/template/spec/restartPolicy")
+        .and_then(Value::as_str)
+        != Some("OnFailure")
+    {
+        return false;
+    }
+    let mut restarts = 0i64;
+    for p in pods
+        .iter()
+        .filter(|p| matches!(phase(p), "Running" | "Pending"))
+    {
+        for list in ["/status/initContainerStatuses", "/status/containerStatuses"] {
+            for cs in p.at(list).and_then(Value::as_array).into_iter().flatten() {
+                restarts += cs.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
+            }
+        }
+    }
+    if backoff_limit == 0 {
+        restarts > 0
+    } else {
+        restarts >= backoff_limit
+    }
+}
+
+/// The pod the job creates, for a completion index or none (upstream's template changes:
+/// the tracking finalizer; Indexed: the index env var, annotation and label, hostname and
+/// `generateName`).
+pub fn new_pod(job: &Value, index: Option<usize>) -> Result<Value, String> {
+    let mut pod = pod_from_template(&JOBS, job)?;
+    let meta = pod["metadata"].as_object_mut().expect("a pod has metadata");
+    let fins = meta.entry("finalizers").or_insert_with(|| json!([]));
+    if let Some(l) = fins.as_array_mut() {
+        if !l.iter().any(|f| f.as_str() == Some(TRACKING_FINALIZER)) {
+            l.push(json!(TRACKING_FINALIZER));
+        }
+    }
+    let Some(ix) = index else { return Ok(pod) };
+    let name = obj::name(job);
+    meta.insert(
+        "generateName".into(),
+        json!(indexes::generate_name(name, ix)),
+    );
+    for f in ["annotations", "labels"] {
+        if let Some(m) = meta.entry(f).or_insert_with(|| json!({})).as_object_mut() {
+            m.insert(indexes::COMPLETION_INDEX.into(), json!(ix.to_string()));
+        }
+    }
+    let spec = pod["spec"].as_object_mut().expect("a pod has a spec");
+    for list in ["initContainers", "containers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let env = c
+                .as_object_mut()
+                .map(|c| c.entry("env").or_insert_with(|| json!([])));
+            if let Some(Value::Array(env)) = env {
+                if !env.iter().any(|e| {
+                    e.get("name").and_then(Value::as_str) == Some(indexes::COMPLETION_INDEX_ENV)
+                }) {
+                    env.push(json!({"name": indexes::COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {
+                        "fieldPath": format!("metadata.labels['{}']", indexes::COMPLETION_INDEX)}}}));
+                }
+            }
+        }
+    }
+    spec.insert("hostname".into(), json!(format!("{name}-{ix}")));
+    Ok(pod)
+}
+
+/// Active pods to remove: Indexed, duplicates of an index (all but the best), pods without a
+/// valid index; then the first by upstream's ranking (upstream's `activePodsForRemoval`).
+fn active_pods_for_removal(
+    job: &Value,
+    active: &[Obj],
+    at_least: usize,
+    completions: usize,
+    now: SystemTime,
+) -> Vec<Obj> {
+    let mut rm: Vec<Obj> = Vec::new();
+    let mut left: Vec<Obj> = Vec::new();
+    if is_indexed(job) {
+        let mut by_ix: std::collections::BTreeMap<usize, Vec<Obj>> = Default::default();
+        for p in active {
+            match indexes::valid_index(p, completions) {
+                Some(ix) => by_ix.entry(ix).or_default().push(p.clone()),
+                None => rm.push(p.clone()),
+            }
+        }
+        for (_, pods) in by_ix {
+            if pods.len() == 1 {
+                left.extend(pods);
+            } else {
+                // Keep the one ranked last for deletion.
+                let mut order = pods_to_delete(&pods, &[], pods.len(), now);
+                let keep = order.pop();
+                rm.extend(order);
+                left.extend(keep);
+            }
+        }
+    } else {
+        left = active.to_vec();
+    }
+    if rm.len() < at_least {
+        let more = pods_to_delete(&left, &[], at_least - rm.len(), now);
+        rm.extend(more);
+    }
+    rm
+}
+
+/// Decide one pass (see the module docs). None: nothing to do for this job at all.
+pub fn plan(inp: &Input) -> Plan {
+    let job = inp.job;
+    let mut out = Plan::default();
+    if is_finished(job) {
+        out.finished = true;
+        return out;
+    }
+    let mode = job.at("/spec/completionMode").and_then(Value::as_str);
+    if !matches!(mode, None | Some("NonIndexed") | Some("Indexed")) {
+        out.warnings.push((
+            true,
+            "UnknownCompletionMode",
+            "Skipped Job sync because completion mode is unknown".into(),
+        ));
+        return out;
+    }
+    let now_s = crate::timefmt::rfc3339(inp.now);
+    let indexed = is_indexed(job);
+    let completions = int(job, "/spec/completions").map(|c| c.max(0) as usize);
+    let comp_n = completions.unwrap_or(0);
+    let parallelism = int(job, "/spec/parallelism").unwrap_or(1).max(0) as usize;
+    let backoff_limit = int(job, "/spec/backoffLimit").unwrap_or(6);
+    let job_deleting = obj::is_deleting(job);
+
+    let mut status = job
+        .get("status")
+        .cloned()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    let unc_s: HashSet<String> = uid_list(job, "succeeded").into_iter().collect();
+    let unc_f: HashSet<String> = uid_list(job, "failed").into_iter().collect();
+    let mut pods: Vec<Obj> = inp.pods.to_vec();
+    if indexed {
+        pods.sort_by_key(|p| indexes::completion_index(p).map_or(-1, |i| i as i64));
+    }
+    let active_pods: Vec<Obj> = pods.iter().filter(|p| is_pod_active(p)).cloned().collect();
+    let counts_index = |p: &Value| !indexed || indexes::valid_index(p, comp_n).is_some();
+    let new_succeeded: Vec<&Value> = pods
+        .iter()
+        .map(|p| &**p)
+        .filter(|p| {
+            has_finalizer(p)
+                && !unc_s.contains(obj::uid(p))
+                && counts_index(p)
+                && phase(p) == "Succeeded"
+        })
+        .collect();
+    let new_failed: Vec<&Value> = pods
+        .iter()
+        .map(|p| &**p)
+        .filter(|p| {
+            has_finalizer(p)
+                && !unc_f.contains(obj::uid(p))
+                && counts_index(p)
+                && policy::is_pod_failed(p, job)
+        })
+        .collect();
+    let counted_new_failed = new_failed
+        .iter()
+        .filter(|p| policy::match_policy(job, p).counts)
+        .count();
+    let mut succeeded = int(job, "/status/succeeded").unwrap_or(0).max(0) as usize
+        + new_succeeded.len()
+        + unc_s.len();
+    let failed =
+        int(job, "/status/failed").unwrap_or(0).max(0) as usize + counted_new_failed + unc_f.len();
+    let ready = active_pods.iter().filter(|p| is_pod_ready(p)).count();
+
+    if status.get("startTime").is_none_or(Value::is_null) && !suspended(job) {
+        status["startTime"] = json!(now_s);
+    }
+    let start = status
+        .get("startTime")
+        .and_then(Value::as_str)
+        .and_then(crate::timefmt::parse_rfc3339);
+    let record = backoff::next_record(inp.record, &new_succeeded, &new_failed);
+
+    let mut conds = conditions(job);
+    // The condition that finishes the job: Complete, Failed, or the interim FailureTarget.
+    let mut finished: Option<Value> = None;
+    if let Some(ft) = conds.iter().find(|c| field(c, "type") == "FailureTarget") {
+        finished = Some(condition(
+            "Failed",
+            "True",
+            field(ft, "reason"),
+            field(ft, "message"),
+            &now_s,
+        ));
+    } else if policy::policy(job).is_some() {
+        if let Some(msg) = pods
+            .iter()
+            .filter(|p| policy::is_pod_failed(p, job))
+            .find_map(|p| policy::match_policy(job, p).fail_job)
+        {
+            finished = Some(condition(
+                "FailureTarget",
+                "True",
+                "PodFailurePolicy",
+                &msg,
+                &now_s,
+            ));
+        }
+    }
+    if finished.is_none() {
+        let ads = int(job, "/spec/activeDeadlineSeconds");
+        if failed as i64 > backoff_limit || past_backoff_on_failure(job, &pods, backoff_limit) {
+            finished = Some(condition(
+                "Failed",
+                "True",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+                &now_s,
+            ));
+        } else if let (Some(ads), Some(start), false) = (ads, start, suspended(job)) {
+            let allowed = Duration::from_secs(ads.max(0) as u64);
+            let since = inp.now.duration_since(start).unwrap_or_default();
+            if since >= allowed {
+                finished = Some(condition(
+                    "Failed",
+                    "True",
+                    "DeadlineExceeded",
+                    "Job was active longer than specified deadline",
+                    &now_s,
+                ));
+            } else {
+                out.requeue = Some(allowed - since);
+            }
+        }
+    }
+    let prev_ix = Intervals::parse(
+        status
+            .get("completedIndexes")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        comp_n,
+    );
+    let mut succeeded_ix = Intervals::default();
+    if indexed {
+        let new_ix: BTreeSet<usize> = pods
+            .iter()
+            .filter(|p| phase(p) == "Succeeded" && has_finalizer(p))
+            .filter_map(|p| indexes::valid_index(p, comp_n))
+            .collect();
+        succeeded_ix = prev_ix.with_indexes(new_ix);
+        succeeded = succeeded_ix.total();
+    }
+
+    let active = active_pods.len();
+    let mut suspend_changed = false;
+    if finished.is_some() {
+        if !active_pods.is_empty() || !inp.settled {
+            if inp.mode == Mode::Act {
+                out.deletes = active_pods
+                    .iter()
+                    .map(|p| Delete {
+                        name: obj::name(p).into(),
+                        uid: obj::uid(p).into(),
+                        remove_finalizer: false,
+                    })
+                    .collect();
+                if out.manages() {
+                    return out;
+                }
+            }
+            finished = None;
+        }
+    } else {
+        let manage = inp.settled && !job_deleting;
+        if manage && inp.mode == Mode::Act {
+            manage_job(
+                inp,
+                &mut out,
+                &active_pods,
+                &pods,
+                succeeded,
+                &succeeded_ix,
+                completions,
+                parallelism,
+                record,
+            );
+            if out.manages() {
+                return out;
+            }
+        }
+        let complete = match completions {
+            None => succeeded > 0 && active == 0,
+            Some(c) => succeeded >= c && active == 0,
+        };
+        if complete {
+            finished = Some(condition("Complete", "True", "", "", &now_s));
+        } else if manage {
+            if suspended(job) {
+                if ensure_condition(
+                    &mut conds,
+                    "Suspended",
+                    "True",
+                    "JobSuspended",
+                    "Job suspended",
+                    &now_s,
+                ) {
+                    suspend_changed = true;
+                    out.events
+                        .push((false, "Suspended", "Job suspended".into()));
+                }
+            } else if ensure_condition(
+                &mut conds,
+                "Suspended",
+                "False",
+                "JobResumed",
+                "Job resumed",
+                &now_s,
+            ) {
+                suspend_changed = true;
+                out.events.push((false, "Resumed", "Job resumed".into()));
+                status["startTime"] = json!(now_s);
+            }
+        }
+    }
+    if out.requeue.is_some() && (finished.is_some() || suspended(job)) {
+        out.requeue = None;
+    }
+
+    // Tracking (upstream's trackJobStatusAndRemoveFinalizers).
+    let old_active = int(job, "/status/active").unwrap_or(0);
+    let old_ready = int(job, "/status/ready");
+    let mut needs_flush =
+        suspend_changed || active as i64 != old_active || old_ready != Some(ready as i64);
+    let with_fin: HashSet<&str> = pods
+        .iter()
+        .filter(|p| has_finalizer(p))
+        .map(|p| obj::uid(p))
+        .collect();
+    let mut st_s: Vec<String> = uid_list(job, "succeeded");
+    let mut st_f: Vec<String> = uid_list(job, "failed");
+    let mut n_succeeded = int(job, "/status/succeeded").unwrap_or(0).max(0) as usize;
+    let mut n_failed = int(job, "/status/failed").unwrap_or(0).max(0) as usize;
+    let (ls, lf) = (st_s.len(), st_f.len());
+    st_s.retain(|u| with_fin.contains(u.as_str()));
+    st_f.retain(|u| with_fin.contains(u.as_str()));
+    if st_s.len() != ls || st_f.len() != lf {
+        needs_flush = true;
+        n_succeeded += ls - st_s.len();
+        n_failed += lf - st_f.len();
+    }
+    let mut new_ix: Vec<usize> = Vec::new();
+    let mut reached_max = false;
+    for p in pods.iter().filter(|p| has_finalizer(p)) {
+        let uid = obj::uid(p);
+        let failed_pod = policy::is_pod_failed(p, job);
+        let can_remove =
+            job_deleting || finished.is_some() || phase(p) == "Succeeded" || failed_pod;
+        if !can_remove {
+            continue;
+        }
+        out.removals.push(obj::name(p).to_string());
+        if phase(p) == "Succeeded" && !unc_f.contains(uid) {
+            if indexed {
+                if let Some(ix) = indexes::valid_index(p, comp_n) {
+                    if !prev_ix.has(ix) {
+                        new_ix.push(ix);
+                        needs_flush = true;
+                    }
+                }
+            } else if !unc_s.contains(uid) {
+                needs_flush = true;
+                st_s.push(uid.to_string());
+            }
+        } else if (failed_pod || finished.is_some()) && !unc_f.contains(uid) && counts_index(p) {
+            let m = policy::match_policy(job, p);
+            if m.counts {
+                needs_flush = true;
+                st_f.push(uid.to_string());
+            }
+            if let Some(PolicyAction::Count | PolicyAction::Ignore | PolicyAction::FailJob) =
+                m.action
+            {
+                log::trace!(
+                    "job-controller: pod {} handled by the failure policy: {:?}",
+                    obj::name(p),
+                    m.action
+                );
+            }
+        }
+        if new_ix.len() + st_s.len() + st_f.len() >= MAX_UNCOUNTED {
+            reached_max = true;
+            break;
+        }
+    }
+    if indexed {
+        let all = prev_ix.with_indexes(new_ix);
+        let s = all.to_string();
+        if s != status
+            .get("completedIndexes")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+        {
+            needs_flush = true;
+        }
+        n_succeeded = all.total();
+        if s.is_empty() {
+            status.as_object_mut().map(|m| m.remove("completedIndexes"));
+        } else {
+            status["completedIndexes"] = json!(s);
+        }
+    }
+    if let Some(f) = finished
+        .as_ref()
+        .filter(|f| field(f, "type") == "FailureTarget")
+    {
+        conds.push(f.clone());
+        needs_flush = true;
+        finished = Some(condition(
+            "Failed",
+            "True",
+            field(f, "reason"),
+            field(f, "message"),
+            &now_s,
+        ));
+    }
+    // Finished once everything is counted and no finalizer is left to remove.
+    let done = !reached_max && st_s.is_empty() && st_f.is_empty() && out.removals.is_empty();
+    if let Some(f) = finished.as_ref().filter(|_| done) {
+        let t = field(f, "type").to_string();
+        ensure_condition(
+            &mut conds,
+            &t,
+            "True",
+            field(f, "reason"),
+            field(f, "message"),
+            &now_s,
+        );
+        if t == "Complete" {
+            status["completionTime"] = json!(now_s);
+            if completions.is_some_and(|c| n_succeeded > c) {
+                out.events.push((
+                    true,
+                    "TooManySucceededPods",
+                    "Too many succeeded pods running after completion count reached".into(),
+                ));
+            }
+            out.events
+                .push((false, "Completed", "Job completed".into()));
+        } else {
+            out.events.push((
+                true,
+                leak(field(f, "reason")),
+                field(f, "message").to_string(),
+            ));
+        }
+        out.finished = true;
+        needs_flush = true;
+    }
+
+    let set_count = |status: &mut Value, f: &str, n: usize| {
+        if n == 0 {
+            status.as_object_mut().map(|m| m.remove(f));
+        } else {
+            status[f] = json!(n);
+        }
+    };
+    set_count(&mut status, "active", active);
+    status["ready"] = json!(ready);
+    set_count(&mut status, "succeeded", n_succeeded);
+    set_count(&mut status, "failed", n_failed);
+    let mut unc = Map::new();
+    if !st_s.is_empty() {
+        unc.insert("succeeded".into(), json!(st_s));
+    }
+    if !st_f.is_empty() {
+        unc.insert("failed".into(), json!(st_f));
+    }
+    status["uncountedTerminatedPods"] = Value::Object(unc);
+    if conds.is_empty() {
+        status.as_object_mut().map(|m| m.remove("conditions"));
+    } else {
+        status["conditions"] = json!(conds);
+    }
+    if needs_flush {
+        let mut j = job.clone();
+        j["status"] = status;
+        out.status = Some(j);
+        out.record = Some(record);
+    }
+    out
+}
+
+/// Event reasons are upstream's fixed strings; a FailureTarget's reason is one of them.
+fn leak(reason: &str) -> &'static str {
+    match reason {
+        "BackoffLimitExceeded" => "BackoffLimitExceeded",
+        "DeadlineExceeded" => "DeadlineExceeded",
+        "PodFailurePolicy" => "PodFailurePolicy",
+        _ => "Failed",
+    }
+}
+
+/// Upstream's `manageJob`: suspend, delete extra pods, or create missing ones (after the
+/// backoff).
+#[allow(clippy::too_many_arguments)]
+fn manage_job(
+    inp: &Input,
+    out: &mut Plan,
+    active_pods: &[Obj],
+    pods: &[Obj],
+    succeeded: usize,
+    succeeded_ix: &Intervals,
+    completions: Option<usize>,
+    parallelism: usize,
+    record: Record,
+) {
+    let job = inp.job;
+    let active = active_pods.len();
+    let del = |p: &Obj| Delete {
+        name: obj::name(p).into(),
+        uid: obj::uid(p).into(),
+        remove_finalizer: true,
+    };
+    if suspended(job) {
+        out.deletes = active_pods.iter().map(del).collect();
+        return;
+    }
+    let terminating = if policy::only_replace_failed(job) {
+        pods.iter().filter(|p| is_terminating(p)).count()
+    } else {
+        0
+    };
+    let want = match completions {
+        None if succeeded > 0 => active,
+        None => parallelism,
+        Some(c) => c.saturating_sub(succeeded).min(parallelism),
+    };
+    let rm_at_least = (active + terminating).saturating_sub(want);
+    let mut rm = active_pods_for_removal(
+        job,
+        active_pods,
+        rm_at_least,
+        completions.unwrap_or(0),
+        inp.now,
+    );
+    rm.truncate(MAX_CREATE_DELETE);
+    if !rm.is_empty() {
+        out.deletes = rm.iter().map(del).collect();
+        return;
+    }
+    let diff = want.saturating_sub(terminating + active);
+    if diff == 0 {
+        return;
+    }
+    let wait = backoff::remaining(&record, inp.now);
+    if wait > Duration::ZERO {
+        out.requeue = crate::controller::sooner(out.requeue, Some(wait.max(BATCH_PERIOD)));
+        return;
+    }
+    let diff = diff.min(MAX_CREATE_DELETE);
+    let index_list: Vec<Option<usize>> = if is_indexed(job) {
+        let held: BTreeSet<usize> = active_pods
+            .iter()
+            .filter_map(|p| indexes::completion_index(p))
+            .collect();
+        indexes::first_pending(succeeded_ix, &held, diff, completions.unwrap_or(0))
+            .into_iter()
+            .map(Some)
+            .collect()
+    } else {
+        vec![None; diff]
+    };
+    for ix in index_list {
+        match new_pod(job, ix) {
+            Ok(p) => out.creates.push(p),
+            Err(e) => {
+                log::warn!("job-controller: {}: {e}", obj::key(job));
+                out.warnings
+                    .push((true, "FailedCreate", format!("Error creating: {e}")));
+                return;
+            }
+        }
+    }
+}
