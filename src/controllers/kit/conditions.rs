@@ -9,6 +9,8 @@
 //!   `lastTransitionTime` when only the reason changed.
 //!
 //! Both work on a status's `conditions` array as JSON, so a controller needs no typed copy.
+//! [`pod_status_patch`] is the third way: a pod condition set by upstream's
+//! `UpdatePodCondition` and sent as `PatchPodStatus` sends it (a strategic merge patch).
 
 use serde_json::{json, Map, Value};
 
@@ -140,6 +142,92 @@ pub fn set_replacing(
     remove(list, c.type_);
     list.push(new);
     true
+}
+
+/// A condition as Go writes a `v1.PodCondition`: type and status always, both times (null
+/// when unset), reason and message when not empty.
+fn go_pod_condition(c: &Value) -> Map<String, Value> {
+    let t = |f: &str| {
+        c.get(f)
+            .filter(|v| v.is_string())
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let mut m = Map::new();
+    m.insert("type".into(), json!(field(c, "type")));
+    m.insert("status".into(), json!(field(c, "status")));
+    m.insert("lastProbeTime".into(), t("lastProbeTime"));
+    m.insert("lastTransitionTime".into(), t("lastTransitionTime"));
+    for f in ["reason", "message"] {
+        if !field(c, f).is_empty() {
+            m.insert(f.into(), json!(field(c, f)));
+        }
+    }
+    m
+}
+
+/// The `status` part of the strategic merge patch upstream's `PatchPodStatus` sends when
+/// `UpdatePodCondition` sets condition `c` on `pod` at `now` (the transition time kept while the
+/// status stays): the condition list when there was none, the new condition with the list's
+/// order when it is new, the changed fields when it was there. None when nothing changes.
+pub fn pod_status_patch(
+    pod: &Value,
+    c: &Condition,
+    now: std::time::SystemTime,
+) -> Option<Map<String, Value>> {
+    let old: &[Value] = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let mut new = go_pod_condition(&json!({
+        "type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
+        "lastTransitionTime": crate::timefmt::rfc3339(now),
+    }));
+    let order = |types: Vec<&str>| -> Value {
+        Value::Array(types.into_iter().map(|t| json!({"type": t})).collect())
+    };
+    let types = || -> Vec<&str> { old.iter().map(|o| field(o, "type")).collect() };
+    let mut status = Map::new();
+    match old.iter().position(|o| is_type(o, c.type_)) {
+        // No conditions before: the list is the patch.
+        None if old.is_empty() => {
+            status.insert("conditions".into(), json!([new]));
+        }
+        None => {
+            let mut all = types();
+            all.push(c.type_);
+            status.insert("$setElementOrder/conditions".into(), order(all));
+            status.insert("conditions".into(), json!([new]));
+        }
+        Some(i) => {
+            let was = go_pod_condition(&old[i]);
+            if was.get("status") == new.get("status") {
+                let t = was
+                    .get("lastTransitionTime")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                new.insert("lastTransitionTime".into(), t);
+            }
+            let mut diff = Map::new();
+            for (k, v) in &new {
+                if was.get(k) != Some(v) {
+                    diff.insert(k.clone(), v.clone());
+                }
+            }
+            for k in was.keys() {
+                if !new.contains_key(k) {
+                    diff.insert(k.clone(), Value::Null);
+                }
+            }
+            if diff.is_empty() {
+                return None;
+            }
+            diff.insert("type".into(), json!(c.type_));
+            status.insert("$setElementOrder/conditions".into(), order(types()));
+            status.insert("conditions".into(), json!([diff]));
+        }
+    }
+    Some(status)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::controller::{EventSpec, EventType, ObjectRef};
 use crate::events::Recorder;
 use crate::obj::{self, At as _};
 use crate::queue::WorkQueue;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -379,89 +379,17 @@ fn delete_with_condition(env: &Env, key: &str) -> crate::Result<()> {
         .delete(&PODS, Some(ns), name, &DeleteOptions::default())
 }
 
-fn type_of(c: &Value) -> &str {
-    c.get("type").and_then(Value::as_str).unwrap_or("")
-}
-
-/// A condition as Go writes a `v1.PodCondition` (type, status, both times, reason and
-/// message when set).
-fn go_condition(c: &Value) -> Map<String, Value> {
-    let s = |f: &str| c.get(f).and_then(Value::as_str).unwrap_or("");
-    let t = |f: &str| {
-        c.get(f)
-            .filter(|v| v.is_string())
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
-    let mut m = Map::new();
-    m.insert("type".into(), json!(s("type")));
-    m.insert("status".into(), json!(s("status")));
-    m.insert("lastProbeTime".into(), t("lastProbeTime"));
-    m.insert("lastTransitionTime".into(), t("lastTransitionTime"));
-    for f in ["reason", "message"] {
-        if !s(f).is_empty() {
-            m.insert(f.into(), json!(s(f)));
-        }
-    }
-    m
-}
-
 /// The `pods/status` patch `PatchPodStatus` sends for `DisruptionTarget` set as
 /// `UpdatePodCondition` sets it (status True, `DeletionByTaintManager`, "Taint manager:
 /// deleting due to NoExecute taint"), the pod's UID as a precondition; None when the pod
 /// has it already as wanted.
 pub fn disruption_patch(pod: &Value, now: SystemTime) -> Option<Value> {
-    const TYPE: &str = "DisruptionTarget";
-    let old: &[Value] = pod
-        .at("/status/conditions")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice);
-    let mut new = go_condition(&json!({"type": TYPE, "status": "True",
-        "reason": "DeletionByTaintManager",
-        "message": "Taint manager: deleting due to NoExecute taint",
-        "lastTransitionTime": crate::timefmt::rfc3339(now)}));
-    let order = |types: Vec<&str>| -> Value {
-        Value::Array(types.into_iter().map(|t| json!({"type": t})).collect())
+    let c = crate::controllers::kit::conditions::Condition {
+        type_: "DisruptionTarget",
+        status: "True",
+        reason: "DeletionByTaintManager",
+        message: "Taint manager: deleting due to NoExecute taint",
     };
-    let mut status = Map::new();
-    match old.iter().position(|o| type_of(o) == TYPE) {
-        None if old.is_empty() => {
-            status.insert("conditions".into(), json!([new]));
-        }
-        None => {
-            let mut types: Vec<&str> = old.iter().map(type_of).collect();
-            types.push(TYPE);
-            status.insert("$setElementOrder/conditions".into(), order(types));
-            status.insert("conditions".into(), json!([new]));
-        }
-        Some(i) => {
-            let was = go_condition(&old[i]);
-            if was.get("status") == new.get("status") {
-                let t = was
-                    .get("lastTransitionTime")
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                new.insert("lastTransitionTime".into(), t);
-            }
-            let mut diff = Map::new();
-            for (k, v) in &new {
-                if was.get(k) != Some(v) {
-                    diff.insert(k.clone(), v.clone());
-                }
-            }
-            for k in was.keys() {
-                if !new.contains_key(k) {
-                    diff.insert(k.clone(), Value::Null);
-                }
-            }
-            if diff.is_empty() {
-                return None;
-            }
-            diff.insert("type".into(), json!(TYPE));
-            let types: Vec<&str> = old.iter().map(type_of).collect();
-            status.insert("$setElementOrder/conditions".into(), order(types));
-            status.insert("conditions".into(), json!([diff]));
-        }
-    }
+    let status = crate::controllers::kit::conditions::pod_status_patch(pod, &c, now)?;
     Some(json!({"metadata": {"uid": obj::uid(pod)}, "status": status}))
 }

@@ -182,33 +182,6 @@ pub fn unscheduled_terminating(pods: &[PodFacts]) -> Vec<&PodFacts> {
         .collect()
 }
 
-/// A condition as Go writes a `v1.PodCondition`: type and status always, both times (null
-/// when unset), reason and message when not empty.
-fn go_condition(c: &Value) -> Map<String, Value> {
-    let s = |f: &str| c.get(f).and_then(Value::as_str).unwrap_or("");
-    let t = |f: &str| {
-        c.get(f)
-            .filter(|v| v.is_string())
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
-    let mut m = Map::new();
-    m.insert("type".into(), json!(s("type")));
-    m.insert("status".into(), json!(s("status")));
-    m.insert("lastProbeTime".into(), t("lastProbeTime"));
-    m.insert("lastTransitionTime".into(), t("lastTransitionTime"));
-    for f in ["reason", "message"] {
-        if !s(f).is_empty() {
-            m.insert(f.into(), json!(s(f)));
-        }
-    }
-    m
-}
-
-fn type_of(c: &Value) -> &str {
-    c.get("type").and_then(Value::as_str).unwrap_or("")
-}
-
 /// The pods/status strategic merge patch upstream sends before it deletes a pod that is not
 /// terminal (`PatchPodStatus`: the two-way diff of the status with phase `Failed`, and
 /// `condition` set as `UpdatePodCondition` sets it, with the pod's UID as a precondition).
@@ -220,57 +193,14 @@ pub fn fail_patch(pod: &Value, condition: Option<&PodCondition>, now: SystemTime
     let mut status = Map::new();
     status.insert("phase".into(), json!("Failed"));
     if let Some(c) = condition {
-        let old: &[Value] = pod
-            .at("/status/conditions")
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice);
-        let now = crate::timefmt::rfc3339(now);
-        let mut new = go_condition(&json!({
-            "type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
-            "lastTransitionTime": now,
-        }));
-        let order = |types: Vec<&str>| -> Value {
-            Value::Array(types.into_iter().map(|t| json!({"type": t})).collect())
+        let c = crate::controllers::kit::conditions::Condition {
+            type_: c.type_,
+            status: c.status,
+            reason: c.reason,
+            message: c.message,
         };
-        match old.iter().position(|o| type_of(o) == c.type_) {
-            // No conditions before: the list is the patch.
-            None if old.is_empty() => {
-                status.insert("conditions".into(), json!([new]));
-            }
-            None => {
-                let mut types: Vec<&str> = old.iter().map(type_of).collect();
-                types.push(c.type_);
-                status.insert("$setElementOrder/conditions".into(), order(types));
-                status.insert("conditions".into(), json!([new]));
-            }
-            Some(i) => {
-                let was = go_condition(&old[i]);
-                // The transition time stays while the status does.
-                if was.get("status") == new.get("status") {
-                    let t = was
-                        .get("lastTransitionTime")
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    new.insert("lastTransitionTime".into(), t);
-                }
-                let mut diff = Map::new();
-                for (k, v) in &new {
-                    if was.get(k) != Some(v) {
-                        diff.insert(k.clone(), v.clone());
-                    }
-                }
-                for k in was.keys() {
-                    if !new.contains_key(k) {
-                        diff.insert(k.clone(), Value::Null);
-                    }
-                }
-                if !diff.is_empty() {
-                    diff.insert("type".into(), json!(c.type_));
-                    let types: Vec<&str> = old.iter().map(type_of).collect();
-                    status.insert("$setElementOrder/conditions".into(), order(types));
-                    status.insert("conditions".into(), json!([diff]));
-                }
-            }
+        if let Some(m) = crate::controllers::kit::conditions::pod_status_patch(pod, &c, now) {
+            status.extend(m);
         }
     }
     Some(json!({"metadata": {"uid": obj::uid(pod)}, "status": status}))
