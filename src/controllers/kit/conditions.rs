@@ -175,8 +175,9 @@ pub fn pod_status_patch(
     c: &Condition,
     now: std::time::SystemTime,
 ) -> Option<Map<String, Value>> {
+    use crate::obj::At;
     let old: &[Value] = pod
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice);
     let mut new = go_pod_condition(&json!({
