@@ -41,6 +41,10 @@ fn key_file(t: &Target) -> (String, Vec<String>) {
     });
     match named {
         Some(k) => (k, vec![]),
+        None if t.is_real() => panic!(
+            "a real apiserver checks tokens with its --service-account-key-file: KCM_E2E_KCM_ARGS \
+             must name the private half with --service-account-private-key-file"
+        ),
         None => (
             TEST_KEY.to_string(),
             vec![format!("--service-account-private-key-file={TEST_KEY}")],
