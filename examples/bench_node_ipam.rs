@@ -147,9 +147,6 @@ fn main() {
         let mut table = Table::default();
         let mut sets = Vec::new();
         for m in c.managers(&extra, o.skip_edgekcm)? {
-            if m.name == "upstream" && !c.real {
-                continue;
-            }
             sets.push(run(&c, &m, &o, &mut table)?);
         }
         table.print(&format!(

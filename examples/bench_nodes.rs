@@ -172,9 +172,6 @@ fn main() {
         ];
         let mut table = Table::default();
         for m in c.managers(&extra, o.skip_edgekcm)? {
-            if m.name == "upstream" && !c.real {
-                continue;
-            }
             run(&c, &m, &o, &mut table)?;
         }
         table.print(&format!(

@@ -151,8 +151,8 @@ impl Cluster {
         })
     }
 
-    /// The managers to compare: edgekcm (unless `skip_edgekcm`) and `KCM_BENCH_UPSTREAM`'s,
-    /// each with `extra` appended.
+    /// The managers to compare: edgekcm (unless `skip_edgekcm`) and, on a real cluster,
+    /// `KCM_BENCH_UPSTREAM`'s, each with `extra` appended.
     pub fn managers(&self, extra: &[String], skip_edgekcm: bool) -> Res<Vec<Manager>> {
         let mut out = Vec::new();
         if !skip_edgekcm {
@@ -171,7 +171,10 @@ impl Cluster {
         }
         if let Ok(up) = std::env::var("KCM_BENCH_UPSTREAM") {
             let mut cmd: Vec<String> = up.split_whitespace().map(str::to_string).collect();
-            if !cmd.is_empty() {
+            if !self.real && !cmd.is_empty() {
+                // Its command line names its own cluster, not this sandbox.
+                println!("KCM_BENCH_UPSTREAM is for a real cluster (KCM_E2E_KUBECONFIG); not run");
+            } else if !cmd.is_empty() {
                 cmd.extend(extra.iter().cloned());
                 out.push(Manager {
                     name: "upstream".into(),
