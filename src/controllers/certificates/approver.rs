@@ -22,10 +22,9 @@ use crate::cache::{Cache, Delta, DeltaKind};
 use crate::controller::{Action, Controller, Cx, Outcome, Watch};
 use crate::error::{Error, Result};
 use crate::obj::{self, At as _};
-use crate::queue::{Bucket, ItemExponential, MaxOf, RateLimiter};
+use crate::queue::RateLimiter;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 /// The signer of kubelet client certificates.
 pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -229,16 +228,8 @@ impl Controller for CsrApprover {
     fn workers(&self) -> usize {
         5
     }
-    /// upstream's certificate queue: 200 ms doubling to 1000 s per request, 10/s overall
-    /// (burst 100).
     fn rate_limiter(&self) -> Option<Box<dyn RateLimiter<String>>> {
-        Some(Box::new(MaxOf::new(vec![
-            Box::new(ItemExponential::new(
-                Duration::from_millis(200),
-                Duration::from_secs(1000),
-            )),
-            Box::new(Bucket::new(10.0, 100)),
-        ])))
+        Some(super::queue_rate_limiter())
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {

@@ -69,3 +69,17 @@ pub fn request_bytes(csr: &Value) -> Result<Vec<u8>, String> {
         .decode(s)
         .map_err(|e| format!("spec.request is not base64: {e}"))
 }
+
+/// upstream's certificate queue (approver and signers): 200 ms doubling to 1000 s per request,
+/// 10/s overall (burst 100).
+fn queue_rate_limiter() -> Box<dyn crate::queue::RateLimiter<String>> {
+    use crate::queue::{Bucket, ItemExponential, MaxOf};
+    use std::time::Duration;
+    Box::new(MaxOf::new(vec![
+        Box::new(ItemExponential::new(
+            Duration::from_millis(200),
+            Duration::from_secs(1000),
+        )),
+        Box::new(Bucket::new(10.0, 100)),
+    ]))
+}
