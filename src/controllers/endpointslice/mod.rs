@@ -258,30 +258,8 @@ impl Controller for EndpointSliceController {
         Ok(self.outcome(&svc, plan))
     }
 
-    fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
-        match (action, result) {
-            (Action::Create { .. } | Action::Update { .. }, Applied::Done(Some(v))) => {
-                self.tracker.update(v)
-            }
-            (
-                Action::Delete {
-                    namespace, name, ..
-                },
-                r,
-            ) => {
-                let pending = self
-                    .deleting
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&obj::make_key(namespace, name));
-                if let (Some((svc, uid)), Applied::Done(_)) = (pending, r) {
-                    self.tracker.expect_deletion(&svc, &uid);
-                }
-            }
-            _ => {
-                let _ = key;
-            }
-        }
+    fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
+        self.tracker.applied(&self.deleting, action, result)
     }
 
     fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {

@@ -259,27 +259,7 @@ impl Controller for MirroringController {
     }
 
     fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
-        match (action, result) {
-            (Action::Create { .. } | Action::Update { .. }, Applied::Done(Some(v))) => {
-                self.tracker.update(v)
-            }
-            (
-                Action::Delete {
-                    namespace, name, ..
-                },
-                r,
-            ) => {
-                let pending = self
-                    .deleting
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&obj::make_key(namespace, name));
-                if let (Some((key, uid)), Applied::Done(_)) = (pending, r) {
-                    self.tracker.expect_deletion(&key, &uid);
-                }
-            }
-            _ => {}
-        }
+        self.tracker.applied(&self.deleting, action, result)
     }
 
     fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {

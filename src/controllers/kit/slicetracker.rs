@@ -88,6 +88,38 @@ impl SliceTracker {
             .insert(uid.to_string(), DELETION_EXPECTED);
     }
 
+    /// What a controller's `applied` does with its slice writes: a created or updated slice's
+    /// generation is recorded; a delete that went through (`deleting` held the slice's
+    /// Service key and UID since the delete was planned) is expected.
+    pub fn applied(
+        &self,
+        deleting: &Mutex<HashMap<String, (String, String)>>,
+        action: &crate::controller::Action,
+        result: crate::controller::Applied<'_>,
+    ) {
+        use crate::controller::{Action, Applied};
+        match (action, result) {
+            (Action::Create { .. } | Action::Update { .. }, Applied::Done(Some(v))) => {
+                self.update(v)
+            }
+            (
+                Action::Delete {
+                    namespace, name, ..
+                },
+                r,
+            ) => {
+                let pending = deleting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&obj::make_key(namespace, name));
+                if let (Some((key, uid)), Applied::Done(_)) = (pending, r) {
+                    self.expect_deletion(&key, &uid);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// `HandleDeletion`: the watch saw the slice deleted; true when that was expected (or not
     /// tracked), so nothing needs syncing.
     pub fn handle_deletion(&self, slice: &Value) -> bool {
