@@ -17,6 +17,7 @@ mod gojson;
 mod goparse;
 pub(crate) mod gopem;
 mod groups;
+mod signing;
 pub use cidr::Cidr;
 pub use flagtype::{record as record_flag, FlagType, FlagValue};
 pub use gojson::Json;
@@ -27,6 +28,7 @@ pub use groups::{
     EndpointOptions, EndpointSliceOptions, GarbageCollectorOptions, KubeCloudShared,
     NamespaceOptions, NodeIpamOptions, NodeLifecycleOptions, PodGcOptions, SaControllerOptions,
 };
+pub use signing::{CertKeyFiles, ClusterSigning, SignerFiles};
 
 /// Every `--concurrent-*-syncs` flag of kube-controller-manager 1.28 with its default.
 /// `--concurrent_rc_syncs` is spelled with underscores upstream; names are normalised.
@@ -62,109 +64,6 @@ pub struct LeaderElection {
     pub resource_lock: String,
     pub resource_name: String,
     pub resource_namespace: String,
-}
-
-/// A certificate/key file pair.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CertKeyFiles {
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
-}
-
-/// CSR signing files (`--cluster-signing-*`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClusterSigning {
-    /// `--cluster-signing-cert-file` (empty = unset).
-    pub cert_file: Option<PathBuf>,
-    /// `--cluster-signing-key-file` (empty = unset).
-    pub key_file: Option<PathBuf>,
-    pub kubelet_serving: SignerFiles,
-    pub kubelet_client: SignerFiles,
-    pub kube_apiserver_client: SignerFiles,
-    pub legacy_unknown: SignerFiles,
-    /// `--cluster-signing-duration` (8760h).
-    pub duration: Duration,
-}
-
-/// The per-signer `--cluster-signing-<signer>-{cert,key}-file` pair as given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SignerFiles {
-    pub cert_file: Option<PathBuf>,
-    pub key_file: Option<PathBuf>,
-}
-
-impl ClusterSigning {
-    fn specific(&self) -> [&SignerFiles; 4] {
-        [
-            &self.kubelet_serving,
-            &self.kubelet_client,
-            &self.kube_apiserver_client,
-            &self.legacy_unknown,
-        ]
-    }
-
-    fn any_specific(&self) -> bool {
-        self.specific()
-            .iter()
-            .any(|s| s.cert_file.is_some() || s.key_file.is_some())
-    }
-
-    /// The files a signer uses, as upstream decides: the signer's own pair if either of its
-    /// flags is set, otherwise the shared `--cluster-signing-{cert,key}-file` pair. `None` when
-    /// the signer has nothing to sign with (it is then skipped).
-    pub fn files_for(&self, signer: &SignerFiles) -> Option<CertKeyFiles> {
-        let (cert, key) = if signer.cert_file.is_some() || signer.key_file.is_some() {
-            (signer.cert_file.clone(), signer.key_file.clone())
-        } else {
-            (self.cert_file.clone(), self.key_file.clone())
-        };
-        Some(CertKeyFiles {
-            cert_file: cert?,
-            key_file: key?,
-        })
-    }
-
-    /// kube-controller-manager's option checks: each signer's pair given whole, and either the
-    /// shared pair or per-signer pairs. Upstream's words, including its names for the
-    /// kubelet-client and kube-apiserver-client signers.
-    fn validate(&self) -> Result<()> {
-        let mut errs = Vec::new();
-        for (name, s) in [
-            ("cluster-signing-kubelet-serving", &self.kubelet_serving),
-            (
-                "cluster-signing-kube-apiserver-client",
-                &self.kubelet_client,
-            ),
-            (
-                "cluster-signing-kube-apiserver",
-                &self.kube_apiserver_client,
-            ),
-            ("cluster-signing-legacy-unknown", &self.legacy_unknown),
-        ] {
-            match (&s.cert_file, &s.key_file) {
-                (None, Some(_)) => errs.push(format!("{name:?}: cannot specify key without cert")),
-                (Some(_), None) => errs.push(format!("{name:?}: cannot specify cert without key")),
-                _ => {}
-            }
-        }
-        if (self.cert_file.is_some() || self.key_file.is_some()) && self.any_specific() {
-            errs.push(
-                "cannot specify --cluster-signing-{cert,key}-file and other --cluster-signing-*-file flags at the same time"
-                    .to_string(),
-            );
-        }
-        match errs.len() {
-            0 => Ok(()),
-            // utilerrors.NewAggregate's text
-            1 => Err(Error::Config(errs.remove(0))),
-            _ => Err(Error::Config(format!("[{}]", errs.join(", ")))),
-        }
-    }
-
-    /// Whether the CSR signing controller has anything to do.
-    pub fn enabled(&self) -> bool {
-        (self.cert_file.is_some() && self.key_file.is_some()) || self.any_specific()
-    }
 }
 
 /// Everything edgekcm acts on, typed and validated.
