@@ -18,6 +18,27 @@ pub struct TargetRef {
     pub field_path: String,
 }
 
+impl TargetRef {
+    /// As an `ObjectReference` is written: the fields that are set.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut r = Map::new();
+        for (k, v) in [
+            ("kind", &self.kind),
+            ("namespace", &self.namespace),
+            ("name", &self.name),
+            ("uid", &self.uid),
+            ("apiVersion", &self.api_version),
+            ("resourceVersion", &self.resource_version),
+            ("fieldPath", &self.field_path),
+        ] {
+            if !v.is_empty() {
+                r.insert(k.into(), json!(v));
+            }
+        }
+        r
+    }
+}
+
 /// `v1.EndpointAddress`. `node_name` is a pointer upstream: `Some("")` (a pod not
 /// scheduled) is written as `"nodeName": ""`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -86,21 +107,7 @@ impl Address {
             m.insert("nodeName".into(), json!(n));
         }
         if let Some(t) = &self.target {
-            let mut r = Map::new();
-            for (k, v) in [
-                ("kind", &t.kind),
-                ("namespace", &t.namespace),
-                ("name", &t.name),
-                ("uid", &t.uid),
-                ("apiVersion", &t.api_version),
-                ("resourceVersion", &t.resource_version),
-                ("fieldPath", &t.field_path),
-            ] {
-                if !v.is_empty() {
-                    r.insert(k.into(), json!(v));
-                }
-            }
-            m.insert("targetRef".into(), Value::Object(r));
+            m.insert("targetRef".into(), Value::Object(t.to_json()));
         }
         Value::Object(m)
     }

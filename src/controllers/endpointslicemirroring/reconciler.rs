@@ -55,23 +55,7 @@ pub fn address_type(ip: &str) -> Option<&'static str> {
 
 /// `addressToEndpoint`.
 fn endpoint(a: &Address, ready: bool) -> Endpoint {
-    let target = a.target.as_ref().map(|t| {
-        let mut m = Map::new();
-        for (k, v) in [
-            ("kind", &t.kind),
-            ("namespace", &t.namespace),
-            ("name", &t.name),
-            ("uid", &t.uid),
-            ("apiVersion", &t.api_version),
-            ("resourceVersion", &t.resource_version),
-            ("fieldPath", &t.field_path),
-        ] {
-            if !v.is_empty() {
-                m.insert(k.into(), json!(v));
-            }
-        }
-        m
-    });
+    let target = a.target.as_ref().map(|t| t.to_json());
     Endpoint {
         addresses: vec![a.ip.clone()],
         ready: Some(ready),
