@@ -156,17 +156,7 @@ fn ready_and_not_ready_with_named_ports(t: &Target) {
     assert_eq!(a["targetRef"]["name"], "a");
     // c turns ready; a is deleted.
     set_status(admin, n, "c", "10.1.0.3", true);
-    admin
-        .delete(
-            &PODS,
-            Some(n),
-            "a",
-            &edgekcm::api::client::DeleteOptions {
-                grace_period_seconds: Some(0),
-                ..Default::default()
-            },
-        )
-        .expect("delete pod");
+    delete_pod_now(admin, n, "a").expect("delete pod");
     wait_endpoints(admin, n, "web", "c ready, a gone", |e| {
         let s = e["subsets"].as_array().map(Vec::as_slice).unwrap_or(&[]);
         s.iter().all(|s| s.get("notReadyAddresses").is_none())

@@ -152,17 +152,7 @@ fn slices_and_reuse(t: &Target) {
     assert_eq!(c["nodeName"], node.as_str());
     // A pod goes: the same slice is updated.
     let name = meta["name"].as_str().unwrap().to_string();
-    admin
-        .delete(
-            &PODS,
-            Some(n),
-            "a",
-            &edgekcm::api::client::DeleteOptions {
-                grace_period_seconds: Some(0),
-                ..Default::default()
-            },
-        )
-        .expect("delete pod");
+    delete_pod_now(admin, n, "a").expect("delete pod");
     eventually(LIMIT, "the slice without a", || {
         let s = slices(admin, n, "web");
         (s.len() == 1

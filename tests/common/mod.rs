@@ -214,6 +214,17 @@ pub fn create_namespace(c: &Client, name: &str) -> Value {
     .expect("create namespace")
 }
 
+/// Delete a pod at once (grace period 0), as a kubelet confirming it would; the error is the
+/// caller's to judge.
+#[allow(dead_code)]
+pub fn delete_pod_now(c: &Client, ns: &str, name: &str) -> edgekcm::Result<()> {
+    let now = edgekcm::api::client::DeleteOptions {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    c.delete(&edgekcm::api::resources::PODS, Some(ns), name, &now)
+}
+
 pub fn delete_namespace(c: &Client, name: &str) {
     let _ = c.delete(&NAMESPACES, None, name, &Default::default());
 }

@@ -132,14 +132,10 @@ impl Drop for PodsGone {
         let Ok(list) = self.admin.list(&PODS, ns, &ListOptions::default()) else {
             return;
         };
-        let now = DeleteOptions {
-            grace_period_seconds: Some(0),
-            ..DeleteOptions::default()
-        };
         for p in list.items {
             let name = p["metadata"]["name"].as_str().unwrap_or("");
             release(&self.admin, &self.ns, name);
-            let _ = self.admin.delete(&PODS, ns, name, &now);
+            let _ = super::delete_pod_now(&self.admin, &self.ns, name);
         }
     }
 }
