@@ -48,6 +48,7 @@ fn unreachable_empty() -> &'static Obj {
 /// One stored object: its compact JSON text, plus what the indexes and version checks read,
 /// so that neither needs to decode it. A decoded `serde_json::Value` costs about twelve times
 /// its text (every small map is a B-tree node of ~630 bytes); readers decode on demand.
+#[derive(Clone)]
 struct Entry {
     json: Arc<[u8]>,
     uid: Box<str>,
@@ -508,7 +509,31 @@ impl Store {
         }
         let mut g = self.write();
         let old = std::mem::replace(&mut *g, fresh);
+        // A list answered from a snapshot older than our own writes (`observe_write`) does
+        // not undo them: an object stored here at a newer version than the list's stays as
+        // it is (present in the list or created after its snapshot); the watch from the
+        // list's version brings what happened to it since.
+        let mut kept = Vec::new();
+        if let Ok(list_rv) = resource_version.parse::<u64>() {
+            for (k, e) in &old.objects {
+                let Some(rv) = e.rv_number().filter(|rv| *rv > list_rv) else {
+                    continue;
+                };
+                if g.objects
+                    .get(k)
+                    .is_none_or(|n| n.rv_number().is_some_and(|n| n < rv))
+                {
+                    g.put(k.clone(), e.clone());
+                    kept.push((k.clone(), e.text()));
+                }
+            }
+        }
         drop(g);
+        for (k, text) in kept {
+            if let Some(o) = text.decode() {
+                decoded.insert(k, o);
+            }
+        }
         let mut deltas = Vec::new();
         for (k, o) in &old.objects {
             match decoded.get(k) {
@@ -682,6 +707,31 @@ mod tests {
         );
         assert_eq!(s.resource_version(), "9");
         assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn a_list_older_than_our_own_writes_does_not_undo_them() {
+        let s = Store::new();
+        s.apply(DeltaKind::Added, pod("a", "patched", "5", None));
+        s.apply(DeltaKind::Added, pod("a", "old", "6", None));
+        // Answers of our own writes, newer than anything the watch showed.
+        s.observe_write(pod("a", "patched", "12", None));
+        s.observe_write(pod("a", "created", "13", None));
+        // A re-list answered from a snapshot at 10.
+        let deltas = s.replace(
+            vec![pod("a", "patched", "5", None), pod("a", "old", "6", None)],
+            "10",
+        );
+        let rv = |k: &str| s.get(k).map(|p| obj::resource_version(&p).to_string());
+        assert_eq!(rv("a/patched"), Some("12".into()));
+        assert_eq!(rv("a/created"), Some("13".into()));
+        assert_eq!(rv("a/old"), Some("6".into()));
+        assert!(deltas.iter().all(|d| d.kind != DeltaKind::Deleted));
+        // The watch resumes from the list's version.
+        assert_eq!(s.resource_version(), "10");
+        // A newer list still replaces everything.
+        s.replace(vec![pod("a", "old", "6", None)], "20");
+        assert_eq!(s.len(), 1);
     }
 
     #[test]
