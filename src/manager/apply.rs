@@ -5,6 +5,7 @@ use crate::api::client::Client;
 use crate::cache::Cache;
 use crate::controller::{Action, Applied, Controller, EventSpec, EventType, OnError, Report};
 use crate::events::Recorder;
+use crate::obj::At as _;
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -64,6 +65,83 @@ pub fn apply(
     }
 }
 
+/// Waits between the attempts of a create whose answer was lost (about 15 s in all: an
+/// API server restart).
+const CREATE_RETRIES: [u64; 6] = [250, 500, 1000, 2000, 4000, 8000];
+
+/// Characters of a generated name's suffix, as the API server's name generator uses.
+pub(super) const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// `generateName` plus five random characters, as the API server would make it (the prefix
+/// cut to 58 characters so the name fits in 63).
+pub fn generated_name(prefix: &str) -> String {
+    let mut cut = prefix.len().min(58);
+    while !prefix.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut name = prefix[..cut].to_string();
+    for _ in 0..5 {
+        name.push(NAME_ALPHABET[fastrand::usize(..NAME_ALPHABET.len())] as char);
+    }
+    name
+}
+
+/// Create `object` exactly once. An object with only a `generateName` is sent with a name
+/// made here from it (the object keeps its `generateName`, as one named by the server
+/// does), so that a create whose answer is lost (the connection reset after the request
+/// went out) can be sent again without making a second object: the server's AlreadyExists
+/// then says the first attempt was carried out, and the object is read back. Without this,
+/// an owner whose create answer was lost would create a replacement that the watch later
+/// shows beside the first.
+fn create_once(
+    client: &Client,
+    kind: crate::api::Kind,
+    ns: Option<&str>,
+    object: &Value,
+    shape: Option<&[&str]>,
+) -> crate::Result<Value> {
+    let prefix = object
+        .at("/metadata/generateName")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty() && crate::obj::name(object).is_empty());
+    let Some(prefix) = prefix else {
+        return client.create_shaped(&kind, ns, object, shape);
+    };
+    let mut named = object.clone();
+    named["metadata"]["name"] = Value::String(generated_name(prefix));
+    let mut sent = false;
+    let mut waits = CREATE_RETRIES.iter();
+    loop {
+        match client.create_shaped(&kind, ns, &named, shape) {
+            Err(e) if e.is_already_exists() && sent => {
+                // An earlier attempt was carried out: read it back.
+                let name = crate::obj::name(&named).to_string();
+                let v = client.get(&kind, ns, &name)?;
+                let text =
+                    serde_json::to_vec(&v).map_err(|e| crate::Error::Decode(e.to_string()))?;
+                return crate::api::trim::from_slice(&text, shape)
+                    .map_err(|e| crate::Error::Decode(e.to_string()));
+            }
+            Err(e) if e.is_already_exists() => {
+                // The random name was taken: another one.
+                named["metadata"]["name"] = Value::String(generated_name(prefix));
+            }
+            Err(crate::Error::Transport(m)) => {
+                let Some(wait) = waits.next() else {
+                    return Err(crate::Error::Transport(m));
+                };
+                log::debug!(
+                    "create {kind} {}: {m}; sending it again",
+                    crate::obj::name(&named)
+                );
+                sent = true;
+                std::thread::sleep(std::time::Duration::from_millis(*wait));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// One write; returns the server's answer where there is one. A delete that finds nothing is
 /// the NotFound error (the cache forgets the object all the same).
 fn apply_leaf(
@@ -96,7 +174,7 @@ fn apply_leaf(
                 ));
             }
             let shape = cache.write_shape(*kind);
-            let created = match client.create_shaped(kind, ns.as_deref(), object, shape.as_deref())
+            let created = match create_once(client, *kind, ns.as_deref(), object, shape.as_deref())
             {
                 Err(e) if e.is_namespace_terminating() => {
                     cache.saw_namespace_terminating(namespace);

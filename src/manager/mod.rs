@@ -18,6 +18,8 @@ mod apply;
 pub use apply::{apply, slow_start_sizes, MAX_PARALLEL};
 
 use apply::Run;
+#[cfg(test)]
+use apply::{generated_name, NAME_ALPHABET};
 
 struct Entry {
     ctrl: Runnable,

@@ -269,3 +269,44 @@ fn keys_are_given_up_after_max_retries() {
     assert_eq!(q.num_requeues(&k), 20);
     q.shut_down();
 }
+
+#[test]
+fn a_create_whose_answer_was_lost_makes_one_object() {
+    let (sb, client, cache, recorder) = against_sandbox();
+    let store = cache.store(PODS);
+    let probe = Probe::default();
+    let run = Run {
+        cache: &cache,
+        client: &client,
+        recorder: &recorder,
+        ctrl: &probe,
+        key: "default/web",
+        failures: Mutex::new(Vec::new()),
+    };
+    // The first POST is carried out but its answer never comes.
+    sb.faults().lose_answers(1, "POST", Some("/pods"));
+    assert!(run.one(&create_in("default")));
+    let pods = sb.list(&PODS, Some("default"));
+    assert_eq!(pods.len(), 1, "one pod, not two");
+    let seen = probe.seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].1, "done");
+    assert_eq!(
+        seen[0].0,
+        pods[0]["metadata"]["name"].as_str().unwrap_or("")
+    );
+    assert_eq!(pods[0]["metadata"]["generateName"], "web-");
+    // The answer read back is in the cache.
+    assert_eq!(store.list_namespace("default").len(), 1);
+    recorder.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn generated_names_look_like_the_api_servers() {
+    let n = generated_name("web-");
+    assert_eq!(n.len(), 9);
+    assert!(n.starts_with("web-"));
+    assert!(n[4..].bytes().all(|b| NAME_ALPHABET.contains(&b)));
+    let long = "x".repeat(70);
+    assert_eq!(generated_name(&long).len(), 63);
+}
