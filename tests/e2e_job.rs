@@ -499,6 +499,73 @@ fn scenario_orphan_released(t: &Target) {
         .expect("release");
 }
 
+/// A Job with a manual selector adopts a matching orphan pod (controller reference and the
+/// tracking finalizer added), counts it instead of creating one, and releases a pod whose
+/// labels stop matching (reference and finalizer removed), as upstream's ClaimPods does.
+fn scenario_orphans_adopted_and_released(t: &Target) {
+    let ns = new_ns(t, "job-adopt");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let _kcm = start_with(t, "job-adopt", CONTROLLERS);
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "adopt"}},
+            "spec": {"restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}})
+    };
+    admin.create(&PODS, Some(n), &pod("stray")).expect("pod");
+    let mut j = job_object(
+        "adopter",
+        json!({"completions": 1, "parallelism": 1, "manualSelector": true,
+            "selector": {"matchLabels": {"app": "adopt"}}}),
+    );
+    j["spec"]["template"]["metadata"]["labels"] = json!({"app": "adopt"});
+    let j = admin.create(&JOBS, Some(n), &j).expect("job");
+    let juid = uid(&j);
+    let adopted = eventually(LIMIT, "the orphan adopted", || {
+        let p = admin.get(&PODS, Some(n), "stray").expect("pod");
+        (edgekcm::obj::controller_ref(&p).is_some_and(|r| r.uid == juid)).then_some(p)
+    });
+    assert!(has_finalizer(&adopted), "{}", adopted["metadata"]);
+    let refs = &adopted["metadata"]["ownerReferences"][0];
+    assert_eq!(refs["kind"], "Job");
+    assert_eq!(refs["blockOwnerDeletion"], true);
+    eventually(LIMIT, "active 1", || {
+        (get_job(admin, n, "adopter")["status"]["active"] == 1).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        job_pods(admin, n, &juid).len(),
+        1,
+        "no pod created beside it"
+    );
+    // Relabelled: released, and a replacement made.
+    admin
+        .patch(
+            &PODS,
+            Some(n),
+            "stray",
+            PatchType::Merge,
+            &json!({"metadata": {"labels": {"app": "other"}}}),
+            None,
+        )
+        .expect("relabel");
+    let released = eventually(LIMIT, "the pod released", || {
+        let p = admin.get(&PODS, Some(n), "stray").expect("pod");
+        edgekcm::obj::controller_ref(&p).is_none().then_some(p)
+    });
+    assert!(!has_finalizer(&released), "{}", released["metadata"]);
+    let made = wait_active(admin, n, &juid, 1);
+    finish_pod(
+        admin,
+        n,
+        made[0]["metadata"]["name"].as_str().unwrap_or(""),
+        0,
+    );
+    let done = wait_condition(admin, n, "adopter", "Complete");
+    assert_eq!(done["status"]["succeeded"], 1);
+    delete_pod_now(admin, n, "stray").expect("delete");
+}
+
 /// The API server goes away mid-run (the sandbox: connections dropped, watch history gone,
 /// answers of status writes lost after they were carried out; a real one: killed and started
 /// again): every Job completes with exactly its successes and no finalizer left.
@@ -581,4 +648,5 @@ scenarios! {
     active_deadline => scenario_active_deadline,
     restart_between_writes => scenario_restart_between_writes,
     orphan_released => scenario_orphan_released,
+    orphans_adopted_and_released => scenario_orphans_adopted_and_released,
 }

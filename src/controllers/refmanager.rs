@@ -92,6 +92,37 @@ pub fn release_patch(owner_uid: &str, child_uid: &str) -> Value {
     })
 }
 
+/// Upstream's `RecheckDeletionTimestamp`, done before adopting: read the owner live (a quorum
+/// read, not the cache) and adopt only if it is the same object and not being deleted.
+pub fn recheck_deletion(
+    client: &crate::api::client::Client,
+    kind: &Kind,
+    owner: &Value,
+) -> crate::Result<()> {
+    let (ns, name, uid) = (obj::namespace(owner), obj::name(owner), obj::uid(owner));
+    let recheck =
+        |m: String| crate::Error::Transport(format!("can't recheck DeletionTimestamp: {m}"));
+    let fresh = client
+        .get(kind, Some(ns).filter(|n| !n.is_empty()), name)
+        .map_err(|e| recheck(e.to_string()))?;
+    if obj::uid(&fresh) != uid {
+        return Err(recheck(format!(
+            "original {} {ns}/{name} is gone: got uid {}, wanted {uid}",
+            kind.kind,
+            obj::uid(&fresh)
+        )));
+    }
+    if obj::is_deleting(&fresh) {
+        let at = fresh["metadata"]["deletionTimestamp"]
+            .as_str()
+            .unwrap_or("");
+        return Err(crate::Error::Transport(format!(
+            "{ns}/{name} has just been deleted at {at}"
+        )));
+    }
+    Ok(())
+}
+
 /// The selectors of one kind of owner, by key (`namespace/name`), kept in step with the
 /// owners' watch: which owners select a new orphan is answered from here, without decoding
 /// every owner of the namespace for every orphan event (upstream matches over its informer's

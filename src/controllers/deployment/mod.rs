@@ -176,7 +176,7 @@ impl DeploymentController {
                 refmanager::Claim::Owned => owned.push(ReplicaSet::parse(&rs)),
                 refmanager::Claim::Adopt => {
                     if !adoption_checked {
-                        recheck_deletion(cx, d)?;
+                        refmanager::recheck_deletion(cx.client, &DEPLOYMENTS, &d.obj)?;
                         adoption_checked = true;
                     }
                     actions.push(Action::Patch {
@@ -224,30 +224,6 @@ impl DeploymentController {
         }
         Outcome::with(actions)
     }
-}
-
-/// Upstream's RecheckDeletionTimestamp: before adopting, read the Deployment live; adopt
-/// only if it is the same object and not being deleted.
-fn recheck_deletion(cx: &Cx, d: &Deployment) -> Result<()> {
-    let fresh = cx
-        .client
-        .get(&DEPLOYMENTS, Some(&d.namespace), &d.name)
-        .map_err(|e| Error::Transport(format!("can't recheck DeletionTimestamp: {e}")))?;
-    if obj::uid(&fresh) != d.uid {
-        return Err(Error::Transport(format!(
-            "original Deployment {} is gone: got uid {}, wanted {}",
-            d.key(),
-            obj::uid(&fresh),
-            d.uid
-        )));
-    }
-    if obj::is_deleting(&fresh) {
-        return Err(Error::Transport(format!(
-            "{} has just been deleted",
-            d.key()
-        )));
-    }
-    Ok(())
 }
 
 fn is_owner_patch(patch: &Value) -> bool {

@@ -19,12 +19,15 @@
 //! upstream's does (lost on restart, as there).
 
 pub mod backoff;
+mod claim;
 pub mod indexes;
+pub mod metrics;
 pub mod policy;
 pub mod sync;
 
 use super::kit::inflight::InFlight;
 use super::kit::{self, selector};
+use super::refmanager::SelectorIndex;
 use super::{
     Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome, Report,
     Watch,
@@ -54,6 +57,8 @@ struct State {
     records: HashMap<String, backoff::Record>,
     /// Per job key: the record to keep once the status write of the sync succeeds.
     pending: HashMap<String, backoff::Record>,
+    /// Per job key: what its status write adds to the metrics once accepted.
+    pending_flush: HashMap<String, metrics::Flush>,
     /// Per job key: the resourceVersion of its last status written here. A cache that shows
     /// an older Job (a re-list answered from before that write) is not acted on: its counters
     /// lack pods whose finalizers are already gone, which would be created again.
@@ -63,10 +68,13 @@ struct State {
 pub struct JobController {
     workers: usize,
     state: Mutex<State>,
+    /// The Jobs' selectors: which Jobs an orphan pod may be adopted by.
+    selectors: SelectorIndex,
 }
 
 /// The job-controller's row in the controller table.
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    crate::metrics::register_collector("job", std::sync::Arc::new(metrics::metric_families));
     Ok(Some(super::Runnable::reconciles(JobController::new(
         cx.workers,
     ))))
@@ -85,6 +93,7 @@ impl JobController {
         JobController {
             workers,
             state: Mutex::new(State::default()),
+            selectors: SelectorIndex::default(),
         }
     }
 
@@ -98,6 +107,7 @@ impl JobController {
         s.deleting.remove(key);
         s.records.remove(key);
         s.pending.remove(key);
+        s.pending_flush.remove(key);
         s.written.remove(key);
     }
 
@@ -171,6 +181,7 @@ impl JobController {
                 _ => {}
             }
         }
+        let started = Instant::now();
         if sync::is_finished(&job) {
             let mut s = self.state();
             s.records.remove(key);
@@ -179,19 +190,17 @@ impl JobController {
         }
         if let Some(sel) = job.get("spec").and_then(|s| s.get("selector")) {
             if !selector::is_valid(sel) {
+                if mode == Mode::Act {
+                    let took = started.elapsed();
+                    metrics::observe_sync(metrics::mode(&job), false, "reconciling", took);
+                }
                 return Err(Error::Config(format!(
                     "couldn't convert Job selector: {sel}"
                 )));
             }
         }
         let store = cx.cache.store(PODS);
-        let pods: Vec<Obj> = store
-            .by_owner(&uid)
-            .into_iter()
-            .filter(|p| {
-                obj::namespace(p) == ns && obj::controller_ref(p).is_some_and(|r| r.uid == uid)
-            })
-            .collect();
+        let (pods, claims) = claim::pods(cx, &job, &store, mode == Mode::Act)?;
         let (settled, record) = {
             let mut s = self.state();
             let created_ok = s.inflight.settled(key, &uid, &ns, &store).is_ok();
@@ -221,7 +230,23 @@ impl JobController {
         if plan.finished {
             self.state().records.remove(key);
         }
-        Ok(self.actions(&job, key, plan, mode, settled))
+        if mode == Mode::Act {
+            let action = if !settled {
+                "reconciling"
+            } else if !plan.creates.is_empty() {
+                "pods_created"
+            } else if !plan.deletes.is_empty() {
+                "pods_deleted"
+            } else {
+                "tracking"
+            };
+            metrics::observe_sync(metrics::mode(&job), true, action, started.elapsed());
+        }
+        let mut out = self.actions(&job, &pods, key, plan, mode, settled);
+        if !claims.is_empty() {
+            out.actions.splice(0..0, claims);
+        }
+        Ok(out)
     }
 
     fn event(&self, job: &Value, (warning, reason, message): sync::Ev) -> Action {
@@ -237,7 +262,15 @@ impl JobController {
         })
     }
 
-    fn actions(&self, job: &Value, key: &str, plan: Plan, mode: Mode, settled: bool) -> Outcome {
+    fn actions(
+        &self,
+        job: &Value,
+        pods: &[Obj],
+        key: &str,
+        plan: Plan,
+        mode: Mode,
+        settled: bool,
+    ) -> Outcome {
         let ns = obj::namespace(job).to_string();
         let about = ObjectRef::of(&JOBS, job);
         let mut actions: Vec<Action> = plan
@@ -323,9 +356,13 @@ impl JobController {
             .collect();
         let recount = !removals.is_empty() && mode == Mode::Act;
         if let Some(updated) = plan.status {
+            let flush = metrics::flush(job, &updated, pods, &plan.removals);
+            let mut s = self.state();
             if let Some(r) = plan.record {
-                self.state().pending.insert(key.to_string(), r);
+                s.pending.insert(key.to_string(), r);
             }
+            s.pending_flush.insert(key.to_string(), flush);
+            drop(s);
             let mut after: Vec<Action> = removals;
             after.extend(events);
             let write = Action::UpdateSubresource {
@@ -393,6 +430,12 @@ impl Controller for JobController {
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
         if w.kind == JOBS {
+            self.selectors.observe(d, |j| {
+                j.get("spec")
+                    .and_then(|s| s.get("selector"))
+                    .filter(|s| selector::is_valid(s))
+                    .cloned()
+            });
             let job = d.object();
             let key = obj::key(job);
             let replaced =
@@ -416,6 +459,10 @@ impl Controller for JobController {
             return vec![];
         }
         let pod = d.object();
+        metrics::observe_pod(
+            obj::uid(pod),
+            (d.kind != DeltaKind::Deleted).then_some(&**pod),
+        );
         if d.kind == DeltaKind::Deleted || obj::is_deleting(pod) {
             let uid = obj::uid(pod);
             if let Some(r) = obj::controller_ref(pod) {
@@ -436,6 +483,13 @@ impl Controller for JobController {
             |p, r| kit::owners::resolve(cache, JOBS, obj::namespace(p), r),
             |_| vec![],
         );
+        // An orphan: the Jobs that select it may adopt it.
+        if d.kind != DeltaKind::Deleted
+            && obj::controller_ref(pod).is_none()
+            && !obj::is_deleting(pod)
+        {
+            keys.extend(self.selectors.matching(pod));
+        }
         // A pod with the finalizer and no live, unfinished Job: an orphan to release.
         if d.kind != DeltaKind::Deleted && has_finalizer(pod) {
             let live = job_of(pod)
@@ -471,9 +525,14 @@ impl Controller for JobController {
                 if let Some(r) = s.pending.remove(key) {
                     s.records.insert(key.to_string(), r);
                 }
+                if let Some(f) = s.pending_flush.remove(key) {
+                    metrics::flushed(&f);
+                }
             }
             (Action::UpdateSubresource { .. }, _) => {
-                self.state().pending.remove(key);
+                let mut s = self.state();
+                s.pending.remove(key);
+                s.pending_flush.remove(key);
             }
             (Action::Delete { name, .. }, Applied::Failed(_) | Applied::Skipped) => {
                 // Not deleted: nothing to wait for (the next sync decides again).

@@ -593,3 +593,38 @@ fn a_cache_older_than_our_own_status_write_is_not_acted_on() {
     h.update(JOBS, written);
     assert!(!h.sync("ns/pi").creates.is_empty());
 }
+
+#[test]
+fn a_pod_that_stopped_matching_is_released_with_its_finalizer() {
+    let mut h = Harness::new(JobController::new(1)).at(NOW);
+    let mut j = job(json!({"completions": 1, "parallelism": 1}));
+    j["status"] = json!({"startTime": NOW, "active": 1, "ready": 0});
+    h.add(JOBS, j);
+    let mut p = pod("moved", "Running", true);
+    p["metadata"]["labels"] = json!({"app": "elsewhere"});
+    h.add(PODS, p);
+    let w = h.sync("ns/pi");
+    let release = w
+        .patches
+        .iter()
+        .find(|(_, name, _)| name == "ns/moved" || name == "moved")
+        .expect("a release patch");
+    assert_eq!(
+        release.2,
+        json!({"metadata": {"ownerReferences": [{"$patch": "delete", "uid": "job-uid"}],
+            "uid": "u-moved", "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER]}})
+    );
+    // It no longer counts: a replacement is created.
+    assert_eq!(w.creates.len(), 1);
+}
+
+#[test]
+fn an_adopted_pod_gets_the_reference_and_the_finalizer() {
+    let j = job(json!({}));
+    assert_eq!(
+        claim::adopt_patch(&j, "u-x"),
+        json!({"metadata": {"uid": "u-x", "finalizers": [TRACKING_FINALIZER],
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "pi",
+                "uid": "job-uid", "controller": true, "blockOwnerDeletion": true}]}})
+    );
+}

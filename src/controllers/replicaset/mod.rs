@@ -209,7 +209,7 @@ impl ReplicaSetController {
             }
         }
         if !adopt.is_empty() {
-            if let Err(e) = self.can_adopt(cx, &owner) {
+            if let Err(e) = refmanager::recheck_deletion(cx.client, &kind, &owner) {
                 let p = &adopt[0];
                 return Err(Error::Config(format!(
                     "can't adopt Pod {ns}/{} ({}): {e}",
@@ -369,28 +369,6 @@ impl ReplicaSetController {
     }
 
     /// Upstream re-reads the owner from the API server once before adopting anything.
-    fn can_adopt(&self, cx: &Cx, owner: &Value) -> Result<()> {
-        let (ns, name, uid) = (obj::namespace(owner), obj::name(owner), obj::uid(owner));
-        let fresh = cx.client.get(&self.flavor.kind(), Some(ns), name)?;
-        if obj::uid(&fresh) != uid {
-            return Err(Error::Config(format!(
-                "original {} {ns}/{name} is gone: got uid {}, wanted {uid}",
-                self.kind_name(),
-                obj::uid(&fresh)
-            )));
-        }
-        if obj::is_deleting(&fresh) {
-            let at = fresh
-                .at("/metadata/deletionTimestamp")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            return Err(Error::Config(format!(
-                "{ns}/{name} has just been deleted at {at}"
-            )));
-        }
-        Ok(())
-    }
-
     fn report(&self, owner: &Value, create: bool) -> Report {
         let about = ObjectRef::of(&self.flavor.kind(), owner);
         if create {

@@ -1,0 +1,311 @@
+//! The job controller's metrics, with upstream's names and labels (`job_controller_*`):
+//! syncs and their duration, finished Jobs, finished pods counted in a Job's status, failed
+//! pods handled by a failure policy, and terminated pods holding the tracking finalizer.
+//!
+//! Counted as upstream counts them, with two differences of timing: a sync's duration and
+//! result are those of its decision (the manager applies its writes afterwards; a write that
+//! fails sends the key back, and that next sync is the one counted as `error` when it fails),
+//! and the counters of a status write are added once the server accepted the write.
+
+use super::indexes::Intervals;
+use super::policy;
+use super::sync::{self, has_finalizer};
+use crate::controllers::kit::pod::phase;
+use crate::metrics::{Family, MetricType};
+use crate::obj::{self, At as _, Obj};
+use crate::queue::Histogram;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// What one status write adds to the counters once it is accepted.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Flush {
+    pub mode: &'static str,
+    pub succeeded: usize,
+    pub failed: usize,
+    /// Failure-policy action -> pods newly counted with it.
+    pub policy: BTreeMap<&'static str, usize>,
+    /// The job finished: ("succeeded", "") or ("failed", reason).
+    pub finished: Option<(&'static str, String)>,
+}
+
+#[derive(Default)]
+struct Counters {
+    syncs: BTreeMap<(&'static str, &'static str, &'static str), (u64, Histogram)>,
+    finished: BTreeMap<(&'static str, &'static str, String), u64>,
+    pods: BTreeMap<(&'static str, &'static str), u64>,
+    policy: BTreeMap<&'static str, u64>,
+    tracking: BTreeMap<&'static str, u64>,
+    /// UIDs of terminated pods seen holding the tracking finalizer.
+    terminated_with_finalizer: HashSet<String>,
+}
+
+fn counters() -> std::sync::MutexGuard<'static, Counters> {
+    static C: OnceLock<Mutex<Counters>> = OnceLock::new();
+    C.get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Upstream's buckets: 4 ms doubling, 15 of them.
+fn new_histogram() -> Histogram {
+    let bounds: Vec<f64> = (0..15).map(|i| 0.004 * f64::from(1u32 << i)).collect();
+    Histogram::new(&bounds)
+}
+
+/// `completion_mode` label of a Job.
+pub fn mode(job: &Value) -> &'static str {
+    if sync::is_indexed(job) {
+        "Indexed"
+    } else {
+        "NonIndexed"
+    }
+}
+
+/// One sync: `action` is upstream's `reconciling`, `tracking`, `pods_created` or
+/// `pods_deleted`.
+pub fn observe_sync(mode: &'static str, ok: bool, action: &'static str, took: Duration) {
+    let result = if ok { "success" } else { "error" };
+    let mut c = counters();
+    let e = c
+        .syncs
+        .entry((mode, result, action))
+        .or_insert_with(|| (0, new_histogram()));
+    e.0 += 1;
+    e.1.observe(took.as_secs_f64());
+}
+
+/// What writing `new` over `old` (a Job's status) adds to the counters; `pods` are the Job's
+/// pods the sync saw, `removals` the pods whose finalizer it removes.
+pub fn flush(old: &Value, new: &Value, pods: &[Obj], removals: &[String]) -> Flush {
+    let count = |j: &Value, f: &str| j.at(f).and_then(Value::as_i64).unwrap_or(0).max(0);
+    let succeeded = if sync::is_indexed(new) {
+        let n = count(new, "/spec/completions").max(0) as usize;
+        let ix = |j: &Value| {
+            Intervals::parse(
+                j.at("/status/completedIndexes")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                n,
+            )
+            .total()
+        };
+        ix(new).saturating_sub(ix(old))
+    } else {
+        (count(new, "/status/succeeded") - count(old, "/status/succeeded")).max(0) as usize
+    };
+    let failed = (count(new, "/status/failed") - count(old, "/status/failed")).max(0) as usize;
+    let uncounted_failed: HashSet<&str> = old
+        .at("/status/uncountedTerminatedPods/failed")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut by_action = BTreeMap::new();
+    if policy::policy(new).is_some() {
+        for p in pods.iter().filter(|p| {
+            removals.iter().any(|n| n == obj::name(p))
+                && !uncounted_failed.contains(obj::uid(p))
+                && policy::is_pod_failed(p, new)
+        }) {
+            if let Some(a) = policy::match_policy(new, p).action {
+                *by_action.entry(a.as_str()).or_insert(0) += 1;
+            }
+        }
+    }
+    let finished = if sync::is_finished(new) && !sync::is_finished(old) {
+        new.at("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| {
+                matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
+            })
+            .map(|c| match c["type"].as_str() {
+                Some("Complete") => ("succeeded", String::new()),
+                _ => ("failed", c["reason"].as_str().unwrap_or("").to_string()),
+            })
+    } else {
+        None
+    };
+    Flush {
+        mode: mode(new),
+        succeeded,
+        failed,
+        policy: by_action,
+        finished,
+    }
+}
+
+/// A status write was accepted: add what it carried.
+pub fn flushed(f: &Flush) {
+    let mut c = counters();
+    *c.pods.entry((f.mode, "succeeded")).or_insert(0) += f.succeeded as u64;
+    *c.pods.entry((f.mode, "failed")).or_insert(0) += f.failed as u64;
+    for (a, n) in &f.policy {
+        *c.policy.entry(a).or_insert(0) += *n as u64;
+    }
+    if let Some((result, reason)) = &f.finished {
+        *c.finished
+            .entry((f.mode, result, reason.clone()))
+            .or_insert(0) += 1;
+    }
+}
+
+fn finished_with_finalizer(p: &Value) -> bool {
+    has_finalizer(p) && matches!(phase(p), "Succeeded" | "Failed")
+}
+
+/// A pod event (`new` None: deleted): counts terminated pods gaining or losing the tracking
+/// finalizer, owned by a Job or not (upstream's `terminated_pods_tracking_finalizer_total`).
+pub fn observe_pod(uid: &str, new: Option<&Value>) {
+    let is = new.is_some_and(finished_with_finalizer);
+    let mut c = counters();
+    let was = if is {
+        !c.terminated_with_finalizer.insert(uid.to_string())
+    } else {
+        c.terminated_with_finalizer.remove(uid)
+    };
+    if was != is {
+        *c.tracking
+            .entry(if is { "add" } else { "delete" })
+            .or_insert(0) += 1;
+    }
+}
+
+/// The families, registered when the controller is built (as upstream's).
+pub fn metric_families() -> Vec<Family> {
+    let c = counters();
+    let mut dur = Family::new(
+        "job_controller_job_sync_duration_seconds",
+        "[STABLE] The time it took to sync a job",
+        MetricType::Histogram,
+    );
+    let mut syncs = Family::new(
+        "job_controller_job_syncs_total",
+        "[STABLE] The number of job syncs",
+        MetricType::Counter,
+    );
+    for ((m, r, a), (n, h)) in &c.syncs {
+        let l = [("action", *a), ("completion_mode", *m), ("result", *r)];
+        dur.push_histogram(&l, h.clone());
+        syncs.push(&l, *n as f64);
+    }
+    let mut fin = Family::new(
+        "job_controller_jobs_finished_total",
+        "[STABLE] The number of finished jobs",
+        MetricType::Counter,
+    );
+    for ((m, r, reason), n) in &c.finished {
+        fin.push(
+            &[("completion_mode", *m), ("reason", reason), ("result", *r)],
+            *n as f64,
+        );
+    }
+    let mut pods = Family::new(
+        "job_controller_job_pods_finished_total",
+        "[STABLE] The number of finished Pods that are fully tracked",
+        MetricType::Counter,
+    );
+    for ((m, r), n) in &c.pods {
+        pods.push(&[("completion_mode", *m), ("result", *r)], *n as f64);
+    }
+    let mut pol = Family::alpha(
+        "job_controller_pod_failures_handled_by_failure_policy_total",
+        "The number of failed Pods handled by failure policy with\n\t\t\trespect to the failure policy action applied based on the matched\n\t\t\trule. Possible values of the action label correspond to the\n\t\t\tpossible values for the failure policy rule action, which are:\n\t\t\t\"FailJob\", \"Ignore\" and \"Count\".",
+        MetricType::Counter,
+    );
+    for (a, n) in &c.policy {
+        pol.push(&[("action", *a)], *n as f64);
+    }
+    let mut tr = Family::alpha(
+        "job_controller_terminated_pods_tracking_finalizer_total",
+        "The number of terminated pods (phase=Failed|Succeeded)\nthat have the finalizer batch.kubernetes.io/job-tracking\nThe event label can be \"add\" or \"delete\".",
+        MetricType::Counter,
+    );
+    for (e, n) in &c.tracking {
+        tr.push(&[("event", *e)], *n as f64);
+    }
+    vec![dur, syncs, fin, pods, pol, tr]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn tracking_adds() -> f64 {
+        let text = crate::metrics::encode(&metric_families());
+        text.lines()
+            .find(|l| {
+                l.starts_with(
+                    "job_controller_terminated_pods_tracking_finalizer_total{event=\"add\"}",
+                )
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    #[test]
+    fn a_status_write_counts_new_pods_and_the_finish() {
+        let old = json!({"spec": {"completions": 3},
+            "status": {"succeeded": 1, "uncountedTerminatedPods": {"failed": ["f0"]}}});
+        let new = json!({"spec": {"completions": 3, "podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [42]}}]}},
+            "status": {"succeeded": 3, "failed": 1, "conditions": [
+                {"type": "Complete", "status": "True"}]}});
+        let failed = |name: &str, uid: &str| -> Obj {
+            Arc::new(json!({"metadata": {"name": name, "uid": uid,
+                "finalizers": [sync::TRACKING_FINALIZER]},
+                "spec": {"restartPolicy": "Never"},
+                "status": {"phase": "Failed", "containerStatuses": [
+                    {"name": "c", "state": {"terminated": {"exitCode": 42}}}]}}))
+        };
+        let pods = vec![failed("a", "fa"), failed("b", "f0")];
+        let f = flush(&old, &new, &pods, &["a".into(), "b".into()]);
+        assert_eq!(f.mode, "NonIndexed");
+        assert_eq!((f.succeeded, f.failed), (2, 1));
+        // "b" was already uncounted before: only "a" is new to the policy's count.
+        assert_eq!(f.policy.get("Ignore"), Some(&1));
+        assert_eq!(f.finished, Some(("succeeded", String::new())));
+        // Nothing new: nothing counted.
+        let again = flush(&new, &new, &[], &[]);
+        assert_eq!(
+            (again.succeeded, again.failed, again.finished),
+            (0, 0, None)
+        );
+    }
+
+    #[test]
+    fn indexed_jobs_count_completed_indexes_and_failures_say_why() {
+        let old = json!({"spec": {"completionMode": "Indexed", "completions": 5},
+            "status": {"completedIndexes": "0"}});
+        let new = json!({"spec": {"completionMode": "Indexed", "completions": 5},
+            "status": {"completedIndexes": "0-2", "conditions": [
+                {"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}});
+        let f = flush(&old, &new, &[], &[]);
+        assert_eq!((f.mode, f.succeeded), ("Indexed", 2));
+        assert_eq!(f.finished, Some(("failed", "DeadlineExceeded".into())));
+    }
+
+    #[test]
+    fn terminated_pods_with_the_finalizer_are_counted_once() {
+        let done = json!({"metadata": {"uid": "metrics-t1", "finalizers": [sync::TRACKING_FINALIZER]},
+            "status": {"phase": "Succeeded"}});
+        let released = json!({"metadata": {"uid": "metrics-t1"}, "status": {"phase": "Succeeded"}});
+        let before = tracking_adds();
+        observe_pod("metrics-t1", Some(&done));
+        observe_pod("metrics-t1", Some(&done));
+        assert_eq!(tracking_adds() - before, 1.0);
+        observe_pod("metrics-t1", Some(&released));
+        observe_pod("metrics-t1", None);
+        observe_sync("NonIndexed", true, "tracking", Duration::from_millis(3));
+        let text = crate::metrics::encode(&metric_families());
+        assert!(text.contains("# TYPE job_controller_job_sync_duration_seconds histogram"));
+        assert!(text
+            .contains("job_controller_terminated_pods_tracking_finalizer_total{event=\"delete\"}"));
+    }
+}
