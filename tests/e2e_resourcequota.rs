@@ -98,7 +98,7 @@ fn scenario_usage_and_replenishment(t: &Target) {
         &SERVICES,
         n,
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "np"},
-            "spec": {"type": "NodePort", "ports": [{"port": 80}, {"port": 81}]}}),
+            "spec": {"type": "NodePort", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]}}),
     );
     create(
         admin,
