@@ -158,8 +158,7 @@ fn names(v: &Value) -> Vec<String> {
 /// semantic equality of `spec.hard` and `status.hard`). Unreadable values compare as text.
 pub fn lists_equal(a: &Value, b: &Value) -> bool {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a.as_object().is_none_or(Map::is_empty)
-            && b.as_object().is_none_or(Map::is_empty);
+        return a.as_object().is_none_or(Map::is_empty) && b.as_object().is_none_or(Map::is_empty);
     };
     a.len() == b.len()
         && a.iter().all(|(k, x)| {
