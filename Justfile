@@ -61,6 +61,14 @@ bench-node-ipam *args:
     cargo build --release --example bench_node_ipam
     target/release/examples/bench_node_ipam {{args}}
 
+# Benchmark: 20 namespaces with a quota, 300 Deployments x 5 with requests spread over them, then
+# deleted; time until every quota's usage is right, CPU and RSS (KCM_BENCH_UPSTREAM and
+# KCM_E2E_KUBECONFIG: upstream on the same server)
+bench-quota *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_quota
+    target/release/examples/bench_quota {{args}}
+
 # Benchmark: 300 Jobs x 3 completions (parallelism 3), the bench playing kubelet; time to all
 # Complete, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server)
 bench-jobs *args:

@@ -312,7 +312,7 @@ mod tests {
         let line = not_implemented_line(&cfg(KUBEADM), &registry::implemented_names()).unwrap();
         let n = missing(KUBEADM).len();
         assert!(
-            line.starts_with(&format!("{n} controllers that kube-controller-manager v1.28 would run with these flags are not in edgekcm yet: resourcequota, ")),
+            line.starts_with(&format!("{n} controllers that kube-controller-manager v1.28 would run with these flags are not in edgekcm yet: daemonset, ")),
             "{line}"
         );
         assert!(!line.contains("nodeipam") && !line.contains("csrsigning"));

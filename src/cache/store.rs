@@ -288,6 +288,13 @@ impl Store {
         decode_all(texts)
     }
 
+    /// How many objects namespace `ns` holds (nothing decoded).
+    pub fn count_namespace(&self, ns: &str) -> usize {
+        let lo = format!("{ns}/");
+        let hi = format!("{ns}0"); // '0' follows '/'
+        self.read().objects.range(lo..hi).count()
+    }
+
     /// Objects whose ownerReferences name `uid`.
     pub fn by_owner(&self, uid: &str) -> Vec<Obj> {
         let texts = {

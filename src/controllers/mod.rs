@@ -18,6 +18,7 @@ pub mod podgc;
 pub mod refmanager;
 pub mod registry;
 pub mod replicaset;
+pub mod resourcequota;
 pub mod rootca;
 pub mod serviceaccount;
 pub mod tokens;

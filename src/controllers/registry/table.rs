@@ -4,7 +4,7 @@
 use super::super::{
     bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
     endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
-    replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    replicaset, resourcequota, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -117,7 +117,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("resourcequota-controller"),
         "",
     )
-    .workers("concurrent-resource-quota-syncs"),
+    .workers("concurrent-resource-quota-syncs")
+    .runs(resourcequota::build),
     c(
         "namespace-controller",
         &["namespace"],

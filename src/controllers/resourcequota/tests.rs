@@ -1,0 +1,322 @@
+use super::usage::{pod_matches_scope, Evaluator, ScopeReq};
+use super::*;
+use crate::api::resources::{CONFIGMAPS, DEPLOYMENTS, SECRETS};
+use crate::controllers::testing::cx_with;
+use serde_json::json;
+
+fn pod(name: &str, cpu: &str, mem: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": "ns"},
+        "spec": {"containers": [{"name": "c", "resources": {
+            "requests": {"cpu": cpu, "memory": mem},
+            "limits": {"cpu": cpu, "memory": mem}}}]},
+        "status": {"phase": "Running"}})
+}
+
+fn quota(hard: Value) -> Value {
+    json!({"metadata": {"name": "q", "namespace": "ns", "resourceVersion": "1"},
+        "spec": {"hard": hard}})
+}
+
+fn evaluators(extra: &[Kind]) -> Vec<Evaluator> {
+    let mut k: BTreeSet<Kind> = extra.iter().copied().collect();
+    k.extend([PODS, SERVICES, PERSISTENTVOLUMECLAIMS]);
+    k.into_iter().map(Evaluator::for_kind).collect()
+}
+
+fn status_of(objects: &[(Kind, Value)], q: &Value, extra: &[Kind]) -> Option<Value> {
+    let (cache, _) = cx_with(objects);
+    desired_status(&cache, q, &evaluators(extra), SystemTime::now())
+}
+
+#[test]
+fn pods_requests_and_limits_are_summed() {
+    let q = quota(
+        json!({"pods": "10", "requests.cpu": "2", "requests.memory": "1Gi",
+        "limits.cpu": "4", "cpu": "2", "memory": "1Gi", "count/pods": "10"}),
+    );
+    let objs = [
+        (PODS, pod("a", "100m", "64Mi")),
+        (PODS, pod("b", "400m", "64Mi")),
+    ];
+    let s = status_of(&objs, &q, &[]).expect("a status write");
+    assert_eq!(s["hard"], q["spec"]["hard"]);
+    assert_eq!(
+        s["used"],
+        json!({"pods": "2", "requests.cpu": "500m", "requests.memory": "128Mi",
+            "limits.cpu": "500m", "cpu": "500m", "memory": "128Mi", "count/pods": "2"})
+    );
+}
+
+#[test]
+fn finished_and_expired_pods_only_count_as_objects() {
+    let mut done = pod("done", "1", "1Gi");
+    done["status"]["phase"] = json!("Succeeded");
+    let mut gone = pod("gone", "1", "1Gi");
+    gone["metadata"]["deletionTimestamp"] = json!("2020-01-01T00:00:00Z");
+    gone["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+    let q = quota(json!({"pods": "10", "count/pods": "10", "requests.cpu": "10"}));
+    let s = status_of(&[(PODS, done), (PODS, gone)], &q, &[]).unwrap();
+    assert_eq!(
+        s["used"],
+        json!({"pods": "0", "count/pods": "2", "requests.cpu": "0"})
+    );
+}
+
+#[test]
+fn init_containers_count_by_their_largest_and_overhead_adds() {
+    let p = json!({"metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "containers": [
+                {"resources": {"requests": {"cpu": "100m"}}},
+                {"resources": {"requests": {"cpu": "100m"}}}],
+            "initContainers": [
+                {"resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}},
+                {"resources": {"requests": {"cpu": "300m"}}}],
+            "overhead": {"cpu": "50m"}},
+        "status": {"phase": "Pending"}});
+    let q = quota(json!({"requests.cpu": "10", "limits.cpu": "10"}));
+    let s = status_of(&[(PODS, p)], &q, &[]).unwrap();
+    assert_eq!(
+        s["used"],
+        json!({"requests.cpu": "1050m", "limits.cpu": "1050m"})
+    );
+}
+
+#[test]
+fn hugepages_and_extended_resources() {
+    let p = json!({"metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"containers": [{"resources": {"requests": {
+            "hugepages-2Mi": "4Mi", "example.com/gpu": "2"}}}]}});
+    let q = quota(
+        json!({"hugepages-2Mi": "1Gi", "requests.hugepages-2Mi": "1Gi",
+        "requests.example.com/gpu": "4"}),
+    );
+    let s = status_of(&[(PODS, p)], &q, &[]).unwrap();
+    assert_eq!(
+        s["used"],
+        json!({"hugepages-2Mi": "4Mi", "requests.hugepages-2Mi": "4Mi",
+            "requests.example.com/gpu": "2"})
+    );
+}
+
+#[test]
+fn scopes_select_pods_and_nothing_else() {
+    let be = json!({"metadata": {"name": "be", "namespace": "ns"},
+        "spec": {"containers": [{"name": "c"}], "activeDeadlineSeconds": 10}});
+    let mut q = quota(json!({"pods": "5", "count/services": "5"}));
+    q["spec"]["scopes"] = json!(["BestEffort", "Terminating"]);
+    let objs = [
+        (PODS, be),
+        (PODS, pod("nbe", "1", "1Gi")),
+        (
+            SERVICES,
+            json!({"metadata": {"name": "s", "namespace": "ns"}}),
+        ),
+    ];
+    let s = status_of(&objs, &q, &[]).unwrap();
+    assert_eq!(s["used"], json!({"pods": "1", "count/services": "0"}));
+    q["spec"]["scopes"] = json!(["NotBestEffort"]);
+    let s = status_of(&objs, &q, &[]).unwrap();
+    assert_eq!(s["used"]["pods"], "1");
+}
+
+#[test]
+fn priority_class_selectors() {
+    let mut p = pod("p", "1", "1Gi");
+    p["spec"]["priorityClassName"] = json!("high");
+    let none = pod("n", "1", "1Gi");
+    let req = |op: &str, vals: &[&str]| ScopeReq {
+        scope: "PriorityClass".into(),
+        operator: op.into(),
+        values: vals.iter().map(|s| s.to_string()).collect(),
+    };
+    assert!(pod_matches_scope(&req("In", &["high"]), &p));
+    assert!(!pod_matches_scope(&req("In", &["low"]), &p));
+    assert!(pod_matches_scope(&req("NotIn", &["low"]), &p));
+    assert!(pod_matches_scope(&req("NotIn", &["high"]), &none));
+    assert!(pod_matches_scope(&req("Exists", &[]), &p));
+    assert!(!pod_matches_scope(&req("Exists", &[]), &none));
+    assert!(pod_matches_scope(&req("DoesNotExist", &[]), &none));
+    let mut q = quota(json!({"pods": "5"}));
+    q["spec"]["scopeSelector"] = json!({"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]});
+    let s = status_of(&[(PODS, p), (PODS, none)], &q, &[]).unwrap();
+    assert_eq!(s["used"], json!({"pods": "1"}));
+}
+
+#[test]
+fn cross_namespace_affinity_scope() {
+    let mut p = pod("p", "1", "1Gi");
+    let plain = p.clone();
+    p["spec"]["affinity"] = json!({"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": {"namespaceSelector": {}, "topologyKey": "k"}}]}});
+    let s = ScopeReq {
+        scope: "CrossNamespacePodAffinity".into(),
+        operator: "Exists".into(),
+        values: vec![],
+    };
+    assert!(pod_matches_scope(&s, &p));
+    assert!(!pod_matches_scope(&s, &plain));
+}
+
+#[test]
+fn services_node_ports_and_load_balancers() {
+    let objs = [
+        (
+            SERVICES,
+            json!({"metadata": {"name": "a", "namespace": "ns"},
+            "spec": {"type": "NodePort", "ports": [{"port": 1}, {"port": 2}]}}),
+        ),
+        (
+            SERVICES,
+            json!({"metadata": {"name": "b", "namespace": "ns"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 1}]}}),
+        ),
+        (
+            SERVICES,
+            json!({"metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false,
+                "ports": [{"port": 1}, {"port": 2, "nodePort": 30000}]}}),
+        ),
+        (
+            SERVICES,
+            json!({"metadata": {"name": "d", "namespace": "ns"},
+            "spec": {"type": "ClusterIP", "ports": [{"port": 1}]}}),
+        ),
+    ];
+    let q = quota(json!({"services": "10", "services.nodeports": "10",
+        "services.loadbalancers": "10", "count/services": "10"}));
+    let s = status_of(&objs, &q, &[]).unwrap();
+    assert_eq!(
+        s["used"],
+        json!({"services": "4", "services.nodeports": "4", "services.loadbalancers": "2",
+            "count/services": "4"})
+    );
+}
+
+#[test]
+fn claims_storage_by_class() {
+    let objs = [
+        (
+            PERSISTENTVOLUMECLAIMS,
+            json!({"metadata": {"name": "a", "namespace": "ns"},
+            "spec": {"storageClassName": "fast", "resources": {"requests": {"storage": "1Gi"}}}}),
+        ),
+        (
+            PERSISTENTVOLUMECLAIMS,
+            json!({"metadata": {"name": "b", "namespace": "ns",
+            "annotations": {"volume.beta.kubernetes.io/storage-class": "slow"}},
+            "spec": {"storageClassName": "fast", "resources": {"requests": {"storage": "1500m"}}}}),
+        ),
+    ];
+    let q = quota(
+        json!({"persistentvolumeclaims": "5", "requests.storage": "10Gi",
+        "fast.storageclass.storage.k8s.io/requests.storage": "5Gi",
+        "fast.storageclass.storage.k8s.io/persistentvolumeclaims": "5",
+        "slow.storageclass.storage.k8s.io/requests.storage": "5Gi",
+        "count/persistentvolumeclaims": "5"}),
+    );
+    let s = status_of(&objs, &q, &[]).unwrap();
+    assert_eq!(
+        s["used"],
+        json!({"persistentvolumeclaims": "2", "requests.storage": "1073741826",
+            "fast.storageclass.storage.k8s.io/requests.storage": "1Gi",
+            "fast.storageclass.storage.k8s.io/persistentvolumeclaims": "1",
+            "slow.storageclass.storage.k8s.io/requests.storage": "2",
+            "count/persistentvolumeclaims": "2"})
+    );
+}
+
+#[test]
+fn object_counts_and_legacy_names() {
+    let objs = [
+        (
+            CONFIGMAPS,
+            json!({"metadata": {"name": "a", "namespace": "ns"}}),
+        ),
+        (
+            CONFIGMAPS,
+            json!({"metadata": {"name": "b", "namespace": "ns"}}),
+        ),
+        (
+            CONFIGMAPS,
+            json!({"metadata": {"name": "c", "namespace": "other"}}),
+        ),
+        (
+            DEPLOYMENTS,
+            json!({"metadata": {"name": "d", "namespace": "ns"}}),
+        ),
+    ];
+    let q = quota(json!({"configmaps": "5", "count/configmaps": "5",
+        "count/deployments.apps": "5", "secrets": "5", "count/widgets.example.com": "1"}));
+    let s = status_of(&objs, &q, &[CONFIGMAPS, DEPLOYMENTS, SECRETS]).unwrap();
+    // Nothing measures widgets: no usage is reported for it.
+    assert_eq!(
+        s["used"],
+        json!({"configmaps": "2", "count/configmaps": "2", "count/deployments.apps": "1",
+            "secrets": "0"})
+    );
+}
+
+#[test]
+fn no_write_when_status_is_right() {
+    let mut q = quota(json!({"pods": "10", "requests.cpu": "1"}));
+    q["status"] = json!({"hard": {"pods": "10", "requests.cpu": "1000m"},
+        "used": {"pods": "1", "requests.cpu": "0.1"}});
+    assert_eq!(status_of(&[(PODS, pod("a", "100m", "1Mi"))], &q, &[]), None);
+    // The hard limits changed: written.
+    q["spec"]["hard"]["pods"] = json!("20");
+    let s = status_of(&[(PODS, pod("a", "100m", "1Mi"))], &q, &[]).unwrap();
+    assert_eq!(s["hard"]["pods"], "20");
+    assert_eq!(s["used"], json!({"pods": "1", "requests.cpu": "100m"}));
+}
+
+#[test]
+fn unmeasured_usage_is_kept_and_dropped_names_go() {
+    let mut q = quota(json!({"pods": "10", "example.com/thing": "3"}));
+    q["status"] = json!({"hard": {"pods": "10", "example.com/thing": "3", "secrets": "1"},
+        "used": {"pods": "0", "example.com/thing": "2", "secrets": "1"}});
+    let s = status_of(&[(PODS, pod("a", "1", "1Mi"))], &q, &[]).unwrap();
+    assert_eq!(s["hard"], json!({"pods": "10", "example.com/thing": "3"}));
+    assert_eq!(s["used"], json!({"pods": "1", "example.com/thing": "2"}));
+}
+
+#[test]
+fn quota_handlers_choose_the_queue() {
+    let c = ResourceQuotaController::new(1, DEFAULT_SYNC_PERIOD);
+    let i = &c.inner;
+    // No status yet: the priority queue.
+    i.add_quota(&quota(json!({"pods": "1"})));
+    assert_eq!(i.priority.len(), 1);
+    assert_eq!(i.primary.len(), 0);
+    let mut q = quota(json!({"pods": "1"}));
+    q["metadata"]["name"] = json!("q2");
+    q["status"] = json!({"hard": {"pods": "1"}, "used": {"pods": "0"}});
+    i.add_quota(&q);
+    assert_eq!(i.primary.len(), 1);
+    // Usage missing for a measured name: priority.
+    q["metadata"]["name"] = json!("q3");
+    q["status"]["used"] = json!({});
+    i.add_quota(&q);
+    assert_eq!(i.priority.len(), 2);
+}
+
+#[test]
+fn ignored_resources() {
+    use crate::api::resources::{EVENTS, NODES};
+    assert!(ignored(&EVENTS));
+    assert!(ignored(&NODES));
+    assert!(!ignored(&CONFIGMAPS));
+    assert!(!ignored(&PODS));
+}
+
+#[test]
+fn equal_lists_compare_values() {
+    assert!(lists_equal(&json!({"cpu": "1"}), &json!({"cpu": "1000m"})));
+    assert!(!lists_equal(&json!({"cpu": "1"}), &json!({"cpu": "2"})));
+    assert!(!lists_equal(
+        &json!({"cpu": "1"}),
+        &json!({"cpu": "1", "pods": "1"})
+    ));
+    assert!(lists_equal(&json!(null), &json!({})));
+}

@@ -1,0 +1,556 @@
+//! What each resource contributes to a quota (upstream's quota evaluators): pods (compute
+//! requests and limits, scopes), services (node ports, load balancers), persistent volume
+//! claims (storage, per storage class), and an object count `count/<resource>.<group>` for
+//! every other resource discovery serves (with the legacy names `configmaps`, `secrets`,
+//! `resourcequotas`, `replicationcontrollers`).
+
+use super::quantity::Quantity;
+use crate::api::resources::{PERSISTENTVOLUMECLAIMS, PODS, SERVICES};
+use crate::api::Kind;
+use crate::cache::Cache;
+use crate::obj;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+/// Resource name -> quantity.
+pub type ResourceList = BTreeMap<String, Quantity>;
+
+const STORAGE_CLASS_SUFFIX: &str = ".storageclass.storage.k8s.io/";
+const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+const POD_RESOURCES: &[&str] = &[
+    "count/pods",
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "requests.cpu",
+    "requests.memory",
+    "requests.ephemeral-storage",
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+    "pods",
+];
+const SERVICE_RESOURCES: &[&str] = &[
+    "count/services",
+    "services",
+    "services.nodeports",
+    "services.loadbalancers",
+];
+const PVC_RESOURCES: &[&str] = &["persistentvolumeclaims", "requests.storage"];
+
+/// The parts of a pod the quota reads beyond metadata.
+pub const POD_FIELDS: &[&str] = &[
+    "/spec/containers/*/resources",
+    "/spec/initContainers/*/resources",
+    "/spec/initContainers/*/restartPolicy",
+    "/spec/overhead",
+    "/spec/activeDeadlineSeconds",
+    "/spec/priorityClassName",
+    "/spec/affinity/podAffinity",
+    "/spec/affinity/podAntiAffinity",
+    "/status/phase",
+];
+/// The parts of a service the quota reads beyond metadata.
+pub const SERVICE_FIELDS: &[&str] = &[
+    "/spec/type",
+    "/spec/ports",
+    "/spec/allocateLoadBalancerNodePorts",
+];
+/// The parts of a claim the quota reads beyond metadata.
+pub const PVC_FIELDS: &[&str] = &["/spec/resources", "/spec/storageClassName"];
+
+/// `count/<resource>` (core group) or `count/<resource>.<group>`.
+pub fn count_name(k: &Kind) -> String {
+    if k.group.is_empty() {
+        format!("count/{}", k.plural)
+    } else {
+        format!("count/{}.{}", k.plural, k.group)
+    }
+}
+
+/// The names core resources were counted by before `count/`.
+fn legacy_alias(k: &Kind) -> Option<&'static str> {
+    if !k.group.is_empty() {
+        return None;
+    }
+    match k.plural {
+        "configmaps" => Some("configmaps"),
+        "resourcequotas" => Some("resourcequotas"),
+        "replicationcontrollers" => Some("replicationcontrollers"),
+        "secrets" => Some("secrets"),
+        _ => None,
+    }
+}
+
+/// A native resource name: no domain, or a `kubernetes.io/` one.
+fn is_native(name: &str) -> bool {
+    !name.contains('/') || name.contains("kubernetes.io/")
+}
+
+/// An extended resource (`example.com/gpu`).
+fn is_extended(name: &str) -> bool {
+    !is_native(name) && !name.starts_with("requests.")
+}
+
+/// A quota name for an extended resource's requests (`requests.example.com/gpu`).
+fn is_extended_for_quota(name: &str) -> bool {
+    !is_native(name) && name.starts_with("requests.")
+}
+
+/// One scope requirement of a quota (`spec.scopes` are `Exists` requirements).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopeReq {
+    pub scope: String,
+    pub operator: String,
+    pub values: Vec<String>,
+}
+
+/// A quota's scopes and scope selector.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scopes {
+    pub scopes: Vec<ScopeReq>,
+    pub selector: Vec<ScopeReq>,
+}
+
+impl Scopes {
+    pub fn of(quota: &Value) -> Self {
+        let spec = &quota["spec"];
+        let exists = |s: &str| ScopeReq {
+            scope: s.to_string(),
+            operator: "Exists".into(),
+            values: Vec::new(),
+        };
+        let scopes = spec["scopes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).map(exists).collect())
+            .unwrap_or_default();
+        let selector = spec["scopeSelector"]["matchExpressions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| ScopeReq {
+                        scope: e["scopeName"].as_str().unwrap_or_default().to_string(),
+                        operator: e["operator"].as_str().unwrap_or_default().to_string(),
+                        values: e["values"]
+                            .as_array()
+                            .map(|v| {
+                                v.iter()
+                                    .filter_map(Value::as_str)
+                                    .map(String::from)
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Scopes { scopes, selector }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.scopes.is_empty() && self.selector.is_empty()
+    }
+}
+
+/// What measures one resource.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Evaluator {
+    Pods,
+    Services,
+    Claims,
+    /// Objects of a kind, by `count/...` and the legacy name if any.
+    Count {
+        kind: Kind,
+        name: String,
+    },
+}
+
+impl Evaluator {
+    /// The evaluator for a served resource.
+    pub fn for_kind(k: Kind) -> Self {
+        if k == PODS {
+            Evaluator::Pods
+        } else if k == SERVICES {
+            Evaluator::Services
+        } else if k == PERSISTENTVOLUMECLAIMS {
+            Evaluator::Claims
+        } else {
+            Evaluator::Count {
+                kind: k,
+                name: count_name(&k),
+            }
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            Evaluator::Pods => PODS,
+            Evaluator::Services => SERVICES,
+            Evaluator::Claims => PERSISTENTVOLUMECLAIMS,
+            Evaluator::Count { kind, .. } => *kind,
+        }
+    }
+
+    /// Which of `names` this evaluator measures (`MatchingResources`).
+    pub fn matching<'a>(&self, names: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+        names
+            .into_iter()
+            .filter(|n| self.measures(n))
+            .cloned()
+            .collect()
+    }
+
+    fn measures(&self, n: &str) -> bool {
+        match self {
+            Evaluator::Pods => {
+                POD_RESOURCES.contains(&n)
+                    || n.starts_with("hugepages-")
+                    || n.starts_with("requests.hugepages-")
+                    || is_extended_for_quota(n)
+            }
+            Evaluator::Services => SERVICE_RESOURCES.contains(&n),
+            Evaluator::Claims => {
+                n == "count/persistentvolumeclaims"
+                    || PVC_RESOURCES.contains(&n)
+                    || PVC_RESOURCES
+                        .iter()
+                        .any(|r| n.ends_with(&format!("{STORAGE_CLASS_SUFFIX}{r}")))
+            }
+            Evaluator::Count { kind, name } => n == name || legacy_alias(kind) == Some(n),
+        }
+    }
+
+    /// Usage of the objects of namespace `ns` that match `scopes`, for `resources` (each
+    /// reported, zero when nothing uses it), as `CalculateUsageStats`.
+    pub fn usage_stats(
+        &self,
+        cache: &Cache,
+        ns: &str,
+        scopes: &Scopes,
+        resources: &[String],
+        now: SystemTime,
+    ) -> ResourceList {
+        let mut used: ResourceList = resources
+            .iter()
+            .map(|r| (r.clone(), Quantity::ZERO))
+            .collect();
+        if let Evaluator::Count { kind, name } = self {
+            // Object counts match no scope.
+            if scopes.is_empty() {
+                let n = cache.store(*kind).count_namespace(ns) as i64;
+                let q = Quantity::from_int(n);
+                let mut one = ResourceList::new();
+                one.insert(name.clone(), q);
+                if let Some(a) = legacy_alias(kind) {
+                    one.insert(a.to_string(), q);
+                }
+                add(&mut used, &one);
+            }
+            return used;
+        }
+        for item in cache.store(self.kind()).list_namespace(ns) {
+            let matches = scopes
+                .scopes
+                .iter()
+                .chain(scopes.selector.iter())
+                .all(|s| self.matches_scope(s, &item));
+            if matches {
+                add(&mut used, &self.usage(&item, now));
+            }
+        }
+        used
+    }
+
+    fn matches_scope(&self, s: &ScopeReq, item: &Value) -> bool {
+        match self {
+            Evaluator::Pods => pod_matches_scope(s, item),
+            _ => false,
+        }
+    }
+
+    /// One object's usage.
+    pub fn usage(&self, item: &Value, now: SystemTime) -> ResourceList {
+        match self {
+            Evaluator::Pods => pod_usage(item, now),
+            Evaluator::Services => service_usage(item),
+            Evaluator::Claims => claim_usage(item),
+            Evaluator::Count { kind, name } => {
+                let mut r = ResourceList::new();
+                r.insert(name.clone(), Quantity::from_int(1));
+                if let Some(a) = legacy_alias(kind) {
+                    r.insert(a.to_string(), Quantity::from_int(1));
+                }
+                r
+            }
+        }
+    }
+}
+
+/// `quota.Add`: sums, a missing name taken as it is.
+pub fn add(into: &mut ResourceList, more: &ResourceList) {
+    for (k, v) in more {
+        match into.get_mut(k) {
+            Some(q) => q.add(v),
+            None => {
+                into.insert(k.clone(), *v);
+            }
+        }
+    }
+}
+
+/// A resource list as written in an object (`{"cpu": "100m"}`); unreadable quantities are
+/// left out.
+pub fn read_list(v: &Value) -> ResourceList {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, q)| Some((k.clone(), Quantity::parse(q.as_str()?)?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn max_into(into: &mut ResourceList, more: &ResourceList) {
+    for (k, v) in more {
+        match into.get(k) {
+            Some(q) if v.cmp_value(q) != std::cmp::Ordering::Greater => {}
+            _ => {
+                into.insert(k.clone(), *v);
+            }
+        }
+    }
+}
+
+/// Upstream's `PodRequests` / `PodLimits`: containers summed, the largest init container
+/// (restartable init containers count with the containers), and the pod overhead.
+fn pod_totals(pod: &Value, part: &str) -> ResourceList {
+    let spec = &pod["spec"];
+    let mut total = ResourceList::new();
+    for c in spec["containers"].as_array().into_iter().flatten() {
+        add(&mut total, &read_list(&c["resources"][part]));
+    }
+    let mut restartable = ResourceList::new();
+    let mut init = ResourceList::new();
+    for c in spec["initContainers"].as_array().into_iter().flatten() {
+        let own = read_list(&c["resources"][part]);
+        let this = if c["restartPolicy"] == "Always" {
+            add(&mut total, &own);
+            add(&mut restartable, &own);
+            restartable.clone()
+        } else {
+            let mut t = own;
+            add(&mut t, &restartable);
+            t
+        };
+        max_into(&mut init, &this);
+    }
+    max_into(&mut total, &init);
+    let overhead = read_list(&spec["overhead"]);
+    if part == "requests" {
+        add(&mut total, &overhead);
+    } else {
+        for (k, v) in &overhead {
+            if let Some(q) = total.get_mut(k) {
+                if !q.is_zero() {
+                    q.add(v);
+                }
+            }
+        }
+    }
+    total
+}
+
+/// Whether a pod still counts against compute quota (`QuotaV1Pod`): not finished, and not
+/// past its deletion grace period.
+pub fn pod_counts(pod: &Value, now: SystemTime) -> bool {
+    let phase = pod["status"]["phase"].as_str().unwrap_or_default();
+    if phase == "Failed" || phase == "Succeeded" {
+        return false;
+    }
+    let meta = &pod["metadata"];
+    if let (Some(ts), Some(grace)) = (
+        meta["deletionTimestamp"].as_str(),
+        meta["deletionGracePeriodSeconds"].as_i64(),
+    ) {
+        if let Some(at) = crate::timefmt::parse_rfc3339(ts) {
+            let end = if grace >= 0 {
+                at + std::time::Duration::from_secs(grace as u64)
+            } else {
+                at - std::time::Duration::from_secs(grace.unsigned_abs())
+            };
+            if now > end {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn pod_usage(pod: &Value, now: SystemTime) -> ResourceList {
+    let mut r = ResourceList::new();
+    r.insert("count/pods".into(), Quantity::from_int(1));
+    if !pod_counts(pod, now) {
+        return r;
+    }
+    let requests = pod_totals(pod, "requests");
+    let limits = pod_totals(pod, "limits");
+    let mut c = ResourceList::new();
+    c.insert("pods".into(), Quantity::from_int(1));
+    for res in ["cpu", "memory", "ephemeral-storage"] {
+        if let Some(q) = requests.get(res) {
+            c.insert(res.into(), *q);
+            c.insert(format!("requests.{res}"), *q);
+        }
+        if let Some(q) = limits.get(res) {
+            c.insert(format!("limits.{res}"), *q);
+        }
+    }
+    for (res, q) in &requests {
+        if res.starts_with("hugepages-") {
+            c.insert(res.clone(), *q);
+            c.insert(format!("requests.{res}"), *q);
+        }
+        if is_extended(res) {
+            c.insert(format!("requests.{res}"), *q);
+        }
+    }
+    add(&mut r, &c);
+    r
+}
+
+/// No container asks for or limits CPU or memory (QoS class BestEffort).
+fn best_effort(pod: &Value) -> bool {
+    let spec = &pod["spec"];
+    let containers = spec["containers"]
+        .as_array()
+        .into_iter()
+        .chain(spec["initContainers"].as_array())
+        .flatten();
+    for c in containers {
+        for part in ["requests", "limits"] {
+            let l = read_list(&c["resources"][part]);
+            for res in ["cpu", "memory"] {
+                if l.get(res)
+                    .is_some_and(|q| q.cmp_value(&Quantity::ZERO).is_gt())
+                {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+fn terminating(pod: &Value) -> bool {
+    pod["spec"]["activeDeadlineSeconds"]
+        .as_i64()
+        .is_some_and(|s| s >= 0)
+}
+
+fn cross_namespace_affinity(pod: &Value) -> bool {
+    let aff = &pod["spec"]["affinity"];
+    let cross = |t: &Value| {
+        t["namespaces"].as_array().is_some_and(|a| !a.is_empty())
+            || !t["namespaceSelector"].is_null()
+    };
+    ["podAffinity", "podAntiAffinity"].iter().any(|a| {
+        let a = &aff[a];
+        a["requiredDuringSchedulingIgnoredDuringExecution"]
+            .as_array()
+            .is_some_and(|ts| ts.iter().any(cross))
+            || a["preferredDuringSchedulingIgnoredDuringExecution"]
+                .as_array()
+                .is_some_and(|ts| ts.iter().any(|w| cross(&w["podAffinityTerm"])))
+    })
+}
+
+/// `podMatchesScopeFunc`.
+pub fn pod_matches_scope(s: &ScopeReq, pod: &Value) -> bool {
+    match s.scope.as_str() {
+        "Terminating" => terminating(pod),
+        "NotTerminating" => !terminating(pod),
+        "BestEffort" => best_effort(pod),
+        "NotBestEffort" => !best_effort(pod),
+        "PriorityClass" => {
+            let pc = pod["spec"]["priorityClassName"]
+                .as_str()
+                .unwrap_or_default();
+            match s.operator.as_str() {
+                "Exists" => !pc.is_empty(),
+                "DoesNotExist" => pc.is_empty(),
+                "In" => !pc.is_empty() && s.values.iter().any(|v| v == pc),
+                "NotIn" => pc.is_empty() || !s.values.iter().any(|v| v == pc),
+                _ => false,
+            }
+        }
+        "CrossNamespacePodAffinity" => cross_namespace_affinity(pod),
+        _ => false,
+    }
+}
+
+fn service_usage(svc: &Value) -> ResourceList {
+    let spec = &svc["spec"];
+    let ports = spec["ports"].as_array().map(Vec::len).unwrap_or(0) as i64;
+    let mut r = ResourceList::new();
+    r.insert("count/services".into(), Quantity::from_int(1));
+    r.insert("services".into(), Quantity::from_int(1));
+    let mut lbs = Quantity::ZERO;
+    let mut node_ports = Quantity::ZERO;
+    match spec["type"].as_str() {
+        Some("NodePort") => node_ports = Quantity::from_int(ports),
+        Some("LoadBalancer") => {
+            node_ports = if spec["allocateLoadBalancerNodePorts"] == false {
+                let with = spec["ports"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p["nodePort"].as_i64().is_some_and(|n| n != 0))
+                    .count();
+                Quantity::from_int(with as i64)
+            } else {
+                Quantity::from_int(ports)
+            };
+            lbs = Quantity::from_int(1);
+        }
+        _ => {}
+    }
+    r.insert("services.loadbalancers".into(), lbs);
+    r.insert("services.nodeports".into(), node_ports);
+    r
+}
+
+/// The claim's class: the beta annotation first, then `spec.storageClassName`.
+fn claim_class(pvc: &Value) -> String {
+    if let Some(c) = obj::annotation(pvc, BETA_STORAGE_CLASS) {
+        return c.to_string();
+    }
+    pvc["spec"]["storageClassName"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn claim_usage(pvc: &Value) -> ResourceList {
+    let mut r = ResourceList::new();
+    r.insert("persistentvolumeclaims".into(), Quantity::from_int(1));
+    r.insert("count/persistentvolumeclaims".into(), Quantity::from_int(1));
+    let class = claim_class(pvc);
+    if !class.is_empty() {
+        r.insert(
+            format!("{class}{STORAGE_CLASS_SUFFIX}persistentvolumeclaims"),
+            Quantity::from_int(1),
+        );
+    }
+    let storage = pvc["spec"]["resources"]["requests"]["storage"]
+        .as_str()
+        .and_then(Quantity::parse)
+        .map(|q| q.round_up_units());
+    if let Some(q) = storage {
+        r.insert("requests.storage".into(), q);
+        if !class.is_empty() {
+            r.insert(format!("{class}{STORAGE_CLASS_SUFFIX}requests.storage"), q);
+        }
+    }
+    r
+}
