@@ -1,0 +1,347 @@
+//! disruption-controller: the status of every PodDisruptionBudget, and the reset of stale
+//! `DisruptionTarget` pod conditions (upstream's `pkg/controller/disruption`).
+//!
+//! As upstream v1.28:
+//! - A budget's pods are those of its namespace its `spec.selector` selects (policy/v1: an
+//!   empty selector selects every pod, a missing one none). None: a Normal `NoPods` Event
+//!   ("No matching pods found") on every sync.
+//! - `spec.maxUnavailable` (int or percentage) or a percentage `spec.minAvailable` needs the
+//!   expected number of pods: the sum of the replicas of the pods' controllers, found in the
+//!   order upstream's finders look: ReplicationController, Deployment (through the pod's
+//!   ReplicaSet), ReplicaSet, StatefulSet (from the cache), then any resource with a `scale`
+//!   subresource (its REST mapping from discovery, then GET `.../scale`). Percentages round
+//!   up. Pods without a controller get a Warning `UnmanagedPods` Event; a controller found
+//!   nowhere is an error. An integer `minAvailable` expects the number of selected pods.
+//! - `currentHealthy`: Ready pods not being deleted and not in `status.disruptedPods` (the
+//!   eviction API's record) for less than 2 minutes. A recorded pod still there after 2
+//!   minutes is dropped from the record with a Warning `NotDeleted` Event on it; the budget is
+//!   looked at again when the next record runs out.
+//! - `disruptionsAllowed` = currentHealthy - desiredHealthy (never below 0; 0 when no pod is
+//!   expected). The status is written (PUT `poddisruptionbudgets/<name>/status`) only when a
+//!   number, the record, `observedGeneration` or the `DisruptionAllowed` condition
+//!   (`SufficientPods` / `InsufficientPods`) would change; a written status carries only
+//!   that condition, with a new transition time, as upstream's does.
+//! - A failure to count (bad selector, a controller not found, a scale that cannot be read)
+//!   is a Warning Event (`NoPods` "Failed to get pods: ..." or
+//!   `CalculateExpectedPodCountFailed`) and the fail-safe status: `disruptionsAllowed` 0,
+//!   `DisruptionAllowed` False for `SyncFailed` with the error's text. It is tried again when
+//!   the budget or one of its pods changes, as upstream.
+//! - A pod with `DisruptionTarget=True` (not set by the kubelet) that is neither being
+//!   deleted nor terminal has the condition set to False, without reason or message, 2
+//!   minutes after its transition: the eviction that set it did not go through.
+//! - Events from `controllermanager`, as upstream's recorder; one worker.
+//!
+//! Unlike upstream: a pod change queues every budget that selects the pod (upstream queues one
+//! of them, chosen arbitrarily, and records a `MultiplePodDisruptionBudgets` Warning on the
+//! pod, which edgekcm does not); the stale-condition pods and the rechecks go through the one
+//! queue `disruption` (upstream: `stale_pod_disruption` and `disruption_recheck` besides); the
+//! stale condition is reset with a strategic merge patch of `pods/<name>/status` carrying the
+//! pod's resourceVersion (upstream: a PUT of the whole pod; both are allowed by the bootstrap
+//! role, and the result is the same condition), so pods are cached with only their metadata,
+//! phase and conditions. `spec.unhealthyPodEvictionPolicy` is the eviction API's (the
+//! apiserver's) business: no controller reads it.
+
+pub mod decide;
+pub mod scale;
+
+use super::{Action, Controller, Cx, EventSpec, EventType, ObjectRef, Outcome, Watch};
+use crate::api::client::PatchType;
+use crate::api::resources::{
+    DEPLOYMENTS, PODDISRUPTIONBUDGETS, PODS, REPLICASETS, REPLICATIONCONTROLLERS, STATEFULSETS,
+};
+use crate::cache::{Cache, Delta};
+use crate::controllers::kit::conditions::{pod_status_patch, Condition};
+use crate::controllers::kit::selector;
+use crate::error::Result;
+use crate::obj::At as _;
+use crate::obj::{self, Obj};
+use serde_json::{json, Value};
+use std::time::{Duration, SystemTime};
+
+pub const NAME: &str = "disruption-controller";
+/// Upstream's work-queue name.
+pub const QUEUE_NAME: &str = "disruption";
+/// Keys of pods whose `DisruptionTarget` condition may be stale (pod keys are otherwise
+/// PodDisruptionBudget keys; a namespace never holds a `:`).
+pub const POD_KEY_PREFIX: &str = "pod:";
+
+pub const PDB_WATCH: Watch = Watch::full(PODDISRUPTIONBUDGETS);
+pub const POD_WATCH: Watch = Watch::fields(PODS, &["/status/phase", "/status/conditions"]);
+const REPLICAS: &[&str] = &["/spec/replicas"];
+pub const RS_WATCH: Watch = Watch::fields(REPLICASETS, REPLICAS);
+pub const DEPLOYMENT_WATCH: Watch = Watch::fields(DEPLOYMENTS, REPLICAS);
+pub const STATEFULSET_WATCH: Watch = Watch::fields(STATEFULSETS, REPLICAS);
+pub const RC_WATCH: Watch = Watch::fields(REPLICATIONCONTROLLERS, REPLICAS);
+
+/// Its row in the controller table.
+pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    Ok(Some(super::Runnable::reconciles(
+        DisruptionController::default(),
+    )))
+}
+
+#[derive(Default)]
+pub struct DisruptionController {
+    mapper: scale::Mapper,
+}
+
+/// The keys of the budgets of `pod`'s namespace that select it.
+fn budgets_for(cache: &Cache, pod: &Value) -> Vec<String> {
+    cache
+        .store_for(&PDB_WATCH)
+        .list_namespace(obj::namespace(pod))
+        .iter()
+        .filter(|b| {
+            b.at("/spec/selector")
+                .is_some_and(|s| selector::matches(s, pod))
+        })
+        .map(|b| obj::key(b))
+        .collect()
+}
+
+fn pdb_event(pdb: &Value, t: EventType, reason: &str, message: String) -> Action {
+    Action::Event(EventSpec {
+        involved: ObjectRef::of(&PODDISRUPTIONBUDGETS, pdb),
+        event_type: t,
+        reason: reason.to_string(),
+        message,
+    })
+}
+
+impl DisruptionController {
+    /// Upstream's `sync` and `trySync` for one budget.
+    fn sync_budget(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        let Some(pdb) = cx.cache.store_for(&PDB_WATCH).get(key) else {
+            log::debug!("{NAME}: podDisruptionBudget {key} has been deleted");
+            return Ok(Outcome::none());
+        };
+        let mut actions = Vec::new();
+        match self.try_sync(cx, &pdb, &mut actions) {
+            Ok(recheck) => Ok(Outcome {
+                actions,
+                requeue_after: recheck,
+                ..Outcome::default()
+            }),
+            Err(message) => {
+                log::error!("{NAME}: failed to sync PDB {key}: {message}");
+                actions.push(Action::UpdateSubresource {
+                    kind: PODDISRUPTIONBUDGETS,
+                    object: decide::fail_safe(&pdb, &message, cx.now),
+                    subresource: "status",
+                });
+                Ok(Outcome::with(actions))
+            }
+        }
+    }
+
+    /// The status writes and Events for `pdb`; Err with the failure's text (its Event already
+    /// in `actions`) for the fail-safe status. Ok gives when to look again.
+    fn try_sync(
+        &self,
+        cx: &Cx,
+        pdb: &Obj,
+        actions: &mut Vec<Action>,
+    ) -> std::result::Result<Option<Duration>, String> {
+        let sel = pdb.at("/spec/selector").filter(|s| !s.is_null());
+        if let Some(s) = sel.filter(|s| !selector::is_valid(s)) {
+            let err = format!("invalid label selector: {s}");
+            actions.push(pdb_event(
+                pdb,
+                EventType::Warning,
+                "NoPods",
+                format!("Failed to get pods: {err}"),
+            ));
+            return Err(err);
+        }
+        let listed = match sel {
+            Some(s) => cx
+                .cache
+                .store_for(&POD_WATCH)
+                .list_namespace(obj::namespace(pdb))
+                .into_iter()
+                .filter(|p| selector::matches(s, p))
+                .collect(),
+            None => Vec::new(),
+        };
+        let pods: Vec<&Value> = listed.iter().map(|p| &**p).collect();
+        if pods.is_empty() {
+            actions.push(pdb_event(
+                pdb,
+                EventType::Normal,
+                "NoPods",
+                "No matching pods found".into(),
+            ));
+        }
+
+        let budget = decide::Budget::of(pdb);
+        let counted = if budget.needs_scale() {
+            scale::expected_scale(cx.cache, cx.client, &self.mapper, &pods)
+                .and_then(|(n, unmanaged)| budget.counts(n, pods.len()).map(|c| (c, unmanaged)))
+        } else {
+            budget.counts(0, pods.len()).map(|c| (c, Vec::new()))
+        };
+        let ((expected, desired), unmanaged) = match counted {
+            Ok(c) => c,
+            Err(e) => {
+                actions.push(pdb_event(
+                    pdb,
+                    EventType::Warning,
+                    "CalculateExpectedPodCountFailed",
+                    format!("Failed to calculate the number of expected pods: {e}"),
+                ));
+                return Err(e);
+            }
+        };
+        if !unmanaged.is_empty() {
+            log::debug!(
+                "{NAME}: found unmanaged pods associated with {}: {unmanaged:?}",
+                obj::key(pdb)
+            );
+            actions.push(pdb_event(
+                pdb,
+                EventType::Warning,
+                "UnmanagedPods",
+                format!(
+                    "Pods selected by this PodDisruptionBudget (selector: {}) were found to be unmanaged. \
+                     As a result, the status of the PDB cannot be calculated correctly, which may result in \
+                     undefined behavior. To account for these pods please set \".spec.minAvailable\" field \
+                     of the PDB to an integer value.",
+                    decide::go_selector(sel)
+                ),
+            ));
+        }
+
+        let disrupted = decide::disrupted_pods(pdb, &pods, cx.now);
+        for name in &disrupted.expired {
+            log::info!(
+                "{NAME}: pod {}/{name} was expected to be deleted but it wasn't, updating PDB",
+                obj::namespace(pdb)
+            );
+            if let Some(p) = pods.iter().find(|p| obj::name(p) == name) {
+                actions.push(Action::Event(EventSpec {
+                    involved: ObjectRef::of(&PODS, p),
+                    event_type: EventType::Warning,
+                    reason: "NotDeleted".into(),
+                    // Upstream prints the namespace twice.
+                    message: format!(
+                        "Pod was expected by PDB {ns}/{ns} to be deleted but it wasn't",
+                        ns = obj::namespace(pdb)
+                    ),
+                }));
+            }
+        }
+        let healthy = decide::healthy_pods(&pods, &disrupted.holding, cx.now);
+        let counts = decide::Counts::new(healthy, desired, expected);
+        if let Some(object) = decide::status_update(pdb, &counts, &disrupted.holding, cx.now) {
+            actions.push(Action::UpdateSubresource {
+                kind: PODDISRUPTIONBUDGETS,
+                object,
+                subresource: "status",
+            });
+        }
+        Ok(disrupted
+            .recheck
+            .map(|t| t.duration_since(cx.now).unwrap_or(Duration::ZERO)))
+    }
+
+    /// Upstream's `syncStalePodDisruption` for one pod.
+    fn sync_pod(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        let Some(pod) = cx.cache.store_for(&POD_WATCH).get(key) else {
+            return Ok(Outcome::none());
+        };
+        match decide::stale_disruption(&pod, cx.now) {
+            None => Ok(Outcome::none()),
+            Some(wait) if !wait.is_zero() => Ok(Outcome {
+                requeue_after: Some(wait),
+                ..Outcome::default()
+            }),
+            Some(_) => {
+                let cond = Condition {
+                    type_: decide::DISRUPTION_TARGET,
+                    status: "False",
+                    reason: "",
+                    message: "",
+                };
+                let Some(status) = pod_status_patch(&pod, &cond, cx.now) else {
+                    return Ok(Outcome::none());
+                };
+                log::info!("{NAME}: reset stale DisruptionTarget condition to False for pod {key}");
+                Ok(Outcome::with(vec![Action::Patch {
+                    kind: PODS,
+                    namespace: obj::namespace(&pod).to_string(),
+                    name: obj::name(&pod).to_string(),
+                    patch_type: PatchType::Strategic,
+                    patch: json!({
+                        "metadata": {"resourceVersion": obj::resource_version(&pod)},
+                        "status": status,
+                    }),
+                    subresource: Some("status"),
+                }]))
+            }
+        }
+    }
+}
+
+impl Controller for DisruptionController {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn event_component(&self) -> &'static str {
+        "controllermanager"
+    }
+
+    fn queue_name(&self) -> &'static str {
+        QUEUE_NAME
+    }
+
+    fn watches(&self) -> Vec<Watch> {
+        vec![
+            PDB_WATCH,
+            POD_WATCH,
+            RC_WATCH,
+            RS_WATCH,
+            DEPLOYMENT_WATCH,
+            STATEFULSET_WATCH,
+        ]
+    }
+
+    fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
+        self.delayed_keys_for(w, d, cache)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    fn delayed_keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<(String, Duration)> {
+        if w.kind == PODDISRUPTIONBUDGETS {
+            return vec![(obj::key(d.object()), Duration::ZERO)];
+        }
+        if w.kind != PODS {
+            // The controllers' replicas are read when a budget syncs; their changes queue
+            // nothing, as upstream.
+            return Vec::new();
+        }
+        let pod = d.object();
+        let mut keys: Vec<(String, Duration)> = budgets_for(cache, pod)
+            .into_iter()
+            .map(|k| (k, Duration::ZERO))
+            .collect();
+        if d.new.is_some() {
+            if let Some(wait) = decide::stale_disruption(pod, SystemTime::now()) {
+                keys.push((format!("{POD_KEY_PREFIX}{}", obj::key(pod)), wait));
+            }
+        }
+        keys
+    }
+
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        match key.strip_prefix(POD_KEY_PREFIX) {
+            Some(pod) => self.sync_pod(cx, pod),
+            None => self.sync_budget(cx, key),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
