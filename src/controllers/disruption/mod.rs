@@ -32,8 +32,8 @@
 //! - Events from `controllermanager`, as upstream's recorder; one worker.
 //!
 //! Unlike upstream: a pod change queues every budget that selects the pod (upstream queues one
-//! of them, chosen arbitrarily, and records a `MultiplePodDisruptionBudgets` Warning on the
-//! pod, which edgekcm does not); the stale-condition pods and the rechecks go through the one
+//! of them, chosen arbitrarily; both record a `MultiplePodDisruptionBudgets` Warning on the
+//! pod naming one, here the first by name); the stale-condition pods and the rechecks go through the one
 //! queue `disruption` (upstream: `stale_pod_disruption` and `disruption_recheck` besides); the
 //! stale condition is reset with a strategic merge patch of `pods/<name>/status` carrying the
 //! pod's resourceVersion (upstream: a PUT of the whole pod; both are allowed by the bootstrap
@@ -64,6 +64,8 @@ pub const QUEUE_NAME: &str = "disruption";
 /// Keys of pods whose `DisruptionTarget` condition may be stale (pod keys are otherwise
 /// PodDisruptionBudget keys; a namespace never holds a `:`).
 pub const POD_KEY_PREFIX: &str = "pod:";
+/// Keys of pods that more than one budget selects, for upstream's Warning about them.
+pub const MULTIPLE_KEY_PREFIX: &str = "multiple:";
 
 pub const PDB_WATCH: Watch = Watch::full(PODDISRUPTIONBUDGETS);
 pub const POD_WATCH: Watch = Watch::fields(PODS, &["/status/phase", "/status/conditions"]);
@@ -97,6 +99,31 @@ fn budgets_for(cache: &Cache, pod: &Value) -> Vec<String> {
         })
         .map(|b| obj::key(b))
         .collect()
+}
+
+/// Upstream's Warning on a pod that more than one budget selects (it names the budget it
+/// happened to pick; here the first by name, and every one of them is synced).
+fn multiple_budgets(cache: &Cache, key: &str) -> Vec<Action> {
+    let Some(pod) = cache.store_for(&POD_WATCH).get(key) else {
+        return Vec::new();
+    };
+    let budgets = budgets_for(cache, &pod);
+    if budgets.len() < 2 {
+        return Vec::new();
+    }
+    let first = obj::split_key(&budgets[0]).1;
+    let message = format!(
+        "Pod {:?}/{:?} matches multiple PodDisruptionBudgets.  Chose {first:?} arbitrarily.",
+        obj::namespace(&pod),
+        obj::name(&pod)
+    );
+    log::info!("{NAME}: {message}");
+    vec![Action::Event(EventSpec {
+        involved: ObjectRef::of(&PODS, &pod),
+        event_type: EventType::Warning,
+        reason: "MultiplePodDisruptionBudgets".into(),
+        message,
+    })]
 }
 
 fn pdb_event(pdb: &Value, t: EventType, reason: &str, message: String) -> Action {
@@ -327,6 +354,12 @@ impl Controller for DisruptionController {
             .into_iter()
             .map(|k| (k, Duration::ZERO))
             .collect();
+        if d.new.is_some() && keys.len() > 1 {
+            keys.push((
+                format!("{MULTIPLE_KEY_PREFIX}{}", obj::key(pod)),
+                Duration::ZERO,
+            ));
+        }
         if d.new.is_some() {
             if let Some(wait) = decide::stale_disruption(pod, SystemTime::now()) {
                 keys.push((format!("{POD_KEY_PREFIX}{}", obj::key(pod)), wait));
@@ -336,10 +369,13 @@ impl Controller for DisruptionController {
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
-        match key.strip_prefix(POD_KEY_PREFIX) {
-            Some(pod) => self.sync_pod(cx, pod),
-            None => self.sync_budget(cx, key),
+        if let Some(pod) = key.strip_prefix(POD_KEY_PREFIX) {
+            return self.sync_pod(cx, pod);
         }
+        if let Some(pod) = key.strip_prefix(MULTIPLE_KEY_PREFIX) {
+            return Ok(Outcome::with(multiple_budgets(cx.cache, pod)));
+        }
+        self.sync_budget(cx, key)
     }
 }
 

@@ -352,7 +352,16 @@ fn pod_changes_queue_every_budget_selecting_it() {
     );
     h.take_queued();
     h.add(PODS, pod("a", true, None));
-    assert_eq!(h.take_queued(), ["ns/all", "ns/web"]);
+    assert_eq!(h.take_queued(), ["multiple:ns/a", "ns/all", "ns/web"]);
+    assert_eq!(
+        h.sync("multiple:ns/a").events,
+        [(
+            EventType::Warning,
+            "MultiplePodDisruptionBudgets".into(),
+            "Pod \"ns\"/\"a\" matches multiple PodDisruptionBudgets.  Chose \"all\" arbitrarily."
+                .into()
+        )]
+    );
     h.delete(PODS, pod("a", true, None));
     assert_eq!(h.take_queued(), ["ns/all", "ns/web"]);
     // Controllers' changes queue nothing.
