@@ -337,7 +337,57 @@ fn scenario_stale_disruption_target_reset(t: &Target) {
     assert_eq!(k["status"]["conditions"][1]["status"], "True");
 }
 
+/// Through an apiserver restart: the status follows the pods' changes made after it, with
+/// nothing left behind.
+fn scenario_apiserver_restart(t: &Target) {
+    let ns = Ns::with_cleanup(t, "e2e-pdb-restart", &[PODS]);
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    for name in ["a", "b"] {
+        pod(admin, n, name, None, true);
+    }
+    budget(
+        admin,
+        n,
+        "web",
+        json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}),
+    );
+    let mut kcm = start_with(t, "pdb-restart", CONTROLLERS);
+    wait_status(admin, n, "web", "1 disruption allowed", |s| {
+        counts(s) == [2, 1, 2, 1]
+    });
+    match t.sandbox() {
+        Some(sb) => {
+            sb.stop_listening();
+            std::thread::sleep(Duration::from_secs(3));
+            sb.try_resume_listening().expect("listen again");
+        }
+        None => {
+            let cmd = std::env::var("KCM_E2E_APISERVER_RESTART")
+                .expect("the restart scenario needs KCM_E2E_APISERVER_RESTART");
+            let ok = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .status();
+            assert!(matches!(ok.map(|s| s.success()), Ok(true)), "{cmd}");
+            eventually(Duration::from_secs(60), "apiserver back", || {
+                admin.get_raw("/readyz").ok()
+            });
+        }
+    }
+    set_ready(admin, n, "a", false);
+    eventually(Duration::from_secs(60), "no disruption allowed", || {
+        let b = admin.get(&PODDISRUPTIONBUDGETS, Some(n), "web").ok()?;
+        (counts(&b["status"]) == [1, 1, 2, 0]).then_some(())
+    });
+    pod(admin, n, "c", None, true);
+    wait_status(admin, n, "web", "a third pod", |s| {
+        counts(s) == [2, 1, 3, 1]
+    });
+    assert!(kcm.exited().is_none(), "edgekcm kept running");
+}
+
 scenarios! {
+    apiserver_restart => scenario_apiserver_restart,
     min_available_counts_ready_pods => scenario_min_available_counts_ready_pods,
     percentages_use_the_controllers_scale => scenario_percentages_use_the_controllers_scale,
     unknown_scale_fails_safe => scenario_unknown_scale_fails_safe,
