@@ -52,10 +52,13 @@ use crate::api::resources::{
 use crate::cache::{Cache, Delta};
 use crate::controllers::kit::conditions::{pod_status_patch, Condition};
 use crate::controllers::kit::selector;
+use crate::controllers::refmanager::SelectorIndex;
 use crate::error::Result;
 use crate::obj::At as _;
 use crate::obj::{self, Obj};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::RwLock;
 use std::time::{Duration, SystemTime};
 
 pub const NAME: &str = "disruption-controller";
@@ -82,12 +85,51 @@ pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>
     )))
 }
 
+/// Besides the cache, two indexes kept from the watches (so a pod change does not decode
+/// every budget of its namespace, nor a budget's sync every pod): the budgets' selectors, and
+/// each pod's labels.
 #[derive(Default)]
 pub struct DisruptionController {
     mapper: scale::Mapper,
+    selectors: SelectorIndex,
+    pod_labels: RwLock<BTreeMap<String, obj::Labels>>,
 }
 
-/// The keys of the budgets of `pod`'s namespace that select it.
+impl DisruptionController {
+    /// Keys of the budgets that select `pod`.
+    fn budgets_for(&self, cache: &Cache, pod: &Value) -> Vec<String> {
+        if obj::labels(pod).is_none_or(|l| l.is_empty()) {
+            // Only an empty selector takes a pod without labels: rare, looked up in the cache.
+            return budgets_for(cache, pod);
+        }
+        self.selectors.matching(pod)
+    }
+
+    /// The pods of `ns` that `sel` selects, in name order, read from the cache.
+    fn selected_pods(&self, cache: &Cache, ns: &str, sel: &Value) -> Vec<Obj> {
+        let (lo, hi) = (format!("{ns}/"), format!("{ns}0")); // '0' follows '/'
+        let keys: Vec<String> = {
+            let m = self.pod_labels.read().unwrap_or_else(|p| p.into_inner());
+            m.range(lo..hi)
+                .filter(|(_, l)| selector::matches_with(sel, |k| l.get(k)))
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        let store = cache.store_for(&POD_WATCH);
+        keys.iter().filter_map(|k| store.get(k)).collect()
+    }
+
+    fn note_pod(&self, d: &Delta) {
+        let key = obj::key(d.object());
+        let mut m = self.pod_labels.write().unwrap_or_else(|p| p.into_inner());
+        match &d.new {
+            Some(p) => m.insert(key, obj::Labels::of(p)),
+            None => m.remove(&key),
+        };
+    }
+}
+
+/// The keys of the budgets of `pod`'s namespace that select it, from the cache.
 fn budgets_for(cache: &Cache, pod: &Value) -> Vec<String> {
     cache
         .store_for(&PDB_WATCH)
@@ -103,11 +145,11 @@ fn budgets_for(cache: &Cache, pod: &Value) -> Vec<String> {
 
 /// Upstream's Warning on a pod that more than one budget selects (it names the budget it
 /// happened to pick; here the first by name, and every one of them is synced).
-fn multiple_budgets(cache: &Cache, key: &str) -> Vec<Action> {
+fn multiple_budgets(ctrl: &DisruptionController, cache: &Cache, key: &str) -> Vec<Action> {
     let Some(pod) = cache.store_for(&POD_WATCH).get(key) else {
         return Vec::new();
     };
-    let budgets = budgets_for(cache, &pod);
+    let budgets = ctrl.budgets_for(cache, &pod);
     if budgets.len() < 2 {
         return Vec::new();
     }
@@ -181,13 +223,7 @@ impl DisruptionController {
             return Err(err);
         }
         let listed = match sel {
-            Some(s) => cx
-                .cache
-                .store_for(&POD_WATCH)
-                .list_namespace(obj::namespace(pdb))
-                .into_iter()
-                .filter(|p| selector::matches(s, p))
-                .collect(),
+            Some(s) => self.selected_pods(cx.cache, obj::namespace(pdb), s),
             None => Vec::new(),
         };
         let pods: Vec<&Value> = listed.iter().map(|p| &**p).collect();
@@ -342,6 +378,9 @@ impl Controller for DisruptionController {
 
     fn delayed_keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<(String, Duration)> {
         if w.kind == PODDISRUPTIONBUDGETS {
+            self.selectors.observe(d, |b| {
+                b.at("/spec/selector").filter(|s| !s.is_null()).cloned()
+            });
             return vec![(obj::key(d.object()), Duration::ZERO)];
         }
         if w.kind != PODS {
@@ -349,8 +388,10 @@ impl Controller for DisruptionController {
             // nothing, as upstream.
             return Vec::new();
         }
+        self.note_pod(d);
         let pod = d.object();
-        let mut keys: Vec<(String, Duration)> = budgets_for(cache, pod)
+        let mut keys: Vec<(String, Duration)> = self
+            .budgets_for(cache, pod)
             .into_iter()
             .map(|k| (k, Duration::ZERO))
             .collect();
@@ -373,7 +414,7 @@ impl Controller for DisruptionController {
             return self.sync_pod(cx, pod);
         }
         if let Some(pod) = key.strip_prefix(MULTIPLE_KEY_PREFIX) {
-            return Ok(Outcome::with(multiple_budgets(cx.cache, pod)));
+            return Ok(Outcome::with(multiple_budgets(self, cx.cache, pod)));
         }
         self.sync_budget(cx, key)
     }
