@@ -57,7 +57,7 @@ use crate::error::Result;
 use crate::obj::At as _;
 use crate::obj::{self, Obj};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::RwLock;
 use std::time::{Duration, SystemTime};
 
@@ -87,12 +87,20 @@ pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>
 
 /// Besides the cache, two indexes kept from the watches (so a pod change does not decode
 /// every budget of its namespace, nor a budget's sync every pod): the budgets' selectors, and
-/// each pod's labels.
+/// each pod's labels in the namespaces that hold a budget.
 #[derive(Default)]
 pub struct DisruptionController {
     mapper: scale::Mapper,
     selectors: SelectorIndex,
-    pod_labels: RwLock<BTreeMap<String, obj::Labels>>,
+    pod_labels: RwLock<Labelled>,
+}
+
+/// Pods' labels by key, kept for the namespaces in `namespaces` only (those that have held a
+/// budget since it was seen), so a cluster without budgets costs nothing here.
+#[derive(Default)]
+struct Labelled {
+    namespaces: BTreeSet<String>,
+    pods: BTreeMap<String, obj::Labels>,
 }
 
 impl DisruptionController {
@@ -110,7 +118,8 @@ impl DisruptionController {
         let (lo, hi) = (format!("{ns}/"), format!("{ns}0")); // '0' follows '/'
         let keys: Vec<String> = {
             let m = self.pod_labels.read().unwrap_or_else(|p| p.into_inner());
-            m.range(lo..hi)
+            m.pods
+                .range(lo..hi)
                 .filter(|(_, l)| selector::matches_with(sel, |k| l.get(k)))
                 .map(|(k, _)| k.clone())
                 .collect()
@@ -123,9 +132,33 @@ impl DisruptionController {
         let key = obj::key(d.object());
         let mut m = self.pod_labels.write().unwrap_or_else(|p| p.into_inner());
         match &d.new {
-            Some(p) => m.insert(key, obj::Labels::of(p)),
-            None => m.remove(&key),
-        };
+            Some(p) if m.namespaces.contains(obj::namespace(p)) => {
+                m.pods.insert(key, obj::Labels::of(p));
+            }
+            _ => {
+                m.pods.remove(&key);
+            }
+        }
+    }
+
+    /// A budget in `ns`: its pods' labels are kept from now on (the pods already cached read
+    /// once, as metadata).
+    fn cover_namespace(&self, cache: &Cache, ns: &str) {
+        let mut m = self.pod_labels.write().unwrap_or_else(|p| p.into_inner());
+        if !m.namespaces.insert(ns.to_string()) {
+            return;
+        }
+        let store = cache.store_for(&POD_WATCH);
+        for key in store
+            .keys()
+            .into_iter()
+            .filter(|k| obj::split_key(k).0 == ns)
+        {
+            let (pns, name) = obj::split_key(&key);
+            if let Some(p) = store.get_metadata_in(pns, name) {
+                m.pods.insert(key.clone(), obj::Labels::of(&p));
+            }
+        }
     }
 }
 
@@ -381,6 +414,9 @@ impl Controller for DisruptionController {
             self.selectors.observe(d, |b| {
                 b.at("/spec/selector").filter(|s| !s.is_null()).cloned()
             });
+            if d.new.is_some() {
+                self.cover_namespace(cache, obj::namespace(d.object()));
+            }
             return vec![(obj::key(d.object()), Duration::ZERO)];
         }
         if w.kind != PODS {
