@@ -76,6 +76,14 @@ bench-jobs *args:
     cargo build --release --example bench_jobs
     target/release/examples/bench_jobs {{args}}
 
+# Benchmark: 100 Deployments x 5 Ready pods, a PodDisruptionBudget (maxUnavailable 20%) each,
+# the bench playing the workload controllers and kubelet; time until every budget's status is
+# right, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server)
+bench-disruption *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_disruption
+    target/release/examples/bench_disruption {{args}}
+
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
 # Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
 dist:

@@ -5,6 +5,7 @@ pub mod certificates;
 pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod endpointslicemirroring;

@@ -2,9 +2,10 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
-    endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
-    replicaset, resourcequota, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    bootstrap, certificates, clusterroleaggregation, cronjob, deployment, disruption, endpoints,
+    endpointslice, endpointslicemirroring, garbagecollector, job, namespace, nodeipam,
+    nodelifecycle, podgc, replicaset, resourcequota, rootca, serviceaccount, tokens, ttl,
+    ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -180,7 +181,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["disruption"],
         Some("disruption-controller"),
         "",
-    ),
+    )
+    .runs(disruption::build),
     c(
         "statefulset-controller",
         &["statefulset"],
