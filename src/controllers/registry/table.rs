@@ -2,9 +2,9 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
-    endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
-    replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment, endpoints,
+    endpointslice, endpointslicemirroring, garbagecollector, job, namespace, nodeipam,
+    nodelifecycle, podgc, replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -147,7 +147,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["daemonset"],
         Some("daemon-set-controller"),
         "",
-    ),
+    )
+    .runs(daemonset::build),
     c("job-controller", &["job"], Some("job-controller"), "")
         .runs(job::build)
         .workers("concurrent-job-syncs"),
