@@ -31,10 +31,13 @@ fn ds_object(name: &str, pool: &str, image: &str) -> Value {
                     "containers": [{"name": "c", "image": image}]}}}})
 }
 
-/// A node of `pool` with these extra labels and taints.
+/// A ready node of `pool` with exactly these taints (kube-apiserver's TaintNodesByCondition
+/// adds `node.kubernetes.io/not-ready:NoSchedule` to a new node, which the node lifecycle
+/// controller would take away once it is Ready; the test does that here).
 fn node(nodes: &mut Nodes, name: &str, pool: &str, taints: Value) {
-    nodes.create(name, Some(true), taints, json!({}));
+    nodes.create(name, Some(true), taints.clone(), json!({}));
     label_node(&nodes.admin, name, &[("pool", pool)]);
+    taint_node(&nodes.admin, name, taints);
 }
 
 fn label_node(admin: &Client, name: &str, labels: &[(&str, &str)]) {
@@ -160,6 +163,7 @@ fn scenario_placement(t: &Target) {
         json!([{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]),
     );
     nodes.create(&c, Some(true), json!([]), json!({}));
+    taint_node(admin, &c, json!([]));
 
     let ds = admin
         .create(
@@ -418,6 +422,7 @@ fn scenario_restart_nodes_added(t: &Target) {
                 admin.get(&NODES, None, &names[0]).ok()
             });
             added(&mut nodes);
+            let _ = &mut kcm;
         }
     }
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
