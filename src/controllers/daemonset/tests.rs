@@ -294,3 +294,63 @@ fn affinity_term_replaces_required_terms() {
         "n1"
     );
 }
+
+#[test]
+fn orphans_selected_are_adopted_and_others_released() {
+    let d = ds("agent", "v1");
+    let (mut h, hash) = setup(&d, &["n1", "n2"]);
+    let mut orphan = pod_on(&d, "o1", "n1", &hash, true);
+    orphan["metadata"]["ownerReferences"] = json!([]);
+    h.add(PODS, orphan);
+    assert_eq!(
+        h.take_queued(),
+        ["ns/agent"],
+        "an orphan it selects queues the set"
+    );
+    let mut stray = pod_on(&d, "s1", "n2", &hash, true);
+    stray["metadata"]["labels"] = json!({"app": "other"});
+    h.add(PODS, stray);
+    let w = h.sync("ns/agent");
+    let patched: Vec<&str> = w.patches.iter().map(|(_, k, _)| k.as_str()).collect();
+    assert_eq!(patched, ["ns/o1", "ns/s1"], "{w:?}");
+    assert_eq!(
+        w.patches[0].2["metadata"]["ownerReferences"][0]["kind"],
+        "DaemonSet"
+    );
+    assert_eq!(
+        w.patches[1].2["metadata"]["ownerReferences"][0]["$patch"],
+        "delete"
+    );
+    // The adopted pod counts for n1; n2 gets a new one.
+    assert_eq!(w.creates.len(), 1);
+    assert_eq!(target_node(&w.creates[0].1).as_deref(), Some("n2"));
+}
+
+#[test]
+fn expectations_hold_back_a_second_create() {
+    let d = ds("agent", "v1");
+    let (h, _) = setup(&d, &["n1"]);
+    h.cache.store(PODS).set_resource_version("5");
+    let out = h.outcome("ns/agent");
+    let created = json!({"metadata": {"name": "agent-abc", "namespace": "ns", "uid": "p1",
+        "resourceVersion": "999999",
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+            "uid": "uid-agent", "controller": true}]}});
+    let create = match &out.actions[..] {
+        [Action::SlowStart(v), ..] => match &v[0] {
+            Action::Reported { action, .. } => (**action).clone(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    h.ctrl
+        .applied("ns/agent", &create, Applied::Done(Some(&created)));
+    let w = h.sync("ns/agent");
+    assert!(
+        w.creates.is_empty(),
+        "the created pod is not yet seen: {w:?}"
+    );
+    assert!(w.requeue_after.is_some());
+    let st = &w.updates[0].2["status"];
+    assert!(st.get("observedGeneration").is_none(), "{st}");
+}
