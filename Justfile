@@ -153,3 +153,11 @@ bench-csr *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_csr
     target/release/examples/bench_csr {{args}}
+
+# Benchmark: 20 DaemonSets on 20 nodes, the bench playing kubelet and node heartbeats, then a
+# rolling update of each; time, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream
+# on the same server)
+bench-daemonsets *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_daemonsets
+    target/release/examples/bench_daemonsets {{args}}

@@ -91,7 +91,7 @@ fn text_log_is_klog() {
         .collect();
     assert_eq!(missing.len(), 1, "{log}");
     assert!(
-        missing[0].starts_with('W') && missing[0].contains(" daemonset, "),
+        missing[0].starts_with('W') && missing[0].contains("statefulset"),
         "{}",
         missing[0]
     );

@@ -4,6 +4,7 @@ pub mod bootstrap;
 pub mod certificates;
 pub mod clusterroleaggregation;
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;

@@ -6,6 +6,7 @@
 pub mod conditions;
 pub mod inflight;
 pub mod jws;
+pub mod nodefit;
 pub mod owners;
 pub mod pod;
 pub mod ranking;

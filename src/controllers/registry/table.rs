@@ -2,8 +2,8 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    bootstrap, certificates, clusterroleaggregation, cronjob, deployment, disruption, endpoints,
-    endpointslice, endpointslicemirroring, garbagecollector, job, namespace, nodeipam,
+    bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment, disruption,
+    endpoints, endpointslice, endpointslicemirroring, garbagecollector, job, namespace, nodeipam,
     nodelifecycle, podgc, replicaset, resourcequota, rootca, serviceaccount, tokens, ttl,
     ttlafterfinished,
 };
@@ -149,7 +149,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["daemonset"],
         Some("daemon-set-controller"),
         "",
-    ),
+    )
+    .runs(daemonset::build),
     c("job-controller", &["job"], Some("job-controller"), "")
         .runs(job::build)
         .workers("concurrent-job-syncs"),
