@@ -8,6 +8,7 @@ pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod endpointslicemirroring;
+pub mod ephemeral;
 pub mod garbagecollector;
 pub mod job;
 pub mod kit;

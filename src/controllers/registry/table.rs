@@ -3,8 +3,8 @@
 
 use super::super::{
     bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
-    endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
-    replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    endpointslicemirroring, ephemeral, garbagecollector, job, namespace, nodeipam, nodelifecycle,
+    podgc, replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -322,6 +322,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("ephemeral-volume-controller"),
         "",
     )
+    .runs(ephemeral::build)
     .workers("concurrent-ephemeralvolume-syncs"),
     c(
         "storageversion-garbage-collector-controller",
