@@ -1,5 +1,6 @@
 //! Controllers: each reads the cache, decides, and returns actions; the manager applies them.
 
+pub mod attachdetach;
 pub mod bootstrap;
 pub mod certificates;
 pub mod clusterroleaggregation;

@@ -2,9 +2,9 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
-    endpointslicemirroring, ephemeral, garbagecollector, job, namespace, nodeipam, nodelifecycle,
-    podgc, replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints,
+    endpointslice, endpointslicemirroring, ephemeral, garbagecollector, job, namespace, nodeipam,
+    nodelifecycle, podgc, replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -275,7 +275,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["attachdetach"],
         Some("attachdetach-controller"),
         "",
-    ),
+    )
+    .runs(attachdetach::build),
     c(
         "persistentvolume-expander-controller",
         &["persistentvolume-expander"],

@@ -1,0 +1,83 @@
+//! Volume helpers the storage controllers share (upstream's `pkg/volume/util`,
+//! `component-helpers/storage/volume` and the CSI plugin's naming).
+
+use serde_json::Value;
+
+/// The beta annotation that named a claim's class before `spec.storageClassName`.
+pub const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+
+/// A claim's StorageClass name (upstream's `GetPersistentVolumeClaimClass`): the beta
+/// annotation first, then `spec.storageClassName`; "" for none.
+pub fn claim_class(pvc: &Value) -> &str {
+    crate::obj::annotation(pvc, BETA_STORAGE_CLASS)
+        .or_else(|| pvc["spec"]["storageClassName"].as_str())
+        .unwrap_or("")
+}
+
+/// A PersistentVolume's CSI driver and volume handle, when it is a CSI volume.
+pub fn csi_source(pv: &Value) -> Option<(&str, &str)> {
+    let csi = pv["spec"]["csi"].as_object()?;
+    Some((
+        csi.get("driver")?.as_str()?,
+        csi.get("volumeHandle")?.as_str()?,
+    ))
+}
+
+/// The unique volume name of a CSI volume, as nodes report it in `status.volumesAttached`
+/// and `status.volumesInUse`: `kubernetes.io/csi/<driver>^<handle>`.
+pub fn csi_unique_name(driver: &str, handle: &str) -> String {
+    format!("kubernetes.io/csi/{driver}^{handle}")
+}
+
+/// The VolumeAttachment name the CSI attacher gives a volume on a node:
+/// `csi-` and the hex SHA-256 of handle, driver and node name, concatenated.
+pub fn attachment_name(handle: &str, driver: &str, node: &str) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [handle, driver, node] {
+        ctx.update(part.as_bytes());
+    }
+    let mut s = String::with_capacity(4 + 64);
+    s.push_str("csi-");
+    for b in ctx.finish().as_ref() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn attachment_names_are_the_csi_attachers() {
+        // sha256 of "vol-1" "csi.example.com" "node-a", concatenated.
+        assert_eq!(
+            attachment_name("vol-1", "csi.example.com", "node-a"),
+            "csi-664f93e6befe920d56b73708bbb3eb1888cad5fb3e7203b1b501f466d0bea90f"
+        );
+        assert_eq!(
+            attachment_name("h", "d", "n"),
+            "csi-9072ed11cc1acb5fa433a877ff339b6311d013f33bddd1d0092711a8ace5b16d"
+        );
+    }
+
+    #[test]
+    fn csi_names_and_classes() {
+        let pv = json!({"spec": {"csi": {"driver": "d.example.com", "volumeHandle": "h1"}}});
+        assert_eq!(csi_source(&pv), Some(("d.example.com", "h1")));
+        assert_eq!(
+            csi_source(&json!({"spec": {"hostPath": {"path": "/x"}}})),
+            None
+        );
+        assert_eq!(csi_unique_name("d", "h"), "kubernetes.io/csi/d^h");
+        let c = json!({"metadata": {"annotations": {BETA_STORAGE_CLASS: "old"}},
+                       "spec": {"storageClassName": "new"}});
+        assert_eq!(claim_class(&c), "old");
+        assert_eq!(
+            claim_class(&json!({"spec": {"storageClassName": "new"}})),
+            "new"
+        );
+        assert_eq!(claim_class(&json!({"spec": {}})), "");
+    }
+}
