@@ -264,7 +264,76 @@ fn scenario_multi_attach(t: &Target) {
     assert!(admin.get(&VOLUMEATTACHMENTS, None, &on_a).is_err());
 }
 
+fn restart_apiserver(t: &Target, admin: &Client) {
+    match t.sandbox() {
+        Some(sb) => {
+            sb.stop_listening();
+            std::thread::sleep(Duration::from_secs(3));
+            sb.try_resume_listening().expect("listen again");
+            // And the watches' history is gone: a 410 and a re-list.
+            sb.faults().expire_history();
+            sb.faults().drop_watches();
+        }
+        None => {
+            let cmd = std::env::var("KCM_E2E_APISERVER_RESTART")
+                .expect("the restart scenario needs KCM_E2E_APISERVER_RESTART");
+            let ok = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .status();
+            assert!(matches!(ok.map(|s| s.success()), Ok(true)), "{cmd}");
+            eventually(Duration::from_secs(60), "apiserver back", || {
+                admin.get_raw("/readyz").ok()
+            });
+        }
+    }
+}
+
+/// Across an apiserver restart (and a 410 on the sandbox) what is attached stays reported,
+/// and changes after it are served: a pod gone is detached, a new one attached.
+fn scenario_apiserver_restart(t: &Target) {
+    let ns = Ns::with_cleanup(t, "adrestart", &[PODS, PERSISTENTVOLUMECLAIMS]);
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let mut nodes = Nodes::new(admin.clone());
+    let mut pvs = Pvs {
+        admin: admin.clone(),
+        names: Vec::new(),
+    };
+    let node = unique("ad-restart");
+    nodes.create(&node, Some(true), json!([]), json!({MANAGED: "true"}));
+    let (pv1, pv2) = (unique("ad-r1"), unique("ad-r2"));
+    bound_claim(admin, n, "c1", &pv1, &mut pvs, &["ReadWriteOnce"]);
+    bound_claim(admin, n, "c2", &pv2, &mut pvs, &["ReadWriteOnce"]);
+    pod_using(admin, n, "p1", &node, "c1");
+    let mut kcm = start_with(t, "ad-restart", CONTROLLERS);
+    let va1 = attachment_name(&format!("h-{pv1}"), &node);
+    wait_attachment(admin, &va1);
+    attach(admin, &va1);
+    let u1 = format!("kubernetes.io/csi/{DRIVER}^h-{pv1}");
+    eventually(LIMIT, "reported", || {
+        (reported(admin, &node)[0]["name"] == u1.as_str()).then_some(())
+    });
+    restart_apiserver(t, admin);
+    pod_using(admin, n, "p2", &node, "c2");
+    let va2 = attachment_name(&format!("h-{pv2}"), &node);
+    wait_attachment(admin, &va2);
+    attach(admin, &va2);
+    delete_pod_now(admin, n, "p1").expect("delete p1");
+    eventually(LIMIT, "p1's volume detached", || {
+        admin
+            .get(&VOLUMEATTACHMENTS, None, &va1)
+            .err()
+            .filter(|e| e.is_not_found())
+    });
+    let u2 = format!("kubernetes.io/csi/{DRIVER}^h-{pv2}");
+    eventually(LIMIT, "only p2's volume reported", || {
+        (reported(admin, &node) == json!([{"name": u2, "devicePath": ""}])).then_some(())
+    });
+    assert!(kcm.exited().is_none(), "edgekcm kept running");
+}
+
 scenarios! {
+    apiserver_restart => scenario_apiserver_restart,
     attach_report_detach => scenario_attach_report_detach,
     multi_attach => scenario_multi_attach,
 }
