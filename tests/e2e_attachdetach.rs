@@ -111,7 +111,9 @@ fn wait_attachment(admin: &Client, name: &str) -> Value {
 
 /// Act as the external attacher: the attachment is attached.
 fn attach(admin: &Client, name: &str) {
-    let mut va = admin.get(&VOLUMEATTACHMENTS, None, name).expect("attachment");
+    let mut va = admin
+        .get(&VOLUMEATTACHMENTS, None, name)
+        .expect("attachment");
     va["status"] = json!({"attached": true});
     admin
         .update_status(&VOLUMEATTACHMENTS, &va)

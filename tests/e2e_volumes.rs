@@ -5,7 +5,9 @@ mod common;
 
 use common::*;
 use edgekcm::api::client::{Client, ListOptions, PatchType};
-use edgekcm::api::resources::{EVENTS, PERSISTENTVOLUMECLAIMS, PODS};
+use edgekcm::api::resources::{
+    EVENTS, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, STORAGECLASSES,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -155,6 +157,165 @@ fn scenario_ephemeral_claims(t: &Target) {
     assert!(events_about(admin, n, "p").is_empty());
 }
 
+/// Cluster objects made by a test (PersistentVolumes, a StorageClass), deleted on drop.
+struct Cluster {
+    admin: Client,
+    objects: Vec<(edgekcm::api::Kind, String)>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (k, n) in &self.objects {
+            let _ = self.admin.delete(k, None, n, &Default::default());
+            let _ = self.admin.patch(
+                k,
+                None,
+                n,
+                PatchType::Merge,
+                &json!({"metadata": {"finalizers": null}}),
+                None,
+            );
+        }
+    }
+}
+
+/// A claim of class `class` bound to a new volume with this source, 1Gi each.
+fn bound(admin: &Client, ns: &str, claim: &str, class: &str, source: Value, made: &mut Cluster) {
+    let c = admin
+        .create(
+            &PERSISTENTVOLUMECLAIMS,
+            Some(ns),
+            &json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
+                         "volumeName": format!("{ns}-{claim}"),
+                         "resources": {"requests": {"storage": "1Gi"}}}}),
+        )
+        .expect("claim");
+    let mut spec = json!({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+        "storageClassName": class,
+        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": ns,
+                     "name": claim, "uid": c["metadata"]["uid"]}});
+    let (k, v) = source
+        .as_object()
+        .expect("source")
+        .iter()
+        .next()
+        .expect("one");
+    spec[k] = v.clone();
+    let pv = format!("{ns}-{claim}");
+    admin
+        .create(
+            &PERSISTENTVOLUMES,
+            None,
+            &json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+                    "spec": spec}),
+        )
+        .expect("volume");
+    made.objects.push((PERSISTENTVOLUMES, pv));
+    let mut c = admin
+        .get(&PERSISTENTVOLUMECLAIMS, Some(ns), claim)
+        .expect("claim");
+    c["status"] = json!({"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                         "capacity": {"storage": "1Gi"}});
+    admin
+        .update_status(&PERSISTENTVOLUMECLAIMS, &c)
+        .expect("claim status");
+}
+
+fn grow(admin: &Client, ns: &str, claim: &str, to: &str) {
+    admin
+        .patch(
+            &PERSISTENTVOLUMECLAIMS,
+            Some(ns),
+            claim,
+            PatchType::Merge,
+            &json!({"spec": {"resources": {"requests": {"storage": to}}}}),
+            None,
+        )
+        .expect("grow claim");
+}
+
+/// A CSI claim that grows is left to the external resizer (a Warning); a claim of a migrated
+/// in-tree volume gets the CSI driver as its resizer.
+fn scenario_expansion_handoff(t: &Target) {
+    let ns = Ns::with_cleanup(t, "expand", &[PERSISTENTVOLUMECLAIMS]);
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let mut made = Cluster {
+        admin: admin.clone(),
+        objects: Vec::new(),
+    };
+    let class = unique("e2e-expand");
+    admin
+        .create(
+            &STORAGECLASSES,
+            None,
+            &json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                    "metadata": {"name": class}, "provisioner": "csi.e2e.example.com",
+                    "allowVolumeExpansion": true}),
+        )
+        .expect("class");
+    made.objects.push((STORAGECLASSES, class.clone()));
+    bound(
+        admin,
+        n,
+        "csi",
+        &class,
+        json!({"csi": {"driver": "csi.e2e.example.com", "volumeHandle": "h1"}}),
+        &mut made,
+    );
+    bound(
+        admin,
+        n,
+        "ebs",
+        &class,
+        json!({"awsElasticBlockStore": {"volumeID": "vol-0123"}}),
+        &mut made,
+    );
+    let _kcm = start_with(
+        t,
+        "expand",
+        "--controllers=persistentvolume-expander-controller",
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        events_about(admin, n, "csi").is_empty(),
+        "nothing to expand yet"
+    );
+    grow(admin, n, "csi", "2Gi");
+    let e = wait_event(admin, n, "csi", "ExternalExpanding");
+    assert_eq!(
+        e,
+        (
+            "Warning".to_string(),
+            "ExternalExpanding".to_string(),
+            "waiting for an external controller to expand this PVC".to_string(),
+            "volume_expand".to_string()
+        )
+    );
+    grow(admin, n, "ebs", "3Gi");
+    let e = wait_event(admin, n, "ebs", "ExternalExpanding");
+    assert_eq!(e.0, "Normal");
+    assert_eq!(
+        e.2,
+        "CSI migration enabled for kubernetes.io/aws-ebs; waiting for external resizer to \
+         expand the pvc"
+    );
+    let c = eventually(LIMIT, "resizer annotation", || {
+        let c = admin
+            .get(&PERSISTENTVOLUMECLAIMS, Some(n), "ebs")
+            .expect("claim");
+        (c["metadata"]["annotations"]["volume.kubernetes.io/storage-resizer"] == "ebs.csi.aws.com")
+            .then_some(c)
+    });
+    assert!(c["status"]["conditions"].is_null());
+    assert!(admin
+        .get(&PERSISTENTVOLUMECLAIMS, Some(n), "csi")
+        .expect("claim")["metadata"]["annotations"]["volume.kubernetes.io/storage-resizer"]
+        .is_null());
+}
+
 scenarios! {
     ephemeral_claims => scenario_ephemeral_claims,
+    expansion_handoff => scenario_expansion_handoff,
 }

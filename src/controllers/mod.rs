@@ -25,6 +25,7 @@ pub mod serviceaccount;
 pub mod tokens;
 pub mod ttl;
 pub mod ttlafterfinished;
+pub mod volumeexpand;
 
 use crate::cache::Delta;
 pub use crate::controller::*;

@@ -44,6 +44,48 @@ pub fn attachment_name(handle: &str, driver: &str, node: &str) -> String {
     s
 }
 
+/// A resource quantity as a number (`1Gi`, `500M`, `1.5e3`); None when unreadable. Precise
+/// enough to compare storage sizes.
+pub fn quantity(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    let factor = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        _ => return None,
+    };
+    num.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(|v| v * factor)
+}
+
+/// The `storage` quantity at `ptr` (e.g. `/spec/resources/requests/storage`); 0 when absent
+/// or unreadable, as a missing map entry is the zero quantity upstream.
+pub fn storage_at(o: &Value, ptr: &str) -> f64 {
+    o.pointer(ptr)
+        .and_then(Value::as_str)
+        .and_then(quantity)
+        .unwrap_or(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +102,22 @@ mod tests {
             attachment_name("h", "d", "n"),
             "csi-9072ed11cc1acb5fa433a877ff339b6311d013f33bddd1d0092711a8ace5b16d"
         );
+    }
+
+    #[test]
+    fn quantities_compare() {
+        assert_eq!(quantity("1Gi"), Some(1073741824.0));
+        assert_eq!(quantity("1G"), Some(1e9));
+        assert!(quantity("2Gi") > quantity("2000Mi"));
+        assert_eq!(quantity("1.5Ki"), Some(1536.0));
+        assert_eq!(quantity("1e3"), Some(1000.0));
+        assert_eq!(quantity("x"), None);
+        let c = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+        assert_eq!(
+            storage_at(&c, "/spec/resources/requests/storage"),
+            2147483648.0
+        );
+        assert_eq!(storage_at(&c, "/status/capacity/storage"), 0.0);
     }
 
     #[test]

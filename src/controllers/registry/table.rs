@@ -5,6 +5,7 @@ use super::super::{
     attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints,
     endpointslice, endpointslicemirroring, ephemeral, garbagecollector, job, namespace, nodeipam,
     nodelifecycle, podgc, replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    volumeexpand,
 };
 use super::ControllerInfo;
 
@@ -282,7 +283,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["persistentvolume-expander"],
         Some("expand-controller"),
         "",
-    ),
+    )
+    .runs(volumeexpand::build),
     c(
         "clusterrole-aggregation-controller",
         &["clusterrole-aggregation"],
