@@ -253,7 +253,7 @@ impl AttachDetach {
                 };
                 let attach_required = drivers
                     .get(driver)
-                    .map_or(true, |d| d["spec"]["attachRequired"] != false);
+                    .is_none_or(|d| d["spec"]["attachRequired"] != false);
                 if !attach_required {
                     continue;
                 }
@@ -530,7 +530,8 @@ impl AttachDetach {
             let since = *memo.detach_requested.entry(name.clone()).or_insert(cx.now);
             let elapsed = cx.now.duration_since(since).unwrap_or_default();
             let timeout = elapsed > MAX_WAIT_FOR_UNMOUNT;
-            if mounted && !(timeout && !healthy) && !out_of_service {
+            let force = timeout && !healthy;
+            if mounted && !force && !out_of_service {
                 if va["status"]["attached"] == true {
                     if let Some(u) = unique {
                         report.push(u);

@@ -80,7 +80,8 @@ pub fn quantity(q: &str) -> Option<f64> {
 /// The `storage` quantity at `ptr` (e.g. `/spec/resources/requests/storage`); 0 when absent
 /// or unreadable, as a missing map entry is the zero quantity upstream.
 pub fn storage_at(o: &Value, ptr: &str) -> f64 {
-    o.pointer(ptr)
+    use crate::obj::At;
+    o.at(ptr)
         .and_then(Value::as_str)
         .and_then(quantity)
         .unwrap_or(0.0)
