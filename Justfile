@@ -69,6 +69,14 @@ bench-quota *args:
     cargo build --release --example bench_quota
     target/release/examples/bench_quota {{args}}
 
+# Benchmark: 200 pods with CSI claims on 20 managed nodes (attach/detach, expander and
+# ephemeral-volume controllers); time until every VolumeAttachment and node volumesAttached is
+# right, then until all are detached after the pods go; wall, CPU and RSS
+bench-volumes *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_volumes
+    target/release/examples/bench_volumes {{args}}
+
 # Benchmark: 300 Jobs x 3 completions (parallelism 3), the bench playing kubelet; time to all
 # Complete, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server)
 bench-jobs *args:

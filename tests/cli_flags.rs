@@ -624,7 +624,9 @@ fn help_marks_what_is_not_acted_on_yet() {
         assert!(!n.contains("Not acted on yet"), "--{flag}: {n}");
     }
     assert!(t.contains(
-        "Also acted on, with upstream's types and defaults:\n--cidr-allocator-type, --node-eviction-rate,"
+        "Also acted on, with upstream's types and defaults:\n\
+         --attach-detach-reconcile-sync-period, --disable-attach-detach-reconcile-sync,\n\
+         --cidr-allocator-type, --node-eviction-rate,"
     ));
     assert!(t.contains("--concurrent-statefulset-syncs int (default 5)  not acted on yet"));
     assert!(t.contains("--concurrent-job-syncs int (default 5)\n"));

@@ -347,7 +347,9 @@ pub(super) static ACTED: &[Acted] = &[
 
 /// Flags of the accepted table that a controller reads from their checked text
 /// (`Config::given`): no warning that they are not acted on.
-pub(crate) const READ_AS_GIVEN: [&str; 5] = [
+pub(crate) const READ_AS_GIVEN: [&str; 7] = [
+    "attach-detach-reconcile-sync-period",
+    "disable-attach-detach-reconcile-sync",
     "cidr-allocator-type",
     "node-eviction-rate",
     "secondary-node-eviction-rate",

@@ -1,5 +1,6 @@
 //! Controllers: each reads the cache, decides, and returns actions; the manager applies them.
 
+pub mod attachdetach;
 pub mod bootstrap;
 pub mod certificates;
 pub mod clusterroleaggregation;
@@ -10,6 +11,7 @@ pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod endpointslicemirroring;
+pub mod ephemeral;
 pub mod garbagecollector;
 pub mod job;
 pub mod kit;
@@ -26,6 +28,7 @@ pub mod serviceaccount;
 pub mod tokens;
 pub mod ttl;
 pub mod ttlafterfinished;
+pub mod volumeexpand;
 
 use crate::cache::Delta;
 pub use crate::controller::*;

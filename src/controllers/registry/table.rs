@@ -2,10 +2,10 @@
 //! (1.28's, and a few from later releases), with what runs it here.
 
 use super::super::{
-    bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment, disruption,
-    endpoints, endpointslice, endpointslicemirroring, garbagecollector, job, namespace, nodeipam,
-    nodelifecycle, podgc, replicaset, resourcequota, rootca, serviceaccount, tokens, ttl,
-    ttlafterfinished,
+    attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment,
+    disruption, endpoints, endpointslice, endpointslicemirroring, ephemeral, garbagecollector, job,
+    namespace, nodeipam, nodelifecycle, podgc, replicaset, resourcequota, rootca, serviceaccount,
+    tokens, ttl, ttlafterfinished, volumeexpand,
 };
 use super::ControllerInfo;
 
@@ -279,13 +279,15 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["attachdetach"],
         Some("attachdetach-controller"),
         "",
-    ),
+    )
+    .runs(attachdetach::build),
     c(
         "persistentvolume-expander-controller",
         &["persistentvolume-expander"],
         Some("expand-controller"),
         "",
-    ),
+    )
+    .runs(volumeexpand::build),
     c(
         "clusterrole-aggregation-controller",
         &["clusterrole-aggregation"],
@@ -326,6 +328,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("ephemeral-volume-controller"),
         "",
     )
+    .runs(ephemeral::build)
     .workers("concurrent-ephemeralvolume-syncs"),
     c(
         "storageversion-garbage-collector-controller",

@@ -1,0 +1,722 @@
+//! persistentvolume-attach-detach-controller: VolumeAttachments for the CSI volumes of the
+//! pods on each node, and the node's `status.volumesAttached`, as upstream's
+//! `pkg/controller/volume/attachdetach` does for CSI volumes (the providerless build has no
+//! in-tree attachable plugins).
+//!
+//! As upstream:
+//! - Only nodes with the `volumes.kubernetes.io/controller-managed-attach-detach`
+//!   annotation (any value) are managed; on the others the kubelet attaches.
+//! - A volume is wanted on a node while a pod scheduled there uses it and is not terminated
+//!   (phase Succeeded or Failed, or being deleted with no container running), unless the node
+//!   has `volumes.kubernetes.io/keep-terminated-pod-volumes: "true"`. A pod's volume counts
+//!   when its claim (`persistentVolumeClaim`, or `<pod>-<volume>` owned by the pod for a
+//!   generic ephemeral volume) is Bound to a PersistentVolume whose `claimRef` has the
+//!   claim's UID, the volume is CSI, and its CSIDriver does not say `attachRequired: false`.
+//! - A wanted volume gets a VolumeAttachment `csi-<sha256(handle, driver, node)>` (attacher
+//!   the driver, source the PersistentVolume's name). Once the external attacher sets
+//!   `status.attached`, the volume is reported in the node's `status.volumesAttached`
+//!   (`kubernetes.io/csi/<driver>^<handle>`, empty `devicePath`), written as upstream's
+//!   strategic merge patch of `nodes/<name>/status`, and each pod using it gets `Normal
+//!   SuccessfulAttachVolume` "AttachVolume.Attach succeeded for volume "<pv>" ". An
+//!   `attachError` is `Warning FailedAttachVolume` "AttachVolume.Attach failed for volume
+//!   "<pv>" : <message>" on the pods (once per message).
+//! - A volume that cannot be attached to more than one node (access modes without
+//!   ReadWriteMany or ReadOnlyMany) and is attached elsewhere is not attached; its pods get
+//!   `Warning FailedAttachVolume` "Multi-Attach error for volume "<pv>" Volume is already
+//!   used by pod(s) <names>" (or "... exclusively attached to one node and can't be attached
+//!   to another"), once while they wait.
+//! - A volume no longer wanted is detached once the node no longer lists it in
+//!   `status.volumesInUse`, or, while it does, after 6 minutes if the node is not Ready, or at
+//!   once with the `node.kubernetes.io/out-of-service` NoExecute taint: first the node's
+//!   `volumesAttached` loses it, then the VolumeAttachment is deleted.
+//! - Every `--attach-detach-reconcile-sync-period` (1m) every node is looked at again,
+//!   unless `--disable-attach-detach-reconcile-sync`.
+//!
+//! Differences: the work is driven by changes, not by upstream's 100 ms reconciler loop: a
+//! VolumeAttachment deleted or detached out of band is noticed at once (upstream: at the next
+//! reconcile sync, never with the sync disabled). Only VolumeAttachments named as the CSI
+//! attacher names them are detached. A deleted node's attachments are deleted at once.
+//! The work queue carries node names under upstream's queue name `pvcs`.
+
+mod index;
+
+use super::kit::volume::{attachment_name, csi_source, csi_unique_name};
+use super::{Action, Controller, Cx, EventSpec, EventType, ObjectRef, Outcome};
+use crate::api::client::{DeleteOptions, PatchType};
+use crate::api::resources::{
+    CSIDRIVERS, NODES, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, VOLUMEATTACHMENTS,
+};
+use crate::cache::{Cache, Delta, DeltaKind, Watch};
+use crate::error::Result;
+use crate::obj;
+use index::Index;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+pub const MANAGED: &str = "volumes.kubernetes.io/controller-managed-attach-detach";
+pub const KEEP_TERMINATED: &str = "volumes.kubernetes.io/keep-terminated-pod-volumes";
+const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+/// Upstream's `ReconcilerMaxWaitForUnmountDuration`.
+pub const MAX_WAIT_FOR_UNMOUNT: Duration = Duration::from_secs(6 * 60);
+/// How long the CSI attacher waits for `status.attached` before it reports a timeout.
+pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(2 * 60);
+
+pub const NODE_WATCH: Watch = Watch::fields(
+    NODES,
+    &[
+        "/spec/taints",
+        "/status/conditions",
+        "/status/volumesAttached",
+        "/status/volumesInUse",
+    ],
+);
+pub const POD_WATCH: Watch = Watch::fields(
+    PODS,
+    &[
+        "/spec/nodeName",
+        "/spec/volumes/*/name",
+        "/spec/volumes/*/persistentVolumeClaim",
+        "/spec/volumes/*/ephemeral",
+        "/status/phase",
+        "/status/initContainerStatuses/*/state",
+        "/status/containerStatuses/*/state",
+        "/status/ephemeralContainerStatuses/*/state",
+    ],
+);
+pub const PVC_WATCH: Watch = Watch::fields(
+    PERSISTENTVOLUMECLAIMS,
+    &["/spec/volumeName", "/status/phase"],
+);
+pub const PV_WATCH: Watch = Watch::fields(
+    PERSISTENTVOLUMES,
+    &["/spec/csi", "/spec/accessModes", "/spec/claimRef"],
+);
+pub const VA_WATCH: Watch = Watch::full(VOLUMEATTACHMENTS);
+pub const DRIVER_WATCH: Watch = Watch::fields(CSIDRIVERS, &["/spec/attachRequired"]);
+
+/// Its row in the controller table.
+pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    let given = |f: &str| cx.cfg.given.get(f).map(String::as_str);
+    let disabled = match given("disable-attach-detach-reconcile-sync") {
+        Some(v) => crate::config::parse_go_bool(v).map_err(crate::Error::Config)?,
+        None => false,
+    };
+    let period = match given("attach-detach-reconcile-sync-period") {
+        Some(v) => crate::config::parse_go_duration(v).map_err(crate::Error::Config)?,
+        None => Duration::from_secs(60),
+    };
+    if period < Duration::from_secs(1) {
+        return Err(crate::Error::Config(
+            "failed to start attach/detach controller: duration time must be greater than one \
+             second as set via command line option reconcile-sync-loop-period"
+                .into(),
+        ));
+    }
+    Ok(Some(super::Runnable::reconciles(AttachDetach::new(
+        (!disabled).then_some(period),
+    ))))
+}
+
+#[derive(Default)]
+struct Memo {
+    /// When each unwanted attachment was first found unwanted.
+    detach_requested: HashMap<String, SystemTime>,
+    /// The attach error last reported for each attachment.
+    attach_errors: HashMap<String, String>,
+    /// Since when each attachment has been waited for without an answer.
+    waiting: HashMap<String, SystemTime>,
+    /// (node, PersistentVolume) whose Multi-Attach error was reported.
+    multi_attach: HashSet<(String, String)>,
+}
+
+pub struct AttachDetach {
+    sync_period: Option<Duration>,
+    index: Mutex<Index>,
+    memo: Mutex<Memo>,
+}
+
+/// One volume wanted on the node.
+struct Want {
+    pv: String,
+    unique: String,
+    driver: String,
+    handle: String,
+    multi: bool,
+    pods: Vec<ObjectRef>,
+}
+
+/// Whether the pod is terminated (upstream's `IsPodTerminated`).
+pub fn pod_terminated(pod: &Value) -> bool {
+    let phase = pod["status"]["phase"].as_str().unwrap_or("");
+    if phase == "Succeeded" || phase == "Failed" {
+        return true;
+    }
+    let running = |list: &Value| {
+        list.as_array().into_iter().flatten().any(|s| {
+            let st = &s["state"];
+            st["terminated"].is_null() && st["waiting"].is_null()
+        })
+    };
+    obj::is_deleting(pod)
+        && !running(&pod["status"]["initContainerStatuses"])
+        && !running(&pod["status"]["containerStatuses"])
+        && !running(&pod["status"]["ephemeralContainerStatuses"])
+}
+
+/// Whether the volume may be attached to several nodes (upstream's `IsMultiAttachAllowed`).
+fn multi_attach_allowed(pv: &Value) -> bool {
+    let modes = pv["spec"]["accessModes"].as_array();
+    match modes {
+        None => true,
+        Some(m) if m.is_empty() => true,
+        Some(m) => m
+            .iter()
+            .any(|a| a == "ReadWriteMany" || a == "ReadOnlyMany"),
+    }
+}
+
+/// An attach message as upstream's `VolumeToAttach.GenerateMsg` makes it (the suffix of an
+/// error starts with ": ").
+fn volume_msg(prefix: &str, pv: &str, suffix: &str) -> String {
+    format!("{prefix} for volume {pv:?} {suffix}")
+}
+
+fn event(about: &ObjectRef, t: EventType, reason: &str, message: &str) -> Action {
+    Action::Event(EventSpec {
+        involved: about.clone(),
+        event_type: t,
+        reason: reason.into(),
+        message: message.into(),
+    })
+}
+
+impl AttachDetach {
+    pub fn new(sync_period: Option<Duration>) -> Self {
+        AttachDetach {
+            sync_period,
+            index: Mutex::default(),
+            memo: Mutex::default(),
+        }
+    }
+
+    fn index(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn memo(&self) -> std::sync::MutexGuard<'_, Memo> {
+        self.memo.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The volumes wanted on `node`, by attachment name.
+    fn wanted(&self, cx: &Cx, node: &str, keep_terminated: bool) -> BTreeMap<String, Want> {
+        let pods = cx.cache.store_for(&POD_WATCH);
+        let claims = cx.cache.store_for(&PVC_WATCH);
+        let pvs = cx.cache.store_for(&PV_WATCH);
+        let drivers = cx.cache.store_for(&DRIVER_WATCH);
+        let mut out: BTreeMap<String, Want> = BTreeMap::new();
+        for key in self.index().pods_on(node) {
+            let Some(pod) = pods.get(&key) else { continue };
+            if pod["spec"]["nodeName"] != node || (pod_terminated(&pod) && !keep_terminated) {
+                continue;
+            }
+            let ns = obj::namespace(&pod);
+            for vol in pod["spec"]["volumes"].as_array().into_iter().flatten() {
+                let ephemeral = vol["ephemeral"].is_object();
+                let claim = match vol["persistentVolumeClaim"]["claimName"].as_str() {
+                    Some(c) => c.to_string(),
+                    None if ephemeral => super::ephemeral::claim_name(
+                        obj::name(&pod),
+                        vol["name"].as_str().unwrap_or(""),
+                    ),
+                    None => continue,
+                };
+                let Some(pvc) = claims.get_in(ns, &claim) else {
+                    log::debug!("attachdetach: pod {key}: claim {ns}/{claim} not found");
+                    continue;
+                };
+                if ephemeral && !super::ephemeral::is_for_pod(&pod, &pvc) {
+                    continue;
+                }
+                let pv_name = pvc["spec"]["volumeName"].as_str().unwrap_or("");
+                if pvc["status"]["phase"] != "Bound" || pv_name.is_empty() {
+                    log::debug!("attachdetach: pod {key}: claim {ns}/{claim} is not bound");
+                    continue;
+                }
+                let Some(pv) = pvs.get(pv_name) else { continue };
+                if pv["spec"]["claimRef"]["uid"] != obj::uid(&pvc) {
+                    continue;
+                }
+                let Some((driver, handle)) = csi_source(&pv) else {
+                    continue;
+                };
+                let attach_required = drivers
+                    .get(driver)
+                    .is_none_or(|d| d["spec"]["attachRequired"] != false);
+                if !attach_required {
+                    continue;
+                }
+                let w = out
+                    .entry(attachment_name(handle, driver, node))
+                    .or_insert_with(|| Want {
+                        pv: pv_name.to_string(),
+                        unique: csi_unique_name(driver, handle),
+                        driver: driver.to_string(),
+                        handle: handle.to_string(),
+                        multi: multi_attach_allowed(&pv),
+                        pods: Vec::new(),
+                    });
+                if !w.pods.iter().any(|p| p.uid == obj::uid(&pod)) {
+                    w.pods.push(ObjectRef::of(&PODS, &pod));
+                }
+            }
+        }
+        out
+    }
+
+    /// The Multi-Attach error message for a pod of `want` (upstream's
+    /// `reportMultiAttachError`), from the pods on the other nodes that want the volume.
+    fn multi_attach_message(
+        &self,
+        cx: &Cx,
+        want: &Want,
+        pod: &ObjectRef,
+        others: &[String],
+    ) -> String {
+        let pods = cx.cache.store_for(&POD_WATCH);
+        let claims = cx.cache.store_for(&PVC_WATCH);
+        let mut local = Vec::new();
+        let mut elsewhere = 0;
+        let index = self.index();
+        for node in others {
+            for key in index.pods_on(node) {
+                let Some(p) = pods.get(&key) else { continue };
+                if pod_terminated(&p) {
+                    continue;
+                }
+                let uses = index::pod_claims(&p).iter().any(|c| {
+                    let (ns, n) = obj::split_key(c);
+                    claims
+                        .get_in(ns, n)
+                        .is_some_and(|pvc| pvc["spec"]["volumeName"] == want.pv.as_str())
+                });
+                if !uses {
+                    continue;
+                }
+                if obj::namespace(&p) == pod.namespace {
+                    local.push(obj::name(&p).to_string());
+                } else {
+                    elsewhere += 1;
+                }
+            }
+        }
+        let detail = if local.is_empty() && elsewhere == 0 {
+            "Volume is already exclusively attached to one node and can't be attached to another"
+                .to_string()
+        } else if local.is_empty() {
+            format!("Volume is already used by {elsewhere} pod(s) in different namespaces")
+        } else if elsewhere > 0 {
+            format!(
+                "Volume is already used by pod(s) {} and {elsewhere} pod(s) in different namespaces",
+                local.join(", ")
+            )
+        } else {
+            format!("Volume is already used by pod(s) {}", local.join(", "))
+        };
+        volume_msg("Multi-Attach error", &want.pv, &detail)
+    }
+
+    fn gone_node(&self, cx: &Cx, node: &str) -> Outcome {
+        let vas = cx.cache.store_for(&VA_WATCH);
+        let actions = self
+            .index()
+            .attachments_on(node)
+            .into_iter()
+            .filter_map(|name| {
+                let va = vas.get(&name)?;
+                (!obj::is_deleting(&va) && self.ours(cx, &va, node)).then(|| delete_va(&name))
+            })
+            .collect();
+        Outcome::with(actions)
+    }
+
+    /// Whether an attachment is one this controller would have made: a PersistentVolume
+    /// source, named as the CSI attacher names it (or its volume is gone).
+    fn ours(&self, cx: &Cx, va: &Value, node: &str) -> bool {
+        let Some(pv) = va["spec"]["source"]["persistentVolumeName"].as_str() else {
+            return false;
+        };
+        match cx.cache.store_for(&PV_WATCH).get(pv) {
+            None => true,
+            Some(pv) => {
+                csi_source(&pv).is_some_and(|(d, h)| attachment_name(h, d, node) == obj::name(va))
+            }
+        }
+    }
+
+    fn unique_of(&self, cx: &Cx, va: &Value) -> Option<String> {
+        let pv = va["spec"]["source"]["persistentVolumeName"].as_str()?;
+        let pv = cx.cache.store_for(&PV_WATCH).get(pv)?;
+        csi_source(&pv).map(|(d, h)| csi_unique_name(d, h))
+    }
+
+    fn sync_node(&self, cx: &Cx, node_obj: &Value) -> Outcome {
+        let node = obj::name(node_obj);
+        if obj::annotation(node_obj, MANAGED).is_none() {
+            return Outcome::none();
+        }
+        let keep_terminated = obj::annotation(node_obj, KEEP_TERMINATED) == Some("true");
+        let conds = node_obj["status"]["conditions"].as_array();
+        let healthy = conds
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        let out_of_service = node_obj["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == OUT_OF_SERVICE && t["effect"] == "NoExecute");
+        let in_use: HashSet<&str> = node_obj["status"]["volumesInUse"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let reported: Vec<&Value> = node_obj["status"]["volumesAttached"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .collect();
+        let reported_names: HashSet<&str> =
+            reported.iter().filter_map(|v| v["name"].as_str()).collect();
+
+        let wanted = self.wanted(cx, node, keep_terminated);
+        let vas = cx.cache.store_for(&VA_WATCH);
+        let mut actions = Vec::new();
+        let mut report: Vec<String> = Vec::new();
+        let mut requeue: Option<Duration> = None;
+        let mut memo = self.memo();
+
+        for (name, want) in &wanted {
+            memo.detach_requested.remove(name);
+            match vas.get(name) {
+                Some(va) if obj::is_deleting(&va) => {}
+                Some(va) if va["status"]["attached"] == true => {
+                    memo.attach_errors.remove(name);
+                    memo.waiting.remove(name);
+                    memo.multi_attach
+                        .remove(&(node.to_string(), want.pv.clone()));
+                    if !reported_names.contains(want.unique.as_str()) {
+                        let msg = volume_msg("AttachVolume.Attach succeeded", &want.pv, "");
+                        for p in &want.pods {
+                            actions.push(event(
+                                p,
+                                EventType::Normal,
+                                "SuccessfulAttachVolume",
+                                &msg,
+                            ));
+                        }
+                    }
+                    report.push(want.unique.clone());
+                }
+                Some(va) => {
+                    let err = va["status"]["attachError"]["message"]
+                        .as_str()
+                        .unwrap_or("");
+                    if err.is_empty() {
+                        // No answer yet: after the attacher's wait, its timeout is reported.
+                        let since = *memo.waiting.entry(name.clone()).or_insert(cx.now);
+                        let waited = cx.now.duration_since(since).unwrap_or_default();
+                        let left = if waited >= ATTACH_TIMEOUT {
+                            memo.waiting.insert(name.clone(), cx.now);
+                            let msg = volume_msg(
+                                "AttachVolume.Attach failed",
+                                &want.pv,
+                                &format!(
+                                    ": timed out waiting for external-attacher of {} CSI driver \
+                                     to attach volume {}",
+                                    want.driver, want.handle
+                                ),
+                            );
+                            for p in &want.pods {
+                                actions.push(event(
+                                    p,
+                                    EventType::Warning,
+                                    "FailedAttachVolume",
+                                    &msg,
+                                ));
+                            }
+                            ATTACH_TIMEOUT
+                        } else {
+                            ATTACH_TIMEOUT - waited
+                        };
+                        requeue = super::sooner(requeue, Some(left));
+                    }
+                    if !err.is_empty()
+                        && memo.attach_errors.get(name).map(String::as_str) != Some(err)
+                    {
+                        memo.waiting.remove(name);
+                        memo.attach_errors.insert(name.clone(), err.to_string());
+                        let msg =
+                            volume_msg("AttachVolume.Attach failed", &want.pv, &format!(": {err}"));
+                        for p in &want.pods {
+                            actions.push(event(p, EventType::Warning, "FailedAttachVolume", &msg));
+                        }
+                    }
+                }
+                None => {
+                    if !want.multi {
+                        let elsewhere: Vec<(String, bool)> = self
+                            .index()
+                            .attachments_of(&want.pv)
+                            .into_iter()
+                            .filter(|(_, n)| n != node)
+                            .filter_map(|(va, n)| {
+                                let va = vas.get(&va)?;
+                                Some((n, va["status"]["attached"] == true))
+                            })
+                            .collect();
+                        if !elsewhere.is_empty() {
+                            let key = (node.to_string(), want.pv.clone());
+                            let attached: Vec<String> = elsewhere
+                                .iter()
+                                .filter(|(_, a)| *a)
+                                .map(|(n, _)| n.clone())
+                                .collect();
+                            if !attached.is_empty() && !memo.multi_attach.contains(&key) {
+                                memo.multi_attach.insert(key);
+                                for p in &want.pods {
+                                    let msg = self.multi_attach_message(cx, want, p, &attached);
+                                    actions.push(event(
+                                        p,
+                                        EventType::Warning,
+                                        "FailedAttachVolume",
+                                        &msg,
+                                    ));
+                                }
+                            }
+                            continue;
+                        }
+                    }
+                    actions.push(Action::Create {
+                        kind: VOLUMEATTACHMENTS,
+                        namespace: String::new(),
+                        object: json!({
+                            "apiVersion": "storage.k8s.io/v1",
+                            "kind": "VolumeAttachment",
+                            "metadata": {"name": name},
+                            "spec": {
+                                "attacher": want.driver,
+                                "nodeName": node,
+                                "source": {"persistentVolumeName": want.pv},
+                            },
+                        }),
+                    });
+                }
+            }
+        }
+
+        for name in self.index().attachments_on(node) {
+            if wanted.contains_key(&name) {
+                continue;
+            }
+            let Some(va) = vas.get(&name) else { continue };
+            if obj::is_deleting(&va) || !self.ours(cx, &va, node) {
+                continue;
+            }
+            let unique = self.unique_of(cx, &va);
+            let mounted = unique.as_deref().is_some_and(|u| in_use.contains(u));
+            let since = *memo.detach_requested.entry(name.clone()).or_insert(cx.now);
+            let elapsed = cx.now.duration_since(since).unwrap_or_default();
+            let timeout = elapsed > MAX_WAIT_FOR_UNMOUNT;
+            let force = timeout && !healthy;
+            if mounted && !force && !out_of_service {
+                if va["status"]["attached"] == true {
+                    if let Some(u) = unique {
+                        report.push(u);
+                    }
+                }
+                if !healthy {
+                    let left =
+                        MAX_WAIT_FOR_UNMOUNT.saturating_sub(elapsed) + Duration::from_secs(1);
+                    requeue = super::sooner(requeue, Some(left));
+                }
+                continue;
+            }
+            // Detach: the node stops reporting it first; the delete follows once it does.
+            if unique
+                .as_deref()
+                .is_some_and(|u| reported_names.contains(u))
+            {
+                continue;
+            }
+            if mounted {
+                log::info!(
+                    "attachdetach: force detaching {name} from node {node} (still mounted; \
+                     {})",
+                    if out_of_service {
+                        "node out of service"
+                    } else {
+                        "unmount wait expired"
+                    }
+                );
+            }
+            memo.detach_requested.remove(&name);
+            memo.attach_errors.remove(&name);
+            memo.waiting.remove(&name);
+            actions.push(delete_va(&name));
+        }
+        drop(memo);
+
+        // The node's report: what it listed and still holds, in its order, then the new ones.
+        let keep: HashSet<&str> = report.iter().map(String::as_str).collect();
+        let mut list: Vec<Value> = reported
+            .iter()
+            .filter(|v| v["name"].as_str().is_some_and(|n| keep.contains(n)))
+            .map(|v| json!({"devicePath": v["devicePath"].as_str().unwrap_or(""), "name": v["name"]}))
+            .collect();
+        let mut seen: HashSet<String> = list
+            .iter()
+            .filter_map(|v| v["name"].as_str().map(str::to_string))
+            .collect();
+        for u in report {
+            if seen.insert(u.clone()) {
+                list.push(json!({"devicePath": "", "name": u}));
+            }
+        }
+        let changed = list.len() != reported.len()
+            || list
+                .iter()
+                .zip(&reported)
+                .any(|(a, b)| a["name"] != b["name"]);
+        if changed {
+            let value = if list.is_empty() {
+                Value::Null
+            } else {
+                Value::Array(list)
+            };
+            // The status patch goes before the deletes it makes safe.
+            actions.insert(
+                0,
+                Action::Patch {
+                    kind: NODES,
+                    namespace: String::new(),
+                    name: node.to_string(),
+                    patch_type: PatchType::Strategic,
+                    patch: json!({"status": {"volumesAttached": value}}),
+                    subresource: Some("status"),
+                },
+            );
+        }
+        Outcome {
+            actions,
+            requeue_after: requeue,
+            ..Outcome::default()
+        }
+    }
+}
+
+fn delete_va(name: &str) -> Action {
+    Action::Delete {
+        kind: VOLUMEATTACHMENTS,
+        namespace: String::new(),
+        name: name.to_string(),
+        options: DeleteOptions::default(),
+    }
+}
+
+impl Controller for AttachDetach {
+    fn name(&self) -> &'static str {
+        "persistentvolume-attach-detach-controller"
+    }
+    fn event_component(&self) -> &'static str {
+        "attachdetach-controller"
+    }
+    fn queue_name(&self) -> &'static str {
+        "pvcs"
+    }
+    fn watches(&self) -> Vec<Watch> {
+        vec![
+            NODE_WATCH,
+            POD_WATCH,
+            PVC_WATCH,
+            PV_WATCH,
+            VA_WATCH,
+            DRIVER_WATCH,
+        ]
+    }
+    fn resync_period(&self) -> Option<Duration> {
+        self.sync_period
+    }
+
+    fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
+        let o = d.object();
+        match w.kind {
+            k if k == NODES => {
+                let name = obj::name(o);
+                let managed = |v: &Option<crate::obj::Obj>| {
+                    v.as_ref()
+                        .is_some_and(|v| obj::annotation(v, MANAGED).is_some())
+                };
+                if managed(&d.new) || managed(&d.old) || self.index().has_attachments(name) {
+                    vec![name.to_string()]
+                } else {
+                    vec![]
+                }
+            }
+            k if k == PODS => {
+                let now = (d.kind != DeltaKind::Deleted).then_some(&**o);
+                self.index().pod(&obj::key(o), now)
+            }
+            k if k == PERSISTENTVOLUMECLAIMS => self.index().claim_nodes(&obj::key(o)),
+            k if k == PERSISTENTVOLUMES => {
+                let r = &o["spec"]["claimRef"];
+                let claim = obj::make_key(
+                    r["namespace"].as_str().unwrap_or(""),
+                    r["name"].as_str().unwrap_or(""),
+                );
+                let index = self.index();
+                let mut nodes = index.claim_nodes(&claim);
+                nodes.extend(
+                    index
+                        .attachments_of(obj::name(o))
+                        .into_iter()
+                        .map(|(_, n)| n),
+                );
+                nodes.sort();
+                nodes.dedup();
+                nodes
+            }
+            k if k == VOLUMEATTACHMENTS => {
+                let now = (d.kind != DeltaKind::Deleted).then_some(&**o);
+                let mut nodes = self.index().attachment(obj::name(o), now);
+                // Nodes waiting for this volume (a Multi-Attach) look again.
+                if let Some(pv) = o["spec"]["source"]["persistentVolumeName"].as_str() {
+                    if let Some(pv) = cache.store_for(&PV_WATCH).get(pv) {
+                        let r = &pv["spec"]["claimRef"];
+                        let claim = obj::make_key(
+                            r["namespace"].as_str().unwrap_or(""),
+                            r["name"].as_str().unwrap_or(""),
+                        );
+                        nodes.extend(self.index().claim_nodes(&claim));
+                    }
+                }
+                nodes.sort();
+                nodes.dedup();
+                nodes
+            }
+            _ => self.index().nodes_with_pods(),
+        }
+    }
+
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        match cx.cache.store_for(&NODE_WATCH).get(key) {
+            Some(node) => Ok(self.sync_node(cx, &node)),
+            None => Ok(self.gone_node(cx, key)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

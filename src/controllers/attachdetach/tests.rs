@@ -1,0 +1,323 @@
+use super::*;
+use crate::controllers::testing::Harness;
+use serde_json::json;
+
+const DRIVER: &str = "csi.example.com";
+
+/// A change as the watch brings it: a newer resourceVersion.
+fn upd(h: &mut Harness<AttachDetach>, kind: crate::api::Kind, mut v: Value) {
+    static RV: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(100);
+    let rv = RV.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    v["metadata"]["resourceVersion"] = rv.to_string().into();
+    h.update(kind, v);
+}
+
+fn node(name: &str, managed: bool) -> Value {
+    let mut n = json!({"metadata": {"name": name, "uid": format!("u-{name}"),
+                                    "resourceVersion": "1"},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    if managed {
+        n["metadata"]["annotations"] = json!({MANAGED: "true"});
+    }
+    n
+}
+
+fn pod(name: &str, node: &str, claim: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"),
+                        "resourceVersion": "1"},
+           "spec": {"nodeName": node, "volumes": [
+               {"name": "data", "persistentVolumeClaim": {"claimName": claim}},
+               {"name": "cfg", "configMap": {"name": "c"}}]},
+           "status": {"phase": "Running"}})
+}
+
+fn pvc(name: &str, pv: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("c-{name}"),
+                        "resourceVersion": "1"},
+           "spec": {"volumeName": pv}, "status": {"phase": "Bound"}})
+}
+
+fn pv(name: &str, claim: &str, modes: &[&str]) -> Value {
+    json!({"metadata": {"name": name, "uid": format!("v-{name}"), "resourceVersion": "1"},
+           "spec": {"csi": {"driver": DRIVER, "volumeHandle": format!("h-{name}")},
+                    "accessModes": modes,
+                    "claimRef": {"namespace": "ns", "name": claim, "uid": format!("c-{claim}")}}})
+}
+
+fn va(pv: &str, node: &str, attached: bool) -> Value {
+    json!({"metadata": {"name": attachment_name(&format!("h-{pv}"), DRIVER, node),
+                        "uid": format!("a-{pv}-{node}"), "resourceVersion": "1"},
+           "spec": {"attacher": DRIVER, "nodeName": node,
+                    "source": {"persistentVolumeName": pv}},
+           "status": {"attached": attached}})
+}
+
+fn unique(pv: &str) -> String {
+    csi_unique_name(DRIVER, &format!("h-{pv}"))
+}
+
+/// A managed node n1 with pod p using claim c bound to CSI volume v.
+fn setup() -> Harness<AttachDetach> {
+    let mut h =
+        Harness::new(AttachDetach::new(Some(Duration::from_secs(60)))).at("2024-01-01T00:00:00Z");
+    h.add(NODES, node("n1", true));
+    h.add(PERSISTENTVOLUMES, pv("v", "c", &["ReadWriteOnce"]));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "v"));
+    h.add(PODS, pod("p", "n1", "c"));
+    h
+}
+
+#[test]
+fn a_pods_csi_volume_gets_its_attachment_on_a_managed_node_only() {
+    let mut h = setup();
+    assert_eq!(h.take_queued(), ["n1"]);
+    let w = h.sync("n1");
+    assert_eq!(w.creates.len(), 1);
+    assert_eq!(
+        w.creates[0].1,
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+               "metadata": {"name": attachment_name("h-v", DRIVER, "n1")},
+               "spec": {"attacher": DRIVER, "nodeName": "n1",
+                        "source": {"persistentVolumeName": "v"}}})
+    );
+    assert!(w.patches.is_empty() && w.events.is_empty());
+
+    h.add(NODES, node("n2", false));
+    h.add(PODS, pod("q", "n2", "c"));
+    assert!(h.sync("n2").is_empty());
+}
+
+#[test]
+fn unbound_claims_non_csi_volumes_and_drivers_without_attach_are_skipped() {
+    let mut h = setup();
+    let mut pending = pvc("c", "v");
+    pending["status"]["phase"] = "Pending".into();
+    upd(&mut h, PERSISTENTVOLUMECLAIMS, pending);
+    assert!(h.sync("n1").is_empty());
+    upd(&mut h, PERSISTENTVOLUMECLAIMS, pvc("c", "v"));
+    h.add(
+        CSIDRIVERS,
+        json!({"metadata": {"name": DRIVER, "resourceVersion": "1"},
+               "spec": {"attachRequired": false}}),
+    );
+    assert!(h.sync("n1").is_empty());
+    h.add(
+        CSIDRIVERS,
+        json!({"metadata": {"name": DRIVER, "resourceVersion": "2"},
+               "spec": {"attachRequired": true}}),
+    );
+    assert_eq!(h.sync("n1").creates.len(), 1);
+    // A volume bound to another claim (UID mismatch) is not the pod's.
+    let mut other = pv("v", "c", &["ReadWriteOnce"]);
+    other["spec"]["claimRef"]["uid"] = "someone-else".into();
+    upd(&mut h, PERSISTENTVOLUMES, other);
+    assert!(h.sync("n1").is_empty());
+}
+
+#[test]
+fn an_attached_volume_is_reported_on_the_node_with_an_event() {
+    let mut h = setup();
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", false));
+    assert_eq!(h.take_queued(), ["n1"]);
+    let w = h.sync("n1");
+    assert!(w.events.is_empty() && w.patches.is_empty());
+    assert_eq!(w.requeue_after, Some(ATTACH_TIMEOUT));
+    // No answer from the external attacher within its wait: reported.
+    h.now += ATTACH_TIMEOUT;
+    let w = h.sync("n1");
+    assert_eq!(
+        w.events,
+        [(
+            EventType::Warning,
+            "FailedAttachVolume".to_string(),
+            "AttachVolume.Attach failed for volume \"v\" : timed out waiting for \
+             external-attacher of csi.example.com CSI driver to attach volume h-v"
+                .to_string()
+        )]
+    );
+    upd(&mut h, VOLUMEATTACHMENTS, va("v", "n1", true));
+    let w = h.sync("n1");
+    assert_eq!(
+        w.patches,
+        [(
+            NODES,
+            "n1".to_string(),
+            json!({"status": {"volumesAttached": [{"devicePath": "", "name": unique("v")}]}})
+        )]
+    );
+    assert_eq!(
+        w.events,
+        [(
+            EventType::Normal,
+            "SuccessfulAttachVolume".to_string(),
+            "AttachVolume.Attach succeeded for volume \"v\" ".to_string()
+        )]
+    );
+    let mut n = node("n1", true);
+    n["status"]["volumesAttached"] = json!([{"name": unique("v"), "devicePath": ""}]);
+    upd(&mut h, NODES, n);
+    assert!(h.sync("n1").is_empty());
+}
+
+#[test]
+fn an_attach_error_is_reported_once() {
+    let mut h = setup();
+    let mut failing = va("v", "n1", false);
+    failing["status"]["attachError"] = json!({"message": "no such disk"});
+    h.add(VOLUMEATTACHMENTS, failing.clone());
+    let w = h.sync("n1");
+    assert_eq!(
+        w.events,
+        [(
+            EventType::Warning,
+            "FailedAttachVolume".to_string(),
+            "AttachVolume.Attach failed for volume \"v\" : no such disk".to_string()
+        )]
+    );
+    assert!(h.sync("n1").is_empty());
+}
+
+fn attached_node(in_use: bool) -> Value {
+    let mut n = node("n1", true);
+    n["status"]["volumesAttached"] = json!([{"name": unique("v"), "devicePath": ""}]);
+    if in_use {
+        n["status"]["volumesInUse"] = json!([unique("v")]);
+    }
+    n
+}
+
+#[test]
+fn a_volume_no_longer_used_is_detached_after_the_node_unmounts_it() {
+    let mut h = setup();
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    upd(&mut h, NODES, attached_node(true));
+    let mut done = pod("p", "n1", "c");
+    done["status"]["phase"] = "Succeeded".into();
+    upd(&mut h, PODS, done);
+    assert_eq!(h.take_queued(), ["n1"]);
+    // Still mounted: kept and still reported.
+    let w = h.sync("n1");
+    assert!(w.is_empty(), "{w:?}");
+    // Unmounted: the report goes first, then the attachment.
+    upd(&mut h, NODES, attached_node(false));
+    let w = h.sync("n1");
+    assert_eq!(
+        w.patches,
+        [(
+            NODES,
+            "n1".to_string(),
+            json!({"status": {"volumesAttached": null}})
+        )]
+    );
+    assert!(w.deletes.is_empty());
+    upd(&mut h, NODES, node("n1", true));
+    let w = h.sync("n1");
+    assert_eq!(
+        w.deletes,
+        [(VOLUMEATTACHMENTS, attachment_name("h-v", DRIVER, "n1"))]
+    );
+    assert!(w.patches.is_empty());
+}
+
+#[test]
+fn keep_terminated_pod_volumes_keeps_them() {
+    let mut h = setup();
+    let mut n = attached_node(false);
+    n["metadata"]["annotations"][KEEP_TERMINATED] = "true".into();
+    upd(&mut h, NODES, n);
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    let mut done = pod("p", "n1", "c");
+    done["status"]["phase"] = "Failed".into();
+    upd(&mut h, PODS, done);
+    assert!(h.sync("n1").is_empty());
+}
+
+#[test]
+fn a_mounted_volume_of_a_node_not_ready_is_force_detached_after_six_minutes() {
+    let mut h = setup();
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    let mut n = attached_node(true);
+    n["status"]["conditions"][0]["status"] = "Unknown".into();
+    upd(&mut h, NODES, n.clone());
+    h.delete(PODS, pod("p", "n1", "c"));
+    let w = h.sync("n1");
+    assert!(w.patches.is_empty() && w.deletes.is_empty());
+    assert_eq!(
+        w.requeue_after,
+        Some(MAX_WAIT_FOR_UNMOUNT + Duration::from_secs(1))
+    );
+    h.now += MAX_WAIT_FOR_UNMOUNT + Duration::from_secs(1);
+    let w = h.sync("n1");
+    assert_eq!(w.patches.len(), 1);
+    n["status"]["volumesAttached"] = json!([]);
+    upd(&mut h, NODES, n);
+    assert_eq!(h.sync("n1").deletes.len(), 1);
+}
+
+#[test]
+fn an_out_of_service_node_is_detached_at_once() {
+    let mut h = setup();
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    let mut n = node("n1", true);
+    n["status"]["volumesInUse"] = json!([unique("v")]);
+    n["spec"] = json!({"taints": [{"key": OUT_OF_SERVICE, "value": "nodeshutdown",
+                                   "effect": "NoExecute"}]});
+    upd(&mut h, NODES, n);
+    h.delete(PODS, pod("p", "n1", "c"));
+    assert_eq!(h.sync("n1").deletes.len(), 1);
+}
+
+#[test]
+fn a_single_node_volume_attached_elsewhere_is_a_multi_attach_error() {
+    let mut h = setup();
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    h.add(NODES, node("n2", true));
+    h.add(PODS, pod("q", "n2", "c"));
+    let w = h.sync("n2");
+    assert!(w.creates.is_empty());
+    assert_eq!(
+        w.events,
+        [(
+            EventType::Warning,
+            "FailedAttachVolume".to_string(),
+            "Multi-Attach error for volume \"v\" Volume is already used by pod(s) p".to_string()
+        )]
+    );
+    assert!(h.sync("n2").is_empty(), "reported once");
+    // Once it is gone from the first node, it is attached here.
+    h.delete(VOLUMEATTACHMENTS, va("v", "n1", true));
+    assert!(h.take_queued().contains(&"n2".to_string()));
+    assert_eq!(h.sync("n2").creates.len(), 1);
+    // A volume several nodes may share is attached at once.
+    upd(&mut h, PERSISTENTVOLUMES, pv("v", "c", &["ReadWriteMany"]));
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    assert_eq!(h.sync("n2").creates.len(), 1);
+}
+
+#[test]
+fn a_gone_nodes_attachments_are_deleted_and_others_are_left_alone() {
+    let mut h = setup();
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    let mut foreign = va("v", "n1", true);
+    foreign["metadata"]["name"] = "made-by-someone".into();
+    h.add(VOLUMEATTACHMENTS, foreign);
+    h.delete(PODS, pod("p", "n1", "c"));
+    upd(&mut h, NODES, node("n1", true));
+    assert_eq!(
+        h.sync("n1").deletes,
+        [(VOLUMEATTACHMENTS, attachment_name("h-v", DRIVER, "n1"))]
+    );
+    h.delete(NODES, node("n1", true));
+    assert_eq!(h.sync("n1").deletes.len(), 1);
+}
+
+#[test]
+fn terminated_pods_are_upstreams() {
+    let mut p = pod("p", "n", "c");
+    assert!(!pod_terminated(&p));
+    p["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z".into();
+    p["status"]["containerStatuses"] = json!([{"state": {"running": {}}}]);
+    assert!(!pod_terminated(&p));
+    p["status"]["containerStatuses"] = json!([{"state": {"terminated": {"exitCode": 0}}}]);
+    assert!(pod_terminated(&p));
+}
