@@ -8,6 +8,7 @@ pub mod inflight;
 pub mod jws;
 pub mod owners;
 pub mod pod;
+pub mod quantity;
 pub mod ranking;
 pub mod selector;
 pub mod servicepods;

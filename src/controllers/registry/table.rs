@@ -3,8 +3,8 @@
 
 use super::super::{
     bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
-    endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
-    replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle,
+    podautoscaler, podgc, replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -173,7 +173,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("horizontal-pod-autoscaler"),
         "",
     )
-    .workers("concurrent-horizontal-pod-autoscaler-syncs"),
+    .workers("concurrent-horizontal-pod-autoscaler-syncs")
+    .runs(podautoscaler::build),
     c(
         "disruption-controller",
         &["disruption"],

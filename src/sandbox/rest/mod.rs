@@ -88,6 +88,9 @@ fn accept_partial(req: &Request) -> (bool, bool) {
 /// Dispatch one request (authentication, faults and pauses are handled by the caller).
 pub fn handle(shared: &Shared, req: &Request) -> Reply {
     let segs: Vec<&str> = req.path.split('/').filter(|s| !s.is_empty()).collect();
+    if let Some(r) = super::metrics::handle(shared, req, &segs) {
+        return r;
+    }
     match segs.as_slice() {
         [] => Reply::Json(
             200,
