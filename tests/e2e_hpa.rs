@@ -158,6 +158,8 @@ fn scenario_cpu_scale_up_and_limited_down(t: &Target) {
     );
     let h = wait_hpa(admin, n, "web", "status after the scale-up", |h| {
         h["status"]["currentReplicas"] == 4
+            && condition(h, "ScalingActive") == ("True".into(), "ValidMetricFound".into())
+            && condition(h, "ScalingLimited") == ("True".into(), "TooManyReplicas".into())
     });
     assert_eq!(h["status"]["desiredReplicas"], 4);
     assert!(h["status"]["lastScaleTime"].is_string());
@@ -165,14 +167,6 @@ fn scenario_cpu_scale_up_and_limited_down(t: &Target) {
         h["status"]["currentMetrics"],
         json!([{"type": "Resource", "resource": {"name": "cpu",
             "current": {"averageUtilization": 200, "averageValue": "200m"}}}])
-    );
-    assert_eq!(
-        condition(&h, "ScalingActive"),
-        ("True".into(), "ValidMetricFound".into())
-    );
-    assert_eq!(
-        condition(&h, "ScalingLimited"),
-        ("True".into(), "TooManyReplicas".into())
     );
     assert_eq!(condition(&h, "AbleToScale").0, "True");
 
@@ -208,7 +202,7 @@ fn scenario_failures_are_reported(t: &Target) {
         n,
         "ghost",
         "FailedGetScale",
-        "replicasets.apps \"nope\" not found",
+        "replicasets/scale.apps \"nope\" not found",
     );
     let h = wait_hpa(admin, n, "ghost", "AbleToScale False", |h| {
         condition(h, "AbleToScale") == ("False".into(), "FailedGetScale".into())
@@ -270,7 +264,7 @@ fn scenario_external_and_pods_metrics(t: &Target) {
     let m = &h["status"]["currentMetrics"];
     assert_eq!(m[0]["type"], "External");
     assert_eq!(m[0]["external"]["current"]["value"], "30");
-    assert_eq!(m[1]["pods"]["current"]["averageValue"], "1");
+    assert_eq!(m[1]["pods"]["current"]["averageValue"], "1", "{m}");
     wait_event(
         admin,
         n,
