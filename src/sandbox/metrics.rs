@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 /// The values tests set.
+/// A value with its metric labels.
+type LabelledValue = (BTreeMap<String, String>, String);
+
 #[derive(Default)]
 pub struct MetricsState {
     /// (namespace, pod) -> `containers` of its PodMetrics.
@@ -25,7 +28,7 @@ pub struct MetricsState {
     /// a namespace's under "metrics" with its name.
     custom: BTreeMap<(String, String, String, String), String>,
     /// (namespace, metric) -> (metric labels, quantity).
-    external: BTreeMap<(String, String), Vec<(BTreeMap<String, String>, String)>>,
+    external: BTreeMap<(String, String), Vec<LabelledValue>>,
 }
 
 /// A handle on the sandbox's metrics.

@@ -33,11 +33,14 @@ const GROUPS: &[(&str, &str)] = &[
 const SVC_NS: &str = "kube-system";
 const SVC: &str = "edgekcm-e2e-metrics";
 
+/// A value with its metric labels.
+type LabelledValue = (BTreeMap<String, String>, String);
+
 #[derive(Default)]
 pub struct Values {
     pods: BTreeMap<(String, String), Value>,
     custom: BTreeMap<(String, String, String, String), String>,
-    external: BTreeMap<(String, String), Vec<(BTreeMap<String, String>, String)>>,
+    external: BTreeMap<(String, String), Vec<LabelledValue>>,
 }
 
 /// Where a scenario sets metrics.

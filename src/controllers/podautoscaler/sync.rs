@@ -96,10 +96,10 @@ fn stored_status(hpa: &Value) -> Value {
     let mut s = hpa.get("status").cloned().unwrap_or_else(|| json!({}));
     if let Some(m) = s.as_object_mut() {
         m.retain(|k, v| {
-            !v.is_null()
-                && !(v.as_array().is_some_and(Vec::is_empty))
-                && !(k == "currentReplicas" && v.as_i64() == Some(0))
-                && k != "observedGeneration"
+            let omitted = v.is_null()
+                || v.as_array().is_some_and(Vec::is_empty)
+                || (k == "currentReplicas" && v.as_i64() == Some(0));
+            !omitted && k != "observedGeneration"
         });
         m.entry("desiredReplicas").or_insert(json!(0));
     }
