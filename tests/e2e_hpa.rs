@@ -122,6 +122,47 @@ fn wait_event(admin: &Client, ns: &str, hpa: &str, reason: &str, message: &str) 
     })
 }
 
+/// With `KCM_E2E_HPA_DUMP=<file>`: the HPAs' status and Events of `ns`, times and names
+/// blanked, for a side-by-side comparison of two controller managers.
+fn dump(admin: &Client, ns: &str) {
+    let Ok(path) = std::env::var("KCM_E2E_HPA_DUMP") else {
+        return;
+    };
+    let mut out = String::new();
+    for h in admin
+        .list(&HPAS, Some(ns), &ListOptions::default())
+        .expect("hpas")
+        .items
+    {
+        let mut st = h["status"].clone();
+        st["lastScaleTime"] = json!("T");
+        for c in st["conditions"].as_array_mut().into_iter().flatten() {
+            c["lastTransitionTime"] = json!("T");
+        }
+        out.push_str(&format!("hpa {} {st}\n", h["metadata"]["name"]));
+    }
+    let mut evs: Vec<String> = admin
+        .list(&EVENTS, Some(ns), &ListOptions::default())
+        .expect("events")
+        .items
+        .iter()
+        .map(|e| {
+            format!(
+                "event {} {} {} {} {} {}",
+                e["involvedObject"]["name"],
+                e["type"],
+                e["reason"],
+                e["message"],
+                e["source"],
+                e["count"]
+            )
+        })
+        .collect();
+    evs.sort();
+    out.push_str(&evs.join("\n"));
+    std::fs::write(path, out).expect("dump");
+}
+
 /// CPU over target: scaled up to maxReplicas. Under target with a scale-down policy of one
 /// pod a minute and no stabilization window: one pod down, then held by the policy.
 fn scenario_cpu_scale_up_and_limited_down(t: &Target) {
@@ -185,6 +226,7 @@ fn scenario_cpu_scale_up_and_limited_down(t: &Target) {
     // The policy allows one pod a minute: still 3 a few syncs later.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(replicas(admin, n, "calm"), 3);
+    dump(admin, n);
 }
 
 /// A missing target and missing metrics: upstream's Events and conditions, nothing scaled.
