@@ -28,7 +28,7 @@ mod tests;
 use crate::api::labels::LabelSelector;
 use crate::api::resources::{HPAS, PODS};
 use crate::cache::{Cache, Delta, DeltaKind};
-use crate::controller::{Controller, Cx, Outcome, Watch};
+use crate::controller::{Action, Controller, Cx, OnError, Outcome, Watch};
 use crate::controllers::registry::BuildCx;
 use crate::controllers::Runnable;
 use crate::obj::Obj;
@@ -263,6 +263,15 @@ impl Controller for Hpa {
 
     fn workers(&self) -> usize {
         self.workers
+    }
+
+    /// A status write that failed (a conflict included) was reported as an Event; the HPA is
+    /// synced again after the period, not at once.
+    fn on_error(&self, action: &Action, _err: &crate::Error) -> OnError {
+        match action {
+            Action::UpdateSubresource { kind, .. } if *kind == HPAS => OnError::Ignore,
+            _ => OnError::Retry,
+        }
     }
 
     fn rate_limiter(&self) -> Option<Box<dyn RateLimiter<String>>> {

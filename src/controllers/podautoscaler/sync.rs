@@ -10,7 +10,7 @@ use super::source::Source;
 use super::spec;
 use crate::api::labels::LabelSelector;
 use crate::api::resources::HPAS;
-use crate::controller::{Action, EventSpec, EventType, ObjectRef};
+use crate::controller::{Action, EventSpec, EventType, ObjectRef, Report};
 use crate::controllers::kit::conditions::{self, Condition};
 use crate::obj::{At as _, Obj};
 use serde_json::{json, Map, Value};
@@ -121,10 +121,21 @@ fn finish(run: Run, new_status: Value, events_first: bool, error: Option<String>
     if stored_status(hpa) != new_status {
         let mut o = hpa.clone();
         o["status"] = new_status;
-        update = Some(Action::UpdateSubresource {
-            kind: HPAS,
-            object: o,
-            subresource: "status",
+        // A failed write is a `FailedUpdateStatus` Event; the HPA is synced again a period
+        // later ([`super::Hpa::on_error`]), as upstream.
+        update = Some(Action::Reported {
+            action: Box::new(Action::UpdateSubresource {
+                kind: HPAS,
+                object: o,
+                subresource: "status",
+            }),
+            report: Report {
+                about: ObjectRef::of(&HPAS, hpa),
+                success_reason: "",
+                success_prefix: "",
+                failure_reason: "FailedUpdateStatus",
+                failure_prefix: "".into(),
+            },
         });
     }
     if events_first {

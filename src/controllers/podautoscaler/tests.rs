@@ -139,7 +139,10 @@ fn status_of(o: &Outcome) -> Value {
     o.actions
         .iter()
         .find_map(|a| match a {
-            Action::UpdateSubresource { object, .. } => Some(object["status"].clone()),
+            Action::Reported { action, .. } => match &**action {
+                Action::UpdateSubresource { object, .. } => Some(object["status"].clone()),
+                _ => None,
+            },
             _ => None,
         })
         .expect("a status update")
