@@ -4,6 +4,7 @@ pub mod client;
 pub mod discovery;
 pub mod fence;
 pub mod kubeconfig;
+pub mod labels;
 pub mod resources;
 mod tls;
 pub mod trim;

@@ -18,6 +18,7 @@ pub mod kit;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
+pub mod podautoscaler;
 pub mod podgc;
 pub mod refmanager;
 pub mod registry;

@@ -42,6 +42,16 @@ impl ApiError {
         .with_details(details(kind, name))
     }
 
+    /// A missing object's subresource, as kube-apiserver words it (`replicasets/scale.apps`).
+    pub fn sub_not_found(kind: &Kind, sub: &str, name: &str) -> Self {
+        let resource = match kind.resource_name().split_once('.') {
+            Some((plural, group)) => format!("{plural}/{sub}.{group}"),
+            None => format!("{}/{sub}", kind.plural),
+        };
+        ApiError::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
+            .with_details(details(kind, name))
+    }
+
     pub fn namespace_not_found(ns: &str) -> Self {
         ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"))
             .with_details(json!({"name": ns, "kind": "namespaces"}))

@@ -96,6 +96,7 @@ mod discovery;
 mod faults;
 mod http;
 mod meta;
+mod metrics;
 mod patch;
 mod rest;
 mod selector;
@@ -103,6 +104,7 @@ mod serve;
 mod store;
 
 pub use faults::Faults;
+pub use metrics::Metrics;
 pub use store::DeleteOpts;
 
 use crate::obj::At as _;
@@ -176,6 +178,7 @@ pub(crate) struct Shared {
     conns: Mutex<HashMap<u64, TcpStream>>,
     next_conn: AtomicU64,
     stopped: AtomicBool,
+    metrics: Mutex<metrics::MetricsState>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -239,6 +242,11 @@ fn err_string(e: meta::ApiError) -> String {
 }
 
 impl Sandbox {
+    /// The metrics APIs' values (see [`metrics`]).
+    pub fn metrics(&self) -> Metrics<'_> {
+        Metrics(&self.shared)
+    }
+
     /// Bind 127.0.0.1:`opts.port` and start serving.
     pub fn start(opts: SandboxOptions) -> io::Result<Sandbox> {
         let listener = TcpListener::bind(("127.0.0.1", opts.port))?;
@@ -252,6 +260,7 @@ impl Sandbox {
             conns: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
             stopped: AtomicBool::new(false),
+            metrics: Mutex::default(),
         });
         let ctl = spawn_listener(shared.clone(), listener)?;
         Ok(Sandbox {

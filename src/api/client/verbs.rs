@@ -327,6 +327,13 @@ impl Client {
         self.json("POST", &path, Some(("application/json", &b)))
     }
 
+    /// PUT a JSON body to an arbitrary path (the `scale` subresource of any kind, custom
+    /// resources too).
+    pub fn put_path(&self, path: &str, body: &Value) -> Result<Value> {
+        let b = json_text(body);
+        self.json("PUT", path, Some(("application/json", &b)))
+    }
+
     /// GET an arbitrary path (discovery, /healthz).
     pub fn get_path(&self, path: &str) -> Result<Value> {
         self.json("GET", path, None)

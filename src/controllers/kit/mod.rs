@@ -9,6 +9,7 @@ pub mod jws;
 pub mod nodefit;
 pub mod owners;
 pub mod pod;
+pub mod quantity;
 pub mod ranking;
 pub mod selector;
 pub mod servicepods;

@@ -4,8 +4,8 @@
 use super::super::{
     attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment,
     disruption, endpoints, endpointslice, endpointslicemirroring, ephemeral, garbagecollector, job,
-    namespace, nodeipam, nodelifecycle, podgc, replicaset, resourcequota, rootca, serviceaccount,
-    tokens, ttl, ttlafterfinished, volumeexpand,
+    namespace, nodeipam, nodelifecycle, podautoscaler, podgc, replicaset, resourcequota, rootca,
+    serviceaccount, tokens, ttl, ttlafterfinished, volumeexpand,
 };
 use super::ControllerInfo;
 
@@ -176,7 +176,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("horizontal-pod-autoscaler"),
         "",
     )
-    .workers("concurrent-horizontal-pod-autoscaler-syncs"),
+    .workers("concurrent-horizontal-pod-autoscaler-syncs")
+    .runs(podautoscaler::build),
     c(
         "disruption-controller",
         &["disruption"],

@@ -88,6 +88,9 @@ fn accept_partial(req: &Request) -> (bool, bool) {
 /// Dispatch one request (authentication, faults and pauses are handled by the caller).
 pub fn handle(shared: &Shared, req: &Request) -> Reply {
     let segs: Vec<&str> = req.path.split('/').filter(|s| !s.is_empty()).collect();
+    if let Some(r) = super::metrics::handle(shared, req, &segs) {
+        return r;
+    }
     match segs.as_slice() {
         [] => Reply::Json(
             200,
@@ -230,7 +233,7 @@ fn resource(shared: &Shared, req: &Request, group: &str, version: &str, rest: &[
         (Some(name), Some("scale")) if has_scale_subresource(&kind) => match m {
             "GET" => match shared.lock_state().get(&kind, ns_str, name) {
                 Some(o) => Reply::Json(200, scale_of(&kind, &o)),
-                None => ApiError::not_found(&kind, name).into(),
+                None => ApiError::sub_not_found(&kind, "scale", name).into(),
             },
             "PUT" | "PATCH" => scale_write(shared, req, kind, ns_str, name, m == "PATCH"),
             _ => method_not_allowed(m),

@@ -128,7 +128,7 @@ pub(super) fn scale_write(
     };
     let mut st = shared.lock_state();
     let Some(cur) = st.get(&kind, ns, name) else {
-        return ApiError::not_found(&kind, name).into();
+        return ApiError::sub_not_found(&kind, "scale", name).into();
     };
     let mut scale = scale_of(&kind, &cur);
     if is_patch {

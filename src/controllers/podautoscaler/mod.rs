@@ -1,0 +1,280 @@
+//! `horizontal-pod-autoscaler-controller`: scales any target with a `scale` subresource from
+//! the resource, custom and external metrics APIs, as upstream's `pkg/controller/podautoscaler`.
+//!
+//! Each HPA is synced every `--horizontal-pod-autoscaler-sync-period` (15 s): a new or changed
+//! HPA waits for the period too, as upstream's fixed-interval queue makes it wait, and a failed
+//! sync is not retried sooner. A sync reads the target's Scale live, computes one proposal per
+//! metric ([`metrics`], [`calc`]), stabilises and limits it ([`normalize`]), PUTs the Scale
+//! when the count changes (live, in the sync: the status and Events depend on its answer),
+//! and returns the status update and Events as actions. Pods come from the shared cache
+//! (metadata, `spec.containers` and `status`). What upstream keeps in memory per HPA (recent
+//! recommendations and scale changes, the selectors that detect two HPAs on the same pods)
+//! is kept here the same way and, as upstream's, starts empty after a restart.
+//!
+//! Differences: the custom metrics API is asked at `v1beta2` only (upstream discovers
+//! `v1beta1` servers too); a target kind's resource is looked up in the version its
+//! `apiVersion` names (upstream's mapper tries every version of the group); the
+//! `horizontal_pod_autoscaler_controller_*` metrics are not kept.
+
+pub mod calc;
+pub mod metrics;
+pub mod normalize;
+pub mod source;
+pub mod spec;
+pub mod sync;
+#[cfg(test)]
+mod tests;
+
+use crate::api::labels::LabelSelector;
+use crate::api::resources::{HPAS, PODS};
+use crate::cache::{Cache, Delta, DeltaKind};
+use crate::controller::{Action, Controller, Cx, OnError, Outcome, Watch};
+use crate::controllers::registry::BuildCx;
+use crate::controllers::Runnable;
+use crate::obj::Obj;
+use crate::queue::RateLimiter;
+use crate::Result;
+use normalize::History;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The controller's flags.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    pub sync_period: Duration,
+    pub calc: calc::Calc,
+    pub downscale_stabilization: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            sync_period: Duration::from_secs(15),
+            calc: calc::Calc {
+                tolerance: 0.1,
+                cpu_initialization_period: Duration::from_secs(300),
+                initial_readiness_delay: Duration::from_secs(30),
+            },
+            downscale_stabilization: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Options {
+    /// From the flags' text (checked against their Go types when the command line was read).
+    pub fn from_given(given: &BTreeMap<&'static str, String>) -> Options {
+        let mut o = Options::default();
+        let dur = |flag: &str, slot: &mut Duration| {
+            if let Some(d) = given
+                .get(flag)
+                .and_then(|v| crate::config::parse_go_duration(v).ok())
+            {
+                *slot = d;
+            }
+        };
+        dur("horizontal-pod-autoscaler-sync-period", &mut o.sync_period);
+        dur(
+            "horizontal-pod-autoscaler-downscale-stabilization",
+            &mut o.downscale_stabilization,
+        );
+        dur(
+            "horizontal-pod-autoscaler-cpu-initialization-period",
+            &mut o.calc.cpu_initialization_period,
+        );
+        dur(
+            "horizontal-pod-autoscaler-initial-readiness-delay",
+            &mut o.calc.initial_readiness_delay,
+        );
+        if let Some(t) = given
+            .get("horizontal-pod-autoscaler-tolerance")
+            .and_then(|v| v.trim().parse::<f64>().ok())
+        {
+            o.calc.tolerance = t;
+        }
+        o
+    }
+}
+
+pub fn build(cx: &BuildCx<'_>) -> Result<Option<Runnable>> {
+    for flag in [
+        "horizontal-pod-autoscaler-upscale-delay",
+        "horizontal-pod-autoscaler-downscale-delay",
+    ] {
+        if cx.cfg.given.contains_key(flag) {
+            log::warn!(
+                "Flag --{flag} has been deprecated, This flag is currently no-op and will be deleted."
+            );
+        }
+    }
+    Ok(Some(Runnable::reconciles(Hpa::new(
+        Options::from_given(&cx.cfg.given),
+        cx.workers,
+    ))))
+}
+
+const HPA_WATCH: Watch = Watch::full(HPAS);
+const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/containers", "/status"]);
+
+pub struct Hpa {
+    opts: Options,
+    workers: usize,
+    histories: Mutex<HashMap<String, History>>,
+    /// Every HPA's last parsed selector (None until its first sync), by key.
+    selectors: Mutex<BTreeMap<String, Option<LabelSelector>>>,
+}
+
+/// Upstream's `FixedItemIntervalRateLimiter`: every retry waits one sync period.
+struct FixedInterval(Duration);
+
+impl RateLimiter<String> for FixedInterval {
+    fn when(&mut self, _k: &String) -> Duration {
+        self.0
+    }
+    fn forget(&mut self, _k: &String) {}
+    fn num_requeues(&self, _k: &String) -> u32 {
+        1
+    }
+}
+
+impl Hpa {
+    pub fn new(opts: Options, workers: usize) -> Self {
+        Hpa {
+            opts,
+            workers,
+            histories: Mutex::new(HashMap::new()),
+            selectors: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn selectors(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Option<LabelSelector>>> {
+        self.selectors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The HPAs whose selectors pick any of `pods`, after recording `key`'s selector.
+    fn selecting(&self, key: &str, sel: &LabelSelector, pods: &[Obj]) -> Vec<String> {
+        let mut all = self.selectors();
+        if let Some(slot) = all.get_mut(key) {
+            *slot = Some(sel.clone());
+        }
+        let (ns, _) = crate::obj::split_key(key);
+        let prefix = format!("{ns}/");
+        all.range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter_map(|(k, s)| Some((k, s.as_ref()?)))
+            .filter(|(_, s)| pods.iter().any(|p| s.matches(p)))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// One sync against `source` (the live API, or a test's answers).
+    pub fn sync_with(&self, cx: &Cx, key: &str, source: &dyn source::Source) -> Outcome {
+        let Some(hpa) = cx.cache.store(HPAS).get(key) else {
+            log::info!("Horizontal Pod Autoscaler {key} has been deleted");
+            self.histories
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(key);
+            return Outcome::none();
+        };
+        let (ns, _) = crate::obj::split_key(key);
+        let pods = |sel: &LabelSelector| -> Vec<Obj> {
+            cx.cache
+                .store_for(&POD_WATCH)
+                .list_namespace(ns)
+                .into_iter()
+                .filter(|p| sel.matches(p))
+                .collect()
+        };
+        let selecting = |sel: &LabelSelector, pods: &[Obj]| self.selecting(key, sel, pods);
+        let input = sync::Input {
+            hpa: &hpa,
+            now: cx.now,
+            calc: self.opts.calc,
+            downscale_window: self.opts.downscale_stabilization,
+            pods: &pods,
+            selecting: &selecting,
+            source,
+        };
+        let mut history = self
+            .histories
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key)
+            .unwrap_or_default();
+        let done = sync::sync(&input, &mut history);
+        self.histories
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string(), history);
+        if let Some(e) = &done.error {
+            log::warn!("horizontal-pod-autoscaler: {key}: {e}");
+        }
+        Outcome {
+            actions: done.actions,
+            requeue_after: Some(self.opts.sync_period),
+            ..Outcome::default()
+        }
+    }
+}
+
+impl Controller for Hpa {
+    fn name(&self) -> &'static str {
+        "horizontal-pod-autoscaler-controller"
+    }
+
+    fn event_component(&self) -> &'static str {
+        "horizontal-pod-autoscaler"
+    }
+
+    fn queue_name(&self) -> &'static str {
+        "horizontalpodautoscaler"
+    }
+
+    fn watches(&self) -> Vec<Watch> {
+        vec![HPA_WATCH, POD_WATCH]
+    }
+
+    fn keys_for(&self, w: &Watch, d: &Delta, _cache: &Cache) -> Vec<String> {
+        if w.kind != HPAS {
+            // Pods are read by syncs; their changes queue nothing (as upstream).
+            return Vec::new();
+        }
+        let key = crate::obj::key(d.object());
+        if d.kind == DeltaKind::Deleted {
+            self.selectors().remove(&key);
+            return Vec::new();
+        }
+        self.selectors().entry(key.clone()).or_insert(None);
+        vec![key]
+    }
+
+    fn key_delay(&self, w: &Watch) -> Duration {
+        if w.kind == HPAS {
+            self.opts.sync_period
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        Ok(self.sync_with(cx, key, &source::Rest { client: cx.client }))
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// A status write that failed (a conflict included) was reported as an Event; the HPA is
+    /// synced again after the period, not at once.
+    fn on_error(&self, action: &Action, _err: &crate::Error) -> OnError {
+        match action {
+            Action::UpdateSubresource { kind, .. } if *kind == HPAS => OnError::Ignore,
+            _ => OnError::Retry,
+        }
+    }
+
+    fn rate_limiter(&self) -> Option<Box<dyn RateLimiter<String>>> {
+        Some(Box::new(FixedInterval(self.opts.sync_period)))
+    }
+}

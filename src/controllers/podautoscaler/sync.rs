@@ -1,0 +1,338 @@
+//! One sync of one HPA, as upstream's `reconcileAutoscaler`: read the target's scale, compute
+//! a proposal per metric, normalise it, write the scale when it changes, then the status
+//! (only when it changed) and the Events. The scale is read and written live through
+//! [`Source`]; the status write and the Events are returned as actions.
+
+use super::calc::Calc;
+use super::metrics::{self, Proposal};
+use super::normalize::{self, History};
+use super::source::Source;
+use super::spec;
+use crate::api::labels::LabelSelector;
+use crate::api::resources::HPAS;
+use crate::controller::{Action, EventSpec, EventType, ObjectRef, Report};
+use crate::controllers::kit::conditions::{self, Condition};
+use crate::obj::{At as _, Obj};
+use serde_json::{json, Map, Value};
+use std::time::{Duration, SystemTime};
+
+/// What a sync reads besides the HPA and its source.
+pub struct Input<'a> {
+    pub hpa: &'a Value,
+    pub now: SystemTime,
+    pub calc: Calc,
+    pub downscale_window: Duration,
+    /// The pods of the HPA's namespace a selector picks (from the cache).
+    pub pods: &'a dyn Fn(&LabelSelector) -> Vec<Obj>,
+    /// The keys of the HPAs whose last known selector picks one of these pods, this one
+    /// included (upstream's `hpaSelectors`); records this HPA's selector first.
+    pub selecting: &'a dyn Fn(&LabelSelector, &[Obj]) -> Vec<String>,
+    pub source: &'a dyn Source,
+}
+
+/// The working copy of the status and what the sync has to write.
+pub struct Run<'a> {
+    pub input: &'a Input<'a>,
+    pub conditions: Vec<Value>,
+    pub events: Vec<Action>,
+    now: String,
+}
+
+impl<'a> Run<'a> {
+    pub fn set(&mut self, type_: &str, status: &str, reason: &str, message: &str) {
+        conditions::set_in_place(
+            &mut self.conditions,
+            &Condition {
+                type_,
+                status,
+                reason,
+                message,
+            },
+            &self.now,
+        );
+    }
+
+    pub fn event(&mut self, warning: bool, reason: &str, message: String) {
+        self.events.push(Action::Event(EventSpec {
+            involved: ObjectRef::of(&HPAS, self.input.hpa),
+            event_type: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            message,
+        }));
+    }
+}
+
+/// The new status, as upstream's `setStatus` builds it.
+fn status(
+    run: &Run,
+    current: i32,
+    desired: i32,
+    last_scale: Option<Value>,
+    metrics: Option<Vec<Value>>,
+) -> Value {
+    let mut s = Map::new();
+    if current != 0 {
+        s.insert("currentReplicas".into(), json!(current));
+    }
+    s.insert("desiredReplicas".into(), json!(desired));
+    if let Some(t) = last_scale {
+        s.insert("lastScaleTime".into(), t);
+    }
+    if let Some(m) = metrics.filter(|m| !m.is_empty()) {
+        s.insert("currentMetrics".into(), Value::Array(m));
+    }
+    if !run.conditions.is_empty() {
+        s.insert("conditions".into(), Value::Array(run.conditions.clone()));
+    }
+    Value::Object(s)
+}
+
+/// The status as stored, without nulls and empty lists (what Go's `omitempty` leaves out).
+fn stored_status(hpa: &Value) -> Value {
+    let mut s = hpa.get("status").cloned().unwrap_or_else(|| json!({}));
+    if let Some(m) = s.as_object_mut() {
+        m.retain(|k, v| {
+            let omitted = v.is_null()
+                || v.as_array().is_some_and(Vec::is_empty)
+                || (k == "currentReplicas" && v.as_i64() == Some(0));
+            !omitted && k != "observedGeneration"
+        });
+        m.entry("desiredReplicas").or_insert(json!(0));
+    }
+    s
+}
+
+/// The actions of a sync: the status update (when it changed) and Events, in upstream's
+/// order; and the error upstream's sync returns (logged, the HPA is synced again a period
+/// later either way).
+pub struct Synced {
+    pub actions: Vec<Action>,
+    pub error: Option<String>,
+}
+
+fn finish(run: Run, new_status: Value, events_first: bool, error: Option<String>) -> Synced {
+    let hpa = run.input.hpa;
+    let mut actions = Vec::new();
+    let mut update = None;
+    if stored_status(hpa) != new_status {
+        let mut o = hpa.clone();
+        o["status"] = new_status;
+        // A failed write is a `FailedUpdateStatus` Event; the HPA is synced again a period
+        // later ([`super::Hpa::on_error`]), as upstream.
+        update = Some(Action::Reported {
+            action: Box::new(Action::UpdateSubresource {
+                kind: HPAS,
+                object: o,
+                subresource: "status",
+            }),
+            report: Report {
+                about: ObjectRef::of(&HPAS, hpa),
+                success_reason: "",
+                success_prefix: "",
+                failure_reason: "FailedUpdateStatus",
+                failure_prefix: "".into(),
+            },
+        });
+    }
+    if events_first {
+        actions.extend(run.events);
+        actions.extend(update);
+    } else {
+        actions.extend(update);
+        actions.extend(run.events);
+    }
+    Synced { actions, error }
+}
+
+/// `reconcileAutoscaler`.
+pub fn sync(input: &Input, h: &mut History) -> Synced {
+    let hpa = input.hpa;
+    let mut run = Run {
+        input,
+        conditions: hpa
+            .at("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        events: Vec::new(),
+        now: crate::timefmt::rfc3339(input.now),
+    };
+    let old_current = hpa
+        .at("/status/currentReplicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0) as i32;
+    let old_desired = hpa
+        .at("/status/desiredReplicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0) as i32;
+    let old_last_scale = hpa
+        .at("/status/lastScaleTime")
+        .filter(|v| !v.is_null())
+        .cloned();
+    let old_metrics = hpa
+        .at("/status/currentMetrics")
+        .and_then(Value::as_array)
+        .cloned();
+    let ns = crate::obj::namespace(hpa);
+    let (api_version, kind, name) = spec::target(hpa);
+    let reference = format!("{kind}/{ns}/{name}");
+
+    let (mut scale, path) = match input.source.get_scale(ns, &api_version, &kind, &name) {
+        Ok(s) => s,
+        Err(e) => {
+            run.event(true, "FailedGetScale", e.clone());
+            run.set(
+                "AbleToScale",
+                "False",
+                "FailedGetScale",
+                &format!("the HPA controller was unable to get the target's current scale: {e}"),
+            );
+            let st = status(&run, old_current, old_desired, old_last_scale, old_metrics);
+            // Upstream records the Event before the status write here.
+            return finish(
+                run,
+                st,
+                true,
+                Some(format!(
+                    "failed to query scale subresource for {reference}: {e}"
+                )),
+            );
+        }
+    };
+    run.set(
+        "AbleToScale",
+        "True",
+        "SucceededGetScale",
+        "the HPA controller was able to get the target's current scale",
+    );
+    let current = scale
+        .at("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0) as i32;
+    h.record_initial(current, input.now);
+    let min = spec::min_replicas(hpa);
+    let max = spec::max_replicas(hpa);
+    let mut rescale = true;
+    let mut desired = 0;
+    let mut reason = String::new();
+    let mut statuses = None;
+    let mut error = None;
+
+    if current == 0 && min != 0 {
+        rescale = false;
+        run.set(
+            "ScalingActive",
+            "False",
+            "ScalingDisabled",
+            "scaling is disabled since the replica count of the target is zero",
+        );
+    } else if current > max {
+        reason = "Current number of replicas above Spec.MaxReplicas".into();
+        desired = max;
+    } else if current < min {
+        reason = "Current number of replicas below Spec.MinReplicas".into();
+        desired = min;
+    } else {
+        let p: Proposal = metrics::compute(&mut run, &scale, current);
+        if p.replicas == -1 {
+            let e = p.error.unwrap_or_default();
+            let st = status(&run, current, old_desired, old_last_scale, old_metrics);
+            run.event(true, "FailedComputeMetricsReplicas", e.clone());
+            return finish(
+                run,
+                st,
+                false,
+                Some(format!(
+                    "failed to compute desired number of replicas based on listed metrics for {reference}: {e}"
+                )),
+            );
+        }
+        error = p.error;
+        statuses = p.statuses;
+        let mut rescale_metric = "";
+        if p.replicas > desired {
+            desired = p.replicas;
+            rescale_metric = &p.metric;
+        }
+        if desired > current {
+            reason = format!("{rescale_metric} above target");
+        }
+        if desired < current {
+            reason = "All metrics below target".into();
+        }
+        let n = match spec::behavior(hpa, input.downscale_window.as_secs() as i32) {
+            None => normalize::normalize(
+                h,
+                input.downscale_window,
+                current,
+                desired,
+                min,
+                max,
+                input.now,
+            ),
+            Some(b) => normalize::normalize_with(h, &b, current, desired, min, max, input.now),
+        };
+        run.set("AbleToScale", "True", n.able.0, n.able.1);
+        run.set(
+            "ScalingLimited",
+            if n.limited { "True" } else { "False" },
+            n.limit.0,
+            n.limit.1,
+        );
+        desired = n.replicas;
+        rescale = desired != current;
+    }
+
+    let mut last_scale = old_last_scale.clone();
+    if rescale {
+        scale["spec"]["replicas"] = json!(desired);
+        if let Err(e) = input.source.update_scale(&path, &scale) {
+            run.event(
+                true,
+                "FailedRescale",
+                format!("New size: {desired}; reason: {reason}; error: {e}"),
+            );
+            run.set(
+                "AbleToScale",
+                "False",
+                "FailedUpdateScale",
+                &format!("the HPA controller was unable to update the target scale: {e}"),
+            );
+            let st = status(&run, current, old_desired, old_last_scale, old_metrics);
+            return finish(
+                run,
+                st,
+                true,
+                Some(format!("failed to rescale {reference}: {e}")),
+            );
+        }
+        run.set(
+            "AbleToScale",
+            "True",
+            "SucceededRescale",
+            &format!("the HPA controller was able to update the target scale to {desired}"),
+        );
+        run.event(
+            false,
+            "SuccessfulRescale",
+            format!("New size: {desired}; reason: {reason}"),
+        );
+        if let Some(b) = spec::behavior(hpa, input.downscale_window.as_secs() as i32) {
+            h.store_scale_event(&b, current, desired, input.now);
+        }
+        log::info!(
+            "horizontal-pod-autoscaler: successfully rescaled {}: {current} -> {desired} ({reason})",
+            crate::obj::key(hpa)
+        );
+        last_scale = Some(json!(crate::timefmt::rfc3339(input.now)));
+    } else {
+        desired = current;
+    }
+    let st = status(&run, current, desired, last_scale, statuses);
+    // Events were recorded as they happened, before the status write.
+    finish(run, st, true, error)
+}

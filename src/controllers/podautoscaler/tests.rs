@@ -1,0 +1,517 @@
+//! The autoscaler's decisions: syncs against a scripted [`Source`], pods from the cache.
+
+use super::source::Source;
+use super::*;
+use crate::api::resources::{HPAS, PODS};
+use crate::controller::{Action, EventType};
+use crate::controllers::testing::Harness;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::result::Result;
+use std::time::{Duration, SystemTime};
+
+const NS: &str = "ns";
+
+/// Scripted answers; records the scale updates.
+struct Fake {
+    scale: Option<Value>,
+    pod_metrics: Result<Vec<Value>, String>,
+    pods_metric: Vec<Value>,
+    object_metric: Vec<Value>,
+    external: Vec<Value>,
+    update_error: Option<String>,
+    updated: RefCell<Vec<i64>>,
+}
+
+impl Default for Fake {
+    fn default() -> Self {
+        Fake {
+            scale: None,
+            pod_metrics: Ok(Vec::new()),
+            pods_metric: Vec::new(),
+            object_metric: Vec::new(),
+            external: Vec::new(),
+            update_error: None,
+            updated: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl Source for Fake {
+    fn get_scale(
+        &self,
+        _: &str,
+        _: &str,
+        kind: &str,
+        name: &str,
+    ) -> Result<(Value, String), String> {
+        self.scale
+            .clone()
+            .map(|s| (s, format!("/{kind}/{name}/scale")))
+            .ok_or_else(|| format!("deployments.apps \"{name}\" not found"))
+    }
+    fn update_scale(&self, _: &str, scale: &Value) -> Result<Value, String> {
+        if let Some(e) = &self.update_error {
+            return Err(e.clone());
+        }
+        self.updated
+            .borrow_mut()
+            .push(scale["spec"]["replicas"].as_i64().unwrap());
+        Ok(scale.clone())
+    }
+    fn pod_metrics(&self, _: &str, _: &str) -> Result<Vec<Value>, String> {
+        self.pod_metrics.clone()
+    }
+    fn pods_metric(&self, _: &str, _: &str, _: &str, _: &str) -> Result<Vec<Value>, String> {
+        Ok(self.pods_metric.clone())
+    }
+    fn object_metric(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: &str,
+    ) -> Result<Vec<Value>, String> {
+        Ok(self.object_metric.clone())
+    }
+    fn external_metric(&self, _: &str, _: &str, _: &str) -> Result<Vec<Value>, String> {
+        Ok(self.external.clone())
+    }
+}
+
+fn scale(spec: i64, status: i64) -> Value {
+    json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+        "metadata": {"name": "web", "namespace": NS, "resourceVersion": "7"},
+        "spec": {"replicas": spec}, "status": {"replicas": status, "selector": "app=web"}})
+}
+
+fn hpa(extra: Value) -> Value {
+    let mut h = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": NS, "uid": "u1", "resourceVersion": "3"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 1, "maxReplicas": 10,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 50}}}]}});
+    if let (Some(m), Some(e)) = (h["spec"].as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    h
+}
+
+const LONG_AGO: &str = "2020-01-01T00:00:00Z";
+
+fn pod(name: &str, ready: bool) -> Value {
+    json!({"metadata": {"name": name, "namespace": NS, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
+        "status": {"phase": "Running", "startTime": LONG_AGO,
+            "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"},
+                "lastTransitionTime": LONG_AGO}]}})
+}
+
+fn usage(name: &str, cpu: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": NS}, "timestamp": "2026-01-01T00:00:00Z",
+        "window": "30s", "containers": [{"name": "c", "usage": {"cpu": cpu}}]})
+}
+
+fn harness(h: Value, pods: &[Value]) -> Harness<Hpa> {
+    let mut hs = Harness::new(Hpa::new(Options::default(), 1)).at("2026-01-01T00:01:00Z");
+    hs.add(HPAS, h);
+    for p in pods {
+        hs.add(PODS, p.clone());
+    }
+    hs
+}
+
+fn sync(h: &Harness<Hpa>, f: &Fake) -> Outcome {
+    let cx = crate::controller::Cx {
+        cache: &h.cache,
+        now: h.now,
+        client: &h.client,
+    };
+    h.ctrl.sync_with(&cx, "ns/web", f)
+}
+
+fn status_of(o: &Outcome) -> Value {
+    o.actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Reported { action, .. } => match &**action {
+                Action::UpdateSubresource { object, .. } => Some(object["status"].clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("a status update")
+}
+
+fn events(o: &Outcome) -> Vec<(EventType, String, String)> {
+    o.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event(e) => Some((e.event_type, e.reason.clone(), e.message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn cond(st: &Value, t: &str) -> (String, String) {
+    let c = st["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == t)
+        .unwrap_or_else(|| panic!("no {t} in {st}"));
+    (
+        c["status"].as_str().unwrap().to_string(),
+        c["reason"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn hpa_changes_queue_after_a_period_and_pods_queue_nothing() {
+    let mut h = Harness::new(Hpa::new(Options::default(), 1));
+    h.add(HPAS, hpa(json!({})));
+    assert_eq!(h.take_queued(), ["ns/web"]);
+    assert_eq!(h.ctrl.key_delay(&HPA_WATCH), Duration::from_secs(15));
+    h.add(PODS, pod("p1", true));
+    assert!(h.take_queued().is_empty());
+    assert_eq!(h.ctrl.queue_name(), "horizontalpodautoscaler");
+    assert_eq!(h.ctrl.event_component(), "horizontal-pod-autoscaler");
+}
+
+#[test]
+fn cpu_over_target_scales_up_limited_by_max() {
+    let h = harness(
+        hpa(json!({"maxReplicas": 4})),
+        &[pod("p1", true), pod("p2", true)],
+    );
+    let f = Fake {
+        scale: Some(scale(2, 2)),
+        pod_metrics: Ok(vec![usage("p1", "200m"), usage("p2", "200m")]),
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [4]);
+    assert_eq!(o.requeue_after, Some(Duration::from_secs(15)));
+    let st = status_of(&o);
+    assert_eq!(st["currentReplicas"], 2);
+    assert_eq!(st["desiredReplicas"], 4);
+    assert!(st["lastScaleTime"].is_string());
+    assert_eq!(
+        st["currentMetrics"],
+        json!([{"type": "Resource", "resource": {"name": "cpu",
+            "current": {"averageUtilization": 200, "averageValue": "200m"}}}])
+    );
+    assert_eq!(
+        cond(&st, "AbleToScale"),
+        ("True".into(), "SucceededRescale".into())
+    );
+    assert_eq!(
+        cond(&st, "ScalingActive"),
+        ("True".into(), "ValidMetricFound".into())
+    );
+    assert_eq!(
+        cond(&st, "ScalingLimited"),
+        ("True".into(), "TooManyReplicas".into())
+    );
+    assert_eq!(
+        events(&o),
+        [(
+            EventType::Normal,
+            "SuccessfulRescale".into(),
+            "New size: 4; reason: cpu resource utilization (percentage of request) above target"
+                .into()
+        )]
+    );
+}
+
+#[test]
+fn without_behavior_scale_up_is_at_most_double() {
+    let h = harness(
+        hpa(json!({})),
+        &[pod("p1", true), pod("p2", true), pod("p3", true)],
+    );
+    let f = Fake {
+        scale: Some(scale(3, 3)),
+        pod_metrics: Ok(vec![
+            usage("p1", "500m"),
+            usage("p2", "500m"),
+            usage("p3", "500m"),
+        ]),
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [6]);
+    assert_eq!(
+        cond(&status_of(&o), "ScalingLimited"),
+        ("True".into(), "ScaleUpLimit".into())
+    );
+}
+
+#[test]
+fn within_tolerance_nothing_is_written_but_status() {
+    let h = harness(hpa(json!({})), &[pod("p1", true), pod("p2", true)]);
+    let f = Fake {
+        scale: Some(scale(2, 2)),
+        pod_metrics: Ok(vec![usage("p1", "52m"), usage("p2", "52m")]),
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert!(f.updated.borrow().is_empty());
+    let st = status_of(&o);
+    assert_eq!(st["desiredReplicas"], 2);
+    assert!(st.get("lastScaleTime").is_none());
+    assert_eq!(
+        cond(&st, "AbleToScale"),
+        ("True".into(), "ReadyForNewScale".into())
+    );
+    assert_eq!(
+        cond(&st, "ScalingLimited"),
+        ("False".into(), "DesiredWithinRange".into())
+    );
+    assert!(events(&o).is_empty());
+    // The same status again: no write at all.
+    let mut h2 = harness(hpa(json!({})), &[pod("p1", true), pod("p2", true)]);
+    let mut with_status = hpa(json!({}));
+    with_status["status"] = st;
+    with_status["metadata"]["resourceVersion"] = json!("4");
+    h2.update(HPAS, with_status);
+    let again = sync(&h2, &f);
+    assert!(again.actions.is_empty(), "{:?}", again.actions);
+}
+
+#[test]
+fn scale_down_waits_for_the_stabilization_window() {
+    let mut h = harness(
+        hpa(json!({})),
+        &[
+            pod("p1", true),
+            pod("p2", true),
+            pod("p3", true),
+            pod("p4", true),
+        ],
+    );
+    let low = Fake {
+        scale: Some(scale(4, 4)),
+        pod_metrics: Ok(["p1", "p2", "p3", "p4"]
+            .iter()
+            .map(|p| usage(p, "10m"))
+            .collect()),
+        ..Fake::default()
+    };
+    // The first sync records 4 as a recommendation: 1 now is held back.
+    let o = sync(&h, &low);
+    assert!(low.updated.borrow().is_empty());
+    assert_eq!(
+        cond(&status_of(&o), "AbleToScale"),
+        ("True".into(), "ScaleDownStabilized".into())
+    );
+    // Five minutes and a bit later the old recommendation is out of the window.
+    h.now += Duration::from_secs(301);
+    sync(&h, &low);
+    assert_eq!(*low.updated.borrow(), [1]);
+}
+
+#[test]
+fn behavior_policies_limit_the_rate() {
+    let b = json!({"behavior": {"scaleDown": {"stabilizationWindowSeconds": 0,
+        "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}}});
+    let mut h = harness(
+        hpa(b),
+        &[
+            pod("p1", true),
+            pod("p2", true),
+            pod("p3", true),
+            pod("p4", true),
+        ],
+    );
+    let mut f = Fake {
+        scale: Some(scale(4, 4)),
+        pod_metrics: Ok(["p1", "p2", "p3", "p4"]
+            .iter()
+            .map(|p| usage(p, "10m"))
+            .collect()),
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [3]);
+    assert_eq!(
+        cond(&status_of(&o), "ScalingLimited"),
+        ("True".into(), "ScaleDownLimit".into())
+    );
+    // Within the policy's period: no further step.
+    f.scale = Some(scale(3, 3));
+    h.now += Duration::from_secs(30);
+    sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [3]);
+    h.now += Duration::from_secs(31);
+    sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [3, 2]);
+}
+
+#[test]
+fn missing_metrics_fail_with_upstreams_reasons() {
+    let h = harness(hpa(json!({})), &[pod("p1", true)]);
+    let f = Fake {
+        scale: Some(scale(2, 2)),
+        pod_metrics: Err(
+            "the server could not find the requested resource (get pods.metrics.k8s.io)".into(),
+        ),
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    let st = status_of(&o);
+    assert_eq!(
+        cond(&st, "ScalingActive"),
+        ("False".into(), "FailedGetResourceMetric".into())
+    );
+    assert_eq!(st["currentReplicas"], 2);
+    let ev = events(&o);
+    assert_eq!(ev[0].1, "FailedGetResourceMetric");
+    assert_eq!(ev[0].2, "failed to get cpu utilization: unable to get metrics for resource cpu: unable to fetch metrics from resource metrics API: the server could not find the requested resource (get pods.metrics.k8s.io)");
+    assert_eq!(ev[1].1, "FailedComputeMetricsReplicas");
+    assert!(ev[1].2.starts_with("invalid metrics (1 invalid out of 1), first error is: failed to get cpu resource metric value: failed to get cpu utilization:"));
+}
+
+#[test]
+fn a_missing_target_is_failed_get_scale() {
+    let h = harness(hpa(json!({})), &[]);
+    let o = sync(&h, &Fake::default());
+    let st = status_of(&o);
+    assert_eq!(
+        cond(&st, "AbleToScale"),
+        ("False".into(), "FailedGetScale".into())
+    );
+    assert_eq!(events(&o)[0].1, "FailedGetScale");
+    assert_eq!(events(&o)[0].2, "deployments.apps \"web\" not found");
+}
+
+#[test]
+fn zero_replicas_disable_scaling_and_bounds_apply_first() {
+    let h = harness(hpa(json!({})), &[]);
+    let o = sync(
+        &h,
+        &Fake {
+            scale: Some(scale(0, 0)),
+            ..Fake::default()
+        },
+    );
+    assert_eq!(
+        cond(&status_of(&o), "ScalingActive"),
+        ("False".into(), "ScalingDisabled".into())
+    );
+    let f = Fake {
+        scale: Some(scale(12, 12)),
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [10]);
+    assert_eq!(
+        events(&o)[0].2,
+        "New size: 10; reason: Current number of replicas above Spec.MaxReplicas"
+    );
+}
+
+#[test]
+fn a_failed_update_is_failed_rescale() {
+    let h = harness(
+        hpa(json!({"maxReplicas": 4})),
+        &[pod("p1", true), pod("p2", true)],
+    );
+    let f = Fake {
+        scale: Some(scale(2, 2)),
+        pod_metrics: Ok(vec![usage("p1", "200m"), usage("p2", "200m")]),
+        update_error: Some("conflict".into()),
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(
+        cond(&status_of(&o), "AbleToScale"),
+        ("False".into(), "FailedUpdateScale".into())
+    );
+    assert_eq!(events(&o).last().unwrap().1, "FailedRescale");
+}
+
+#[test]
+fn unready_pods_do_not_push_a_scale_up_further() {
+    // p2 is not ready: with usage over target it counts as 0.
+    let h = harness(hpa(json!({})), &[pod("p1", true), pod("p2", false)]);
+    let f = Fake {
+        scale: Some(scale(2, 2)),
+        pod_metrics: Ok(vec![usage("p1", "100m"), usage("p2", "100m")]),
+        ..Fake::default()
+    };
+    sync(&h, &f);
+    // p1 alone proposes 4; with p2 counted at 0 the ratio is 1: no change.
+    assert!(f.updated.borrow().is_empty());
+}
+
+#[test]
+fn external_and_pods_metrics() {
+    let m = json!({"metrics": [
+        {"type": "External", "external": {"metric": {"name": "queue", "selector": {"matchLabels": {"q": "a"}}},
+            "target": {"type": "AverageValue", "averageValue": "10"}}},
+        {"type": "Pods", "pods": {"metric": {"name": "rps"}, "target": {"type": "AverageValue", "averageValue": "1"}}}]});
+    let h = harness(hpa(m), &[pod("p1", true), pod("p2", true)]);
+    let f = Fake {
+        scale: Some(scale(2, 2)),
+        external: vec![json!({"value": "55"})],
+        pods_metric: vec![
+            json!({"describedObject": {"name": "p1"}, "value": "1", "timestamp": "2026-01-01T00:00:00Z"}),
+            json!({"describedObject": {"name": "p2"}, "value": "1", "timestamp": "2026-01-01T00:00:00Z"}),
+        ],
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [4]);
+    let st = status_of(&o);
+    assert_eq!(
+        st["currentMetrics"][0]["external"]["current"]["averageValue"],
+        "27500m"
+    );
+    assert_eq!(
+        st["currentMetrics"][1]["pods"]["current"]["averageValue"],
+        "1"
+    );
+    assert!(events(&o)[0].2.contains("reason: external metric queue(&LabelSelector{MatchLabels:map[string]string{q: a,},MatchExpressions:[]LabelSelectorRequirement{},}) above target"));
+}
+
+#[test]
+fn two_hpas_on_the_same_pods_are_ambiguous() {
+    let mut h = harness(hpa(json!({})), &[pod("p1", true)]);
+    let mut other = hpa(json!({}));
+    other["metadata"]["name"] = json!("other");
+    h.add(HPAS, other);
+    h.ctrl
+        .selecting("ns/other", &LabelSelector::parse("app=web").unwrap(), &[]);
+    let f = Fake {
+        scale: Some(scale(1, 1)),
+        pod_metrics: Ok(vec![usage("p1", "200m")]),
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(
+        cond(&status_of(&o), "ScalingActive"),
+        ("False".into(), "AmbiguousSelector".into())
+    );
+    assert_eq!(
+        events(&o)[0].2,
+        "pods by selector app=web are controlled by multiple HPAs: [ns/other ns/web]"
+    );
+    let _ = SystemTime::now();
+}
+
+#[test]
+fn options_from_flags() {
+    let mut given = std::collections::BTreeMap::new();
+    given.insert("horizontal-pod-autoscaler-sync-period", "30s".to_string());
+    given.insert("horizontal-pod-autoscaler-tolerance", "0.2".to_string());
+    let o = Options::from_given(&given);
+    assert_eq!(o.sync_period, Duration::from_secs(30));
+    assert_eq!(o.calc.tolerance, 0.2);
+    assert_eq!(o.downscale_stabilization, Duration::from_secs(300));
+}
