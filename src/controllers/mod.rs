@@ -20,6 +20,7 @@ pub mod registry;
 pub mod replicaset;
 pub mod rootca;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod tokens;
 pub mod ttl;
 pub mod ttlafterfinished;

@@ -4,7 +4,7 @@
 use super::super::{
     bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
     endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
-    replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    replicaset, rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -186,6 +186,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("statefulset-controller"),
         "",
     )
+    .runs(statefulset::build)
     .workers("concurrent-statefulset-syncs"),
     c(
         "cronjob-controller",
