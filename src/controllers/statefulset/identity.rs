@@ -178,7 +178,7 @@ pub fn new_pod(set: &Value, ord: i64, revision: &str) -> Result<Value, String> {
     let meta = pod["metadata"]
         .as_object_mut()
         .ok_or("pod without metadata")?;
-    meta.remove("generateName");
+    // Upstream keeps the template's `generateName` beside the name.
     meta.insert("name".into(), json!(name));
     meta.insert("namespace".into(), json!(obj::namespace(set)));
     if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {

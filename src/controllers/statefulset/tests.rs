@@ -112,6 +112,7 @@ fn first_sync_makes_the_revision_the_claim_and_pod_zero_only() {
     assert_eq!(p["metadata"]["labels"][POD_INDEX_LABEL], "0");
     assert_eq!(rev["metadata"]["labels"][history::HASH_LABEL], hash);
     assert_eq!(p["spec"]["hostname"], "web-0");
+    assert_eq!(p["metadata"]["generateName"], "web-");
     assert_eq!(p["spec"]["subdomain"], "web-svc");
     assert_eq!(
         p["spec"]["volumes"],
