@@ -277,7 +277,9 @@ impl<'a> Sync<'a> {
             .iter()
             .filter(|p| !plan.replaced.contains(obj::name(p)));
         let mut counts = self.counts(live_pods, &current_name, &update_name);
-        counts.current -= plan.current_less;
+        // Upstream can write -1 here (a pod deleted for the update that was not counted as
+        // current), which the API server refuses; never below zero.
+        counts.current = (counts.current - plan.current_less).max(0);
         steps.extend(plan.steps);
 
         let mut actions = pre;
