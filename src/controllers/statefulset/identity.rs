@@ -317,3 +317,29 @@ pub fn identity_patch(set: &Value, pod: &Value) -> Value {
     labels.insert(POD_INDEX_LABEL.into(), json!(ord.to_string()));
     json!({"metadata": {"labels": labels}})
 }
+
+/// The revision's data: the set's template, replacing the whole template when applied
+/// (upstream's `getPatch`).
+pub fn revision_data(set: &Value) -> Value {
+    let mut template = set
+        .at("/spec/template")
+        .cloned()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    template["$patch"] = json!("replace");
+    json!({"spec": {"template": template}})
+}
+
+pub fn update_strategy(set: &Value) -> &str {
+    set.at("/spec/updateStrategy/type")
+        .and_then(Value::as_str)
+        .unwrap_or("RollingUpdate")
+}
+
+/// `rollingUpdate.partition` when the strategy has a `rollingUpdate` block.
+pub fn partition(set: &Value) -> Option<i64> {
+    let ru = set
+        .at("/spec/updateStrategy/rollingUpdate")
+        .filter(|v| v.is_object())?;
+    Some(ru.get("partition").and_then(Value::as_i64).unwrap_or(0))
+}

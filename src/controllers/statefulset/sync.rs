@@ -2,7 +2,7 @@
 //! and `StatefulPodControl`): adopt revisions and pods, find or make the update revision,
 //! walk the ordinals, and report status.
 
-use super::identity as id;
+use super::identity::{self as id, partition, update_strategy};
 use super::StatefulSetController;
 use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{CONTROLLERREVISIONS, PERSISTENTVOLUMECLAIMS, PODS, STATEFULSETS};
@@ -197,7 +197,7 @@ impl<'a> Sync<'a> {
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let next = history::next_number(&revisions);
-        let data = revision_data(set);
+        let data = id::revision_data(set);
         let labels = set
             .at("/spec/template/metadata/labels")
             .and_then(Value::as_object);
@@ -757,32 +757,6 @@ struct Plan {
     replaced: BTreeSet<String>,
     /// Pods deleted for the rolling update (upstream's `status.CurrentReplicas--`).
     current_less: i64,
-}
-
-/// The revision's data: the set's template, replacing the whole template when applied
-/// (upstream's `getPatch`).
-pub fn revision_data(set: &Value) -> Value {
-    let mut template = set
-        .at("/spec/template")
-        .cloned()
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({}));
-    template["$patch"] = json!("replace");
-    json!({"spec": {"template": template}})
-}
-
-fn update_strategy(set: &Value) -> &str {
-    set.at("/spec/updateStrategy/type")
-        .and_then(Value::as_str)
-        .unwrap_or("RollingUpdate")
-}
-
-/// `rollingUpdate.partition` when the strategy has a `rollingUpdate` block.
-fn partition(set: &Value) -> Option<i64> {
-    let ru = set
-        .at("/spec/updateStrategy/rollingUpdate")
-        .filter(|v| v.is_object())?;
-    Some(ru.get("partition").and_then(Value::as_i64).unwrap_or(0))
 }
 
 fn title(verb: &str) -> String {

@@ -1,6 +1,6 @@
 //! The statefulset-controller's decisions, on a cache built from objects.
 
-use super::sync::revision_data;
+use super::identity::revision_data;
 use super::*;
 use crate::controllers::kit::history;
 use crate::controllers::testing::{Harness, Writes};
