@@ -92,6 +92,14 @@ bench-disruption *args:
     cargo build --release --example bench_disruption
     target/release/examples/bench_disruption {{args}}
 
+# Benchmark: 100 StatefulSets x 3 (a claim each) and 20 DaemonSets on 20 nodes, the bench
+# playing scheduler, kubelet and node heartbeats; time to all ready, CPU, peak RSS
+# (`--daemonsets=0` while edgekcm has no daemonset-controller). Environment as for the others.
+bench-workloads *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_workloads
+    target/release/examples/bench_workloads {{args}}
+
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
 # Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
 dist:

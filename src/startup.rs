@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn flags_switch_controllers_on() {
         let m = missing(KUBEADM);
-        assert!(m.contains(&"statefulset-controller"), "{m:?}");
+        assert!(m.contains(&"horizontal-pod-autoscaler-controller"), "{m:?}");
         // Never: implemented ones, cloud ones, feature-gated ones, later releases.
         for n in [
             "serviceaccount-token-controller",
@@ -245,7 +245,8 @@ mod tests {
         ] {
             assert!(!m.contains(&n), "{n} in {m:?}");
         }
-        assert!(m.contains(&"statefulset-controller"));
+        assert!(m.contains(&"horizontal-pod-autoscaler-controller"));
+        assert!(!m.contains(&"statefulset-controller"), "implemented");
         assert!(!m.contains(&"job-controller"), "implemented");
     }
 
@@ -254,9 +255,9 @@ mod tests {
         assert!(missing("--controllers=deployment,replicaset,serviceaccount").is_empty());
         assert_eq!(
             missing(
-                "--controllers=deployment,statefulset --service-account-private-key-file=/sa.key"
+                "--controllers=deployment,horizontalpodautoscaling --service-account-private-key-file=/sa.key"
             ),
-            vec!["statefulset-controller"]
+            vec!["horizontal-pod-autoscaler-controller"]
         );
         assert!(not_implemented_line(
             &cfg("--controllers=deployment"),

@@ -26,6 +26,7 @@ pub mod replicaset;
 pub mod resourcequota;
 pub mod rootca;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod tokens;
 pub mod ttl;
 pub mod ttlafterfinished;

@@ -4,6 +4,7 @@
 //! [`super::refmanager`]. A new controller takes these instead of writing its own.
 
 pub mod conditions;
+pub mod history;
 pub mod inflight;
 pub mod jws;
 pub mod nodefit;

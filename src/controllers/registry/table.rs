@@ -5,7 +5,7 @@ use super::super::{
     attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment,
     disruption, endpoints, endpointslice, endpointslicemirroring, ephemeral, garbagecollector, job,
     namespace, nodeipam, nodelifecycle, podautoscaler, podgc, replicaset, resourcequota, rootca,
-    serviceaccount, tokens, ttl, ttlafterfinished, volumeexpand,
+    serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
 };
 use super::ControllerInfo;
 
@@ -191,6 +191,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("statefulset-controller"),
         "",
     )
+    .runs(statefulset::build)
     .workers("concurrent-statefulset-syncs"),
     c(
         "cronjob-controller",

@@ -1,0 +1,155 @@
+//! statefulset-controller: pods with a stable identity per ordinal (`<set>-<ordinal>`, the
+//! `statefulset.kubernetes.io/pod-name` and `apps.kubernetes.io/pod-index` labels, hostname
+//! and subdomain), their PersistentVolumeClaims from `volumeClaimTemplates` (made before the
+//! pod, never deleted here; their owner references follow
+//! `persistentVolumeClaimRetentionPolicy` so the garbage collector deletes them when the
+//! policy says), OrderedReady and Parallel pod management, `.spec.ordinals.start`,
+//! `minReadySeconds`, RollingUpdate with `partition` and OnDelete, the template's history as
+//! ControllerRevisions (`kit::history`), and the status upstream v1.28 writes.
+//!
+//! Upstream v1.28 behaviour, with its default feature gates (StatefulSetAutoDeletePVC,
+//! StatefulSetStartOrdinal and PodIndexLabel on, MaxUnavailableStatefulSet off, so
+//! `rollingUpdate.maxUnavailable` is ignored). Where this differs in form:
+//! - a sync returns its writes in upstream's order as one sequence that stops at the first
+//!   failure (creating a revision, then claims before their pod, then the pod), followed
+//!   by the status write and the history truncation, which upstream also makes after a
+//!   failed step;
+//! - a new claim is created with the owner reference upstream's retention update adds right
+//!   after creating the pod (one write instead of two, same object);
+//! - a pod whose identity labels are wrong is patched (labels only) instead of PUT whole; a
+//!   pod whose claim volumes differ from the templates is not rewritten (upstream's PUT of
+//!   an existing pod's volumes is refused by the API server: volumes are immutable);
+//! - a failed pod is deleted in one sync and re-created in a later one, once it is gone.
+
+mod identity;
+mod sync;
+#[cfg(test)]
+mod tests;
+
+pub use identity::{POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL};
+
+use super::kit::{self, selector};
+use super::refmanager;
+use super::{Action, Controller, Cx, OnError, Outcome, Watch};
+use crate::api::resources::{CONTROLLERREVISIONS, PERSISTENTVOLUMECLAIMS, PODS, STATEFULSETS};
+use crate::cache::{Cache, Delta};
+use crate::error::{Error, Result};
+use crate::obj::{self, At as _};
+use serde_json::Value;
+
+/// What the controller reads of a pod beyond its metadata (the replica controllers read the
+/// same, so the pod cache keeps one shape).
+pub const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/nodeName", "/status"]);
+
+/// The statefulset-controller's row in the controller table.
+pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+    Ok(Some(super::Runnable::reconciles(
+        StatefulSetController::new(cx.workers),
+    )))
+}
+
+pub struct StatefulSetController {
+    workers: usize,
+    /// The sets' selectors, for finding who selects an orphan pod.
+    selectors: refmanager::SelectorIndex,
+}
+
+impl StatefulSetController {
+    pub fn new(workers: usize) -> Self {
+        StatefulSetController {
+            workers,
+            selectors: Default::default(),
+        }
+    }
+
+    /// Upstream re-reads the set from the API server once before adopting anything.
+    fn can_adopt(&self, cx: &Cx, set: &Value) -> Result<()> {
+        let (ns, name, uid) = (obj::namespace(set), obj::name(set), obj::uid(set));
+        let fresh = cx.client.get(&STATEFULSETS, Some(ns), name)?;
+        if obj::uid(&fresh) != uid {
+            return Err(Error::Config(format!(
+                "original StatefulSet {ns}/{name} is gone: got uid {}, wanted {uid}",
+                obj::uid(&fresh)
+            )));
+        }
+        if obj::is_deleting(&fresh) {
+            return Err(Error::Config(format!("{ns}/{name} has just been deleted")));
+        }
+        Ok(())
+    }
+}
+
+fn selector_of(set: &Value) -> Option<Value> {
+    set.at("/spec/selector").filter(|s| !s.is_null()).cloned()
+}
+
+impl Controller for StatefulSetController {
+    fn name(&self) -> &'static str {
+        "statefulset-controller"
+    }
+    fn queue_name(&self) -> &'static str {
+        "statefulset"
+    }
+    fn watches(&self) -> Vec<Watch> {
+        vec![
+            Watch::full(STATEFULSETS),
+            POD_WATCH,
+            Watch::full(PERSISTENTVOLUMECLAIMS),
+            Watch::full(CONTROLLERREVISIONS),
+        ]
+    }
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
+        if w.kind == STATEFULSETS {
+            self.selectors
+                .observe(d, |o| selector_of(o).filter(|s| !selector::is_empty(s)));
+            return vec![obj::key(d.object())];
+        }
+        if w.kind != PODS {
+            // Claims and revisions are read, never waited on (upstream has no handlers).
+            return vec![];
+        }
+        kit::owners::owner_keys(
+            d,
+            kit::owners::Deleting::AsUpdate,
+            |p, r| kit::owners::resolve(cache, STATEFULSETS, obj::namespace(p), r),
+            |p| {
+                let found = self.selectors.matching(p);
+                if found.len() > 1 {
+                    log::warn!(
+                        "user error: more than one StatefulSet is selecting pods with labels: {:?}",
+                        obj::labels(p)
+                    );
+                }
+                found
+            },
+        )
+    }
+
+    fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        let Some(set) = cx.cache.store(STATEFULSETS).get(key) else {
+            log::info!("{}: StatefulSet {key} has been deleted", self.name());
+            return Ok(Outcome::none());
+        };
+        let Some(sel) = selector_of(&set).filter(selector::is_valid) else {
+            log::warn!("{}: {key}: invalid or missing selector", self.name());
+            return Ok(Outcome::none());
+        };
+        sync::Sync::new(self, cx, &set, &sel).run()
+    }
+
+    fn on_error(&self, action: &Action, err: &Error) -> OnError {
+        match action {
+            // A child gone (or its owner reference already invalid) needs nothing more.
+            Action::Patch { .. } if err.is_not_found() || err.code() == Some(422) => {
+                OnError::Ignore
+            }
+            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
+            // Upstream returns every other failure, AlreadyExists included, and retries.
+            _ => OnError::Retry,
+        }
+    }
+}
