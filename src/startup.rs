@@ -203,8 +203,22 @@ mod tests {
         }
     }
 
+    /// Every controller the flags below start is implemented: the warning is seen at work
+    /// with these two taken out of the implemented list.
+    const PRETEND_MISSING: [&str; 2] = [
+        "daemonset-controller",
+        "horizontal-pod-autoscaler-controller",
+    ];
+
+    fn implemented() -> Vec<&'static str> {
+        registry::implemented_names()
+            .into_iter()
+            .filter(|n| !PRETEND_MISSING.contains(n))
+            .collect()
+    }
+
     fn missing(line: &str) -> Vec<&'static str> {
-        not_implemented(&cfg(line), &registry::implemented_names())
+        not_implemented(&cfg(line), &implemented())
             .iter()
             .map(|i| i.name)
             .collect()
@@ -259,11 +273,7 @@ mod tests {
             ),
             vec!["horizontal-pod-autoscaler-controller"]
         );
-        assert!(not_implemented_line(
-            &cfg("--controllers=deployment"),
-            &registry::implemented_names()
-        )
-        .is_none());
+        assert!(not_implemented_line(&cfg("--controllers=deployment"), &implemented()).is_none());
     }
 
     #[test]
@@ -310,7 +320,7 @@ mod tests {
 
     #[test]
     fn one_readable_line() {
-        let line = not_implemented_line(&cfg(KUBEADM), &registry::implemented_names()).unwrap();
+        let line = not_implemented_line(&cfg(KUBEADM), &implemented()).unwrap();
         let n = missing(KUBEADM).len();
         assert!(
             line.starts_with(&format!("{n} controllers that kube-controller-manager v1.28 would run with these flags are not in edgekcm yet: daemonset, ")),
