@@ -12,12 +12,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 /// The label naming a revision's hash, on the revision and on the pods made from it.
-pub const HASH_LABEL: &str = "controller-revision-hash";
-
-/// A revision's number (`.revision`).
-pub fn number(rev: &Value) -> i64 {
-    rev.get("revision").and_then(Value::as_i64).unwrap_or(0)
-}
+pub use crate::controllers::kit::history::{number, REVISION_LABEL as HASH_LABEL};
 
 /// The hash of a pod template with the parent's collision count.
 pub fn hash(template: &Value, collision_count: Option<i64>) -> String {

@@ -10,6 +10,9 @@
 //! collision count in decimal, the sum in decimal, each digit mapped into the alphabet of
 //! `rand.SafeEncodeString`.
 
+/// The label naming the revision a pod was made from (`controller-revision-hash`).
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
 use crate::api::Kind;
 use crate::obj::{self, At as _, Obj};
 use serde_json::{json, Map, Value};

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
-pub const REVISION_LABEL: &str = "controller-revision-hash";
+pub use crate::controllers::kit::history::REVISION_LABEL;
 
 /// `<parent>-<ordinal>` split as upstream's `(.*)-([0-9]+)$`; the ordinal is -1 when the
 /// name has none (or it does not fit an int32).
