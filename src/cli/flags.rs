@@ -347,8 +347,10 @@ pub(super) static ACTED: &[Acted] = &[
 
 /// Flags of the accepted table that a controller reads from their checked text
 /// (`Config::given`): no warning that they are not acted on.
-pub(crate) const READ_AS_GIVEN: [&str; 5] = [
+pub(crate) const READ_AS_GIVEN: [&str; 7] = [
     "cidr-allocator-type",
+    "enable-dynamic-provisioning",
+    "pvclaimbinder-sync-period",
     "node-eviction-rate",
     "secondary-node-eviction-rate",
     "large-cluster-size-threshold",

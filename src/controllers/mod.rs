@@ -15,6 +15,7 @@ pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod podgc;
+pub mod pvbinder;
 pub mod refmanager;
 pub mod registry;
 pub mod replicaset;

@@ -13,3 +13,4 @@ pub mod selector;
 pub mod servicepods;
 pub mod slicetracker;
 pub mod trigger;
+pub mod volume;

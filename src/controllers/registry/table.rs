@@ -4,7 +4,7 @@
 use super::super::{
     bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
     endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
-    replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    pvbinder, replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
 };
 use super::ControllerInfo;
 
@@ -269,7 +269,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["persistentvolume-binder"],
         Some("persistent-volume-binder"),
         "",
-    ),
+    )
+    .runs(pvbinder::build),
     c(
         "persistentvolume-attach-detach-controller",
         &["attachdetach"],
