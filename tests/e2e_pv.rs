@@ -19,12 +19,26 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// Deletes the scenario's volumes and classes (finalizers first) even when it fails.
 struct Gone {
     admin: Client,
+    /// The scenario's namespace: its claims are let go (protection finalizers removed).
+    ns: String,
     pvs: Vec<String>,
     classes: Vec<String>,
 }
 
 impl Drop for Gone {
     fn drop(&mut self) {
+        if let Ok(l) = self
+            .admin
+            .list(&PVCS, Some(&self.ns), &ListOptions::default())
+        {
+            for c in l.items {
+                delete_claim(
+                    &self.admin,
+                    &self.ns,
+                    c["metadata"]["name"].as_str().unwrap_or(""),
+                );
+            }
+        }
         for n in &self.pvs {
             let _ = self.admin.patch(
                 &PVS,
@@ -127,9 +141,7 @@ fn wait_phase(
 
 /// Delete a claim and let it go even if nothing removes its protection finalizer.
 fn delete_claim(admin: &Client, ns: &str, name: &str) {
-    admin
-        .delete(&PVCS, Some(ns), name, &Default::default())
-        .expect("delete claim");
+    let _ = admin.delete(&PVCS, Some(ns), name, &Default::default());
     let _ = admin.patch(
         &PVCS,
         Some(ns),
@@ -151,6 +163,7 @@ fn scenario_static_binding(t: &Target) {
         .collect();
     let _gone = Gone {
         admin: admin.clone(),
+        ns: n.to_string(),
         pvs: names.clone(),
         classes: vec![],
     };
@@ -218,6 +231,7 @@ fn scenario_provisioning_handoff(t: &Target) {
     let (dynamic, fixed) = (format!("{n}-dyn"), format!("{n}-static"));
     let _gone = Gone {
         admin: admin.clone(),
+        ns: n.to_string(),
         pvs: vec![dynamic.clone(), fixed.clone()],
         classes: vec![cls.clone()],
     };
@@ -303,6 +317,7 @@ fn scenario_wait_for_first_consumer(t: &Target) {
     let vol = format!("{n}-v");
     let _gone = Gone {
         admin: admin.clone(),
+        ns: n.to_string(),
         pvs: vec![vol.clone()],
         classes: vec![cls.clone()],
     };
@@ -346,10 +361,18 @@ fn scenario_binding_across_restart(t: &Target) {
     let vols: Vec<String> = (0..count).map(|i| format!("{n}-{i}")).collect();
     let _gone = Gone {
         admin: admin.clone(),
-        pvs: vols.clone(),
+        ns: n.to_string(),
+        pvs: vols.iter().cloned().chain([format!("{n}-first")]).collect(),
         classes: vec![],
     };
     let mut kcm = Kcm::start(t, "pv-restart", &[BINDER]);
+    // The controller is up once a first volume is Available.
+    let first = format!("{n}-first");
+    admin
+        .create(&PVS, None, &pv(&first, "1Gi", "none", "Retain"))
+        .expect("pv");
+    wait_phase(&admin, &PVS, None, &first, "Available");
+    let _ = admin.delete(&PVS, None, &first, &Default::default());
     for (i, v) in vols.iter().enumerate() {
         admin
             .create(&PVS, None, &pv(v, "1Gi", &cls, "Retain"))
