@@ -433,7 +433,72 @@ fn scenario_binding_across_restart(t: &Target) {
     assert!(kcm.exited().is_none(), "edgekcm exited");
 }
 
+const ALL: &str = "--controllers=persistentvolume-binder-controller,\
+persistentvolumeclaim-protection-controller,persistentvolume-protection-controller";
+
+fn finalizers(v: &Value) -> Vec<&str> {
+    v["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// A claim a scheduled pod uses stays (Terminating) until the pod is gone; a bound volume
+/// stays until its claim is gone and it is released. Both get their finalizers.
+fn scenario_protection(t: &Target) {
+    let ns = Ns::with_cleanup(t, "e2e-pv-prot", &[PODS, PVCS]);
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let vol = format!("{n}-v");
+    let cls = format!("{n}-p");
+    let _gone = Gone {
+        admin: admin.clone(),
+        ns: n.to_string(),
+        pvs: vec![vol.clone()],
+        classes: vec![],
+    };
+    let _kcm = Kcm::start(t, "pv-prot", &[ALL]);
+    admin
+        .create(&PVS, None, &pv(&vol, "1Gi", &cls, "Retain"))
+        .expect("pv");
+    admin
+        .create(&PVCS, Some(n), &pvc("c", "1Gi", Some(&cls)))
+        .expect("pvc");
+    let c = wait_phase(admin, &PVCS, Some(n), "c", "Bound");
+    assert_eq!(finalizers(&c), ["kubernetes.io/pvc-protection"]);
+    let v = wait_phase(admin, &PVS, None, &vol, "Bound");
+    assert_eq!(finalizers(&v), ["kubernetes.io/pv-protection"]);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user"},
+        "spec": {"nodeName": "somewhere", "containers": [{"name": "c", "image": "busybox"}],
+                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]}});
+    admin.create(&PODS, Some(n), &pod).expect("pod");
+
+    // The volume is bound: deleting it waits.
+    admin
+        .delete(&PVS, None, &vol, &Default::default())
+        .expect("delete pv");
+    // The claim is used: deleting it waits.
+    admin
+        .delete(&PVCS, Some(n), "c", &Default::default())
+        .expect("delete pvc");
+    std::thread::sleep(Duration::from_secs(3));
+    let c = get(admin, &PVCS, Some(n), "c");
+    assert!(c["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(finalizers(&c), ["kubernetes.io/pvc-protection"]);
+    let v = get(admin, &PVS, None, &vol);
+    assert_eq!(finalizers(&v), ["kubernetes.io/pv-protection"]);
+
+    // The pod goes: the claim goes, the volume is released and goes.
+    delete_pod_now(admin, n, "user").expect("delete pod");
+    eventually(LIMIT, "the claim gone", || {
+        admin.get(&PVCS, Some(n), "c").is_err().then_some(())
+    });
+    eventually(LIMIT, "the volume gone", || {
+        admin.get(&PVS, None, &vol).is_err().then_some(())
+    });
+}
+
 scenarios! {
+    protection => scenario_protection,
     static_binding => scenario_static_binding,
     provisioning_handoff => scenario_provisioning_handoff,
     wait_for_first_consumer => scenario_wait_for_first_consumer,

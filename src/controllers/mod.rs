@@ -24,6 +24,7 @@ pub mod serviceaccount;
 pub mod tokens;
 pub mod ttl;
 pub mod ttlafterfinished;
+pub mod volumeprotection;
 
 use crate::cache::Delta;
 pub use crate::controller::*;

@@ -4,7 +4,23 @@
 //! offered sizes as byte counts, access and volume modes, the CSI driver of a volume, and
 //! the annotations and finalizers they share.
 
+use crate::api::resources::PODS;
+use crate::cache::Watch;
 use serde_json::Value;
+
+/// Pods as the volume controllers read them: which claims their volumes use, their node,
+/// phase and container states (whether they still run).
+pub const POD_VOLUMES_WATCH: Watch = Watch::fields(
+    PODS,
+    &[
+        "/spec/nodeName",
+        "/spec/volumes/*/name",
+        "/spec/volumes/*/persistentVolumeClaim",
+        "/spec/volumes/*/ephemeral",
+        "/status/phase",
+        "/status/containerStatuses/*/state",
+    ],
+);
 
 /// Set on a claim once the binder has finished binding it.
 pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
@@ -118,6 +134,19 @@ pub fn pod_claim_names(pod: &Value) -> Vec<String> {
         }
     }
     out
+}
+
+/// Upstream's `IsPodTerminated`: phase Failed or Succeeded, or being deleted with no
+/// container running.
+pub fn pod_terminated(p: &Value) -> bool {
+    let st = &p["status"];
+    matches!(st["phase"].as_str(), Some("Failed" | "Succeeded"))
+        || (crate::obj::is_deleting(p)
+            && !st["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["state"]["running"].is_object()))
 }
 
 /// A resource quantity's value rounded up to a whole number (upstream's

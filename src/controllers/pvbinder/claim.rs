@@ -14,18 +14,7 @@ use crate::obj;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// Upstream's `IsPodTerminated`, from what is cached of a pod: phase Failed or Succeeded,
-/// or being deleted with no container running.
-pub(crate) fn pod_terminated(p: &Value) -> bool {
-    let st = &p["status"];
-    matches!(st["phase"].as_str(), Some("Failed" | "Succeeded"))
-        || (obj::is_deleting(p)
-            && !st["containerStatuses"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["state"]["running"].is_object()))
-}
+pub(crate) use crate::controllers::kit::volume::pod_terminated;
 
 fn has_annotation(o: &Value, k: &str) -> bool {
     obj::annotation(o, k).is_some()

@@ -39,7 +39,7 @@ mod tests;
 mod volume;
 
 use super::{Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, Outcome, Watch};
-use crate::api::resources::{PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, STORAGECLASSES};
+use crate::api::resources::{PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, STORAGECLASSES};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::Result;
 use index::VolumeIndex;
@@ -53,17 +53,7 @@ pub const VOLUME_WATCH: Watch = Watch::full(PERSISTENTVOLUMES);
 /// StorageClasses, whole (they are small and few).
 pub const CLASS_WATCH: Watch = Watch::full(STORAGECLASSES);
 /// Pods: which claims they use, their node and phase.
-pub const POD_WATCH: Watch = Watch::fields(
-    PODS,
-    &[
-        "/spec/nodeName",
-        "/spec/volumes/*/name",
-        "/spec/volumes/*/persistentVolumeClaim",
-        "/spec/volumes/*/ephemeral",
-        "/status/phase",
-        "/status/containerStatuses/*/state",
-    ],
-);
+pub const POD_WATCH: Watch = crate::controllers::kit::volume::POD_VOLUMES_WATCH;
 
 /// Its row in the controller table.
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {

@@ -56,6 +56,7 @@ fn drive(h: &mut Harness<PvBinder>, key: &str) -> Vec<(Kind, Option<&'static str
     all
 }
 
+use crate::api::resources::PODS;
 use crate::api::Kind;
 
 #[test]

@@ -4,7 +4,7 @@
 use super::super::{
     bootstrap, certificates, clusterroleaggregation, cronjob, deployment, endpoints, endpointslice,
     endpointslicemirroring, garbagecollector, job, namespace, nodeipam, nodelifecycle, podgc,
-    pvbinder, replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished,
+    pvbinder, replicaset, rootca, serviceaccount, tokens, ttl, ttlafterfinished, volumeprotection,
 };
 use super::ControllerInfo;
 
@@ -295,13 +295,15 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["pvc-protection"],
         Some("pvc-protection-controller"),
         "",
-    ),
+    )
+    .runs(volumeprotection::pvc::build),
     c(
         "persistentvolume-protection-controller",
         &["pv-protection"],
         Some("pv-protection-controller"),
         "",
-    ),
+    )
+    .runs(volumeprotection::pv::build),
     c(
         "ttl-after-finished-controller",
         &["ttl-after-finished"],
