@@ -305,6 +305,19 @@ fn scenario_provisioning_handoff(t: &Target) {
     assert_eq!(v["status"]["message"], msg.as_str());
     let e = wait_event(admin, "default", &fixed, "VolumeFailedDelete");
     assert_eq!((e.1.as_str(), e.2.as_str()), ("Warning", msg.as_str()));
+    // Failed stays Failed: no more writes.
+    std::thread::sleep(Duration::from_secs(2));
+    let again = get(admin, &PVS, None, &fixed);
+    assert_eq!(phase(&again), "Failed");
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        get(admin, &PVS, None, &fixed)["metadata"]["resourceVersion"]
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        get(admin, &PVS, None, &fixed)["metadata"]["resourceVersion"]
+    );
     assert_eq!(phase(&get(admin, &PVS, None, &dynamic)), "Released");
 }
 

@@ -312,3 +312,15 @@ fn keys_reach_the_other_side_of_a_binding() {
     h.delete(PERSISTENTVOLUMECLAIMS, c);
     assert_eq!(h.take_queued(), ["v"]);
 }
+
+#[test]
+fn a_failed_volume_whose_claim_is_gone_stays_failed() {
+    let mut h = binder();
+    let mut v = pv("v", "1Gi", "");
+    v["spec"]["claimRef"] = json!({"namespace": "ns", "name": "gone", "uid": "uid-gone"});
+    v["spec"]["persistentVolumeReclaimPolicy"] = "Delete".into();
+    v["status"] = json!({"phase": "Failed", "message": "no deleter"});
+    h.add(PERSISTENTVOLUMES, v.clone());
+    // No write of Released over Failed (the live re-read of the reclaim fails here: nothing).
+    assert!(h.sync("v").updates.is_empty());
+}

@@ -62,8 +62,9 @@ impl PvBinder {
         }
         let claim = self.volume_claim(cx, pv)?;
         let Some(pvc) = claim else {
-            // The claim is gone: released, then reclaimed.
-            if let Some(a) = volume_phase(pv, "Released", "") {
+            // The claim is gone: released (unless already released or failed), then
+            // reclaimed.
+            if let Some(a) = released_phase(pv) {
                 return Ok(step(vec![a]));
             }
             return self.reclaim(cx, pv);
@@ -104,7 +105,7 @@ impl PvBinder {
         let dynamic_delete = obj::annotation(pv, kv::ANN_DYNAMICALLY_PROVISIONED).is_some()
             && pv["spec"]["persistentVolumeReclaimPolicy"].as_str() == Some("Delete");
         if dynamic_delete {
-            if let Some(a) = volume_phase(pv, "Released", "") {
+            if let Some(a) = released_phase(pv) {
                 return Ok(step(vec![a]));
             }
             return self.reclaim(cx, pv);
@@ -217,6 +218,14 @@ impl PvBinder {
             "VolumeFailedRecycle",
             "No recycler plugin found for the volume!",
         )))
+    }
+}
+
+/// Phase Released, unless the volume is Released or Failed already.
+fn released_phase(pv: &Value) -> Option<Action> {
+    match pv["status"]["phase"].as_str() {
+        Some("Released" | "Failed") => None,
+        _ => volume_phase(pv, "Released", ""),
     }
 }
 
