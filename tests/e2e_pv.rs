@@ -384,7 +384,7 @@ fn scenario_binding_across_restart(t: &Target) {
     admin
         .create(&PVS, None, &pv(&first, "1Gi", "none", "Retain"))
         .expect("pv");
-    wait_phase(&admin, &PVS, None, &first, "Available");
+    wait_phase(admin, &PVS, None, &first, "Available");
     let _ = admin.delete(&PVS, None, &first, &Default::default());
     for (i, v) in vols.iter().enumerate() {
         admin

@@ -252,6 +252,7 @@ impl PvBinder {
         let volume_name = pvc["spec"]["volumeName"].as_str().unwrap_or("");
         if volume_name.is_empty() {
             let delay = Self::delay_binding(cx, pvc)?;
+            self.volumes.catch_up(&volumes);
             let found = self.volumes.best_match(&Wanted::of(pvc), delay);
             if let Some(name) = found {
                 match volumes.get(&name) {

@@ -121,6 +121,20 @@ impl VolumeIndex {
         self.lock().remove(name);
     }
 
+    /// The summaries rebuilt from `volumes` when they do not count as many volumes (the
+    /// watch handlers had not run for all of them yet, as at start-up).
+    pub fn catch_up(&self, volumes: &crate::cache::Store) {
+        if self.lock().len() == volumes.len() {
+            return;
+        }
+        let all: BTreeMap<String, Summary> = volumes
+            .list()
+            .iter()
+            .map(|v| (crate::obj::name(v).to_string(), Summary::of(v)))
+            .collect();
+        *self.lock() = all;
+    }
+
     /// The best volume for the claim (upstream's `findBestMatchForClaim`), by name.
     pub fn best_match(&self, w: &Wanted<'_>, delay_binding: bool) -> Option<String> {
         let vols = self.lock();
@@ -160,7 +174,7 @@ impl VolumeIndex {
                 if s.class != w.class {
                     continue;
                 }
-                if smallest.map_or(true, |(_, q)| q > s.capacity) {
+                if smallest.is_none_or(|(_, q)| q > s.capacity) {
                     smallest = Some((name, s.capacity));
                 }
             }

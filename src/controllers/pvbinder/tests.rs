@@ -324,3 +324,16 @@ fn a_failed_volume_whose_claim_is_gone_stays_failed() {
     // No write of Released over Failed (the live re-read of the reclaim fails here: nothing).
     assert!(h.sync("v").updates.is_empty());
 }
+
+#[test]
+fn volumes_the_handlers_have_not_seen_yet_still_match() {
+    let mut h = binder();
+    // In the cache before any handler ran (as right after the first list).
+    h.cache
+        .store_for(&VOLUME_WATCH)
+        .apply(crate::cache::DeltaKind::Added, pv("early", "1Gi", "gold"));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", Some("gold")));
+    let w = h.sync("ns/c");
+    assert!(w.events.is_empty(), "{:?}", w.events);
+    assert_eq!(crate::obj::name(&w.updates[0].2), "early");
+}
