@@ -349,12 +349,12 @@ pub(super) static ACTED: &[Acted] = &[
 /// (`Config::given`): no warning that they are not acted on.
 pub(crate) const READ_AS_GIVEN: [&str; 7] = [
     "cidr-allocator-type",
-    "enable-dynamic-provisioning",
-    "pvclaimbinder-sync-period",
     "node-eviction-rate",
     "secondary-node-eviction-rate",
     "large-cluster-size-threshold",
     "unhealthy-zone-threshold",
+    "enable-dynamic-provisioning",
+    "pvclaimbinder-sync-period",
 ];
 
 /// Why a flag edgekcm parses and checks does nothing yet: what would act on it is not in
