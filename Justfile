@@ -100,6 +100,14 @@ bench-workloads *args:
     cargo build --release --example bench_workloads
     target/release/examples/bench_workloads {{args}}
 
+# Benchmark: 500 PersistentVolumeClaims bound to 500 PersistentVolumes (binder and the PVC/PV
+# protection controllers); time to all Bound, CPU and RSS (KCM_BENCH_UPSTREAM and
+# KCM_E2E_KUBECONFIG: upstream on the same server)
+bench-pv *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_pv
+    target/release/examples/bench_pv {{args}}
+
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
 # Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
 dist:

@@ -347,7 +347,7 @@ pub(super) static ACTED: &[Acted] = &[
 
 /// Flags of the accepted table that a controller reads from their checked text
 /// (`Config::given`): no warning that they are not acted on.
-pub(crate) const READ_AS_GIVEN: [&str; 7] = [
+pub(crate) const READ_AS_GIVEN: [&str; 9] = [
     "attach-detach-reconcile-sync-period",
     "disable-attach-detach-reconcile-sync",
     "cidr-allocator-type",
@@ -355,6 +355,8 @@ pub(crate) const READ_AS_GIVEN: [&str; 7] = [
     "secondary-node-eviction-rate",
     "large-cluster-size-threshold",
     "unhealthy-zone-threshold",
+    "enable-dynamic-provisioning",
+    "pvclaimbinder-sync-period",
 ];
 
 /// Why a flag edgekcm parses and checks does nothing yet: what would act on it is not in

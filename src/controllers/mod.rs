@@ -20,6 +20,7 @@ pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod podautoscaler;
 pub mod podgc;
+pub mod pvbinder;
 pub mod refmanager;
 pub mod registry;
 pub mod replicaset;
@@ -31,6 +32,7 @@ pub mod tokens;
 pub mod ttl;
 pub mod ttlafterfinished;
 pub mod volumeexpand;
+pub mod volumeprotection;
 
 use crate::cache::Delta;
 pub use crate::controller::*;

@@ -1,17 +1,209 @@
-//! Volume helpers the storage controllers share (upstream's `pkg/volume/util`,
-//! `component-helpers/storage/volume` and the CSI plugin's naming).
+//! What the volume controllers read of PersistentVolumes, claims and StorageClasses, as
+//! upstream's `component-helpers/storage/volume` and `pkg/volume/util` read them: the
+//! storage class of a claim or volume (the beta annotation first), the requested and
+//! offered sizes as byte counts, access and volume modes, the CSI driver of a volume, and
+//! the annotations and finalizers they share.
 
+use crate::api::resources::PODS;
+use crate::cache::Watch;
 use serde_json::Value;
 
-/// The beta annotation that named a claim's class before `spec.storageClassName`.
-pub const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+/// Pods as the volume controllers read them: which claims their volumes use, their node,
+/// phase and container states (whether they still run).
+pub const POD_VOLUMES_WATCH: Watch = Watch::fields(
+    PODS,
+    &[
+        "/spec/nodeName",
+        "/spec/volumes/*/name",
+        "/spec/volumes/*/persistentVolumeClaim",
+        "/spec/volumes/*/ephemeral",
+        "/status/phase",
+        "/status/containerStatuses/*/state",
+    ],
+);
 
-/// A claim's StorageClass name (upstream's `GetPersistentVolumeClaimClass`): the beta
-/// annotation first, then `spec.storageClassName`; "" for none.
+/// Set on a claim once the binder has finished binding it.
+pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+/// Set on a claim or volume the binder bound (not pre-bound by a user).
+pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+/// The node the scheduler chose for a WaitForFirstConsumer claim.
+pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+/// The provisioner that created a volume.
+pub const ANN_DYNAMICALLY_PROVISIONED: &str = "pv.kubernetes.io/provisioned-by";
+/// The CSI driver an in-tree volume was migrated to.
+pub const ANN_MIGRATED_TO: &str = "pv.kubernetes.io/migrated-to";
+/// The provisioner asked to provision a claim.
+pub const ANN_STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
+/// The same, under its beta name (still written).
+pub const ANN_BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
+/// The storage class, under its beta annotation (read before `storageClassName`).
+pub const ANN_BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+/// The same annotation, under the name the attach/detach side uses.
+pub const BETA_STORAGE_CLASS: &str = ANN_BETA_STORAGE_CLASS;
+/// The claim size before a resize started (the expander writes it on a volume).
+pub const ANN_PRE_RESIZE_CAPACITY: &str = "volume.alpha.kubernetes.io/pre-resize-capacity";
+/// A StorageClass marked as the default.
+pub const ANN_DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
+/// The same, under its beta name.
+pub const ANN_BETA_DEFAULT_CLASS: &str = "storageclass.beta.kubernetes.io/is-default-class";
+/// The finalizer that keeps a claim while a pod uses it.
+pub const PVC_PROTECTION_FINALIZER: &str = "kubernetes.io/pvc-protection";
+/// The finalizer that keeps a volume while a claim is bound to it.
+pub const PV_PROTECTION_FINALIZER: &str = "kubernetes.io/pv-protection";
+
+/// A claim's storage class: the beta annotation if present, else `spec.storageClassName`,
+/// else "" (upstream's `GetPersistentVolumeClaimClass`).
 pub fn claim_class(pvc: &Value) -> &str {
-    crate::obj::annotation(pvc, BETA_STORAGE_CLASS)
-        .or_else(|| pvc["spec"]["storageClassName"].as_str())
-        .unwrap_or("")
+    if let Some(c) = crate::obj::annotation(pvc, ANN_BETA_STORAGE_CLASS) {
+        return c;
+    }
+    pvc["spec"]["storageClassName"].as_str().unwrap_or("")
+}
+
+/// A volume's storage class (upstream's `GetPersistentVolumeClass`).
+pub fn volume_class(pv: &Value) -> &str {
+    if let Some(c) = crate::obj::annotation(pv, ANN_BETA_STORAGE_CLASS) {
+        return c;
+    }
+    pv["spec"]["storageClassName"].as_str().unwrap_or("")
+}
+
+/// The storage a claim requests, in bytes (0 when it asks for none or the quantity does
+/// not parse).
+pub fn requested_bytes(pvc: &Value) -> i128 {
+    pvc["spec"]["resources"]["requests"]["storage"]
+        .as_str()
+        .and_then(quantity_value)
+        .unwrap_or(0)
+}
+
+/// The storage a volume offers, in bytes (0 when missing or malformed).
+pub fn capacity_bytes(pv: &Value) -> i128 {
+    pv["spec"]["capacity"]["storage"]
+        .as_str()
+        .and_then(quantity_value)
+        .unwrap_or(0)
+}
+
+/// `spec.volumeMode`, "Filesystem" when unset.
+pub fn volume_mode(o: &Value) -> &str {
+    o["spec"]["volumeMode"].as_str().unwrap_or("Filesystem")
+}
+
+/// `spec.accessModes` as strings.
+pub fn access_modes(o: &Value) -> Vec<&str> {
+    o["spec"]["accessModes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// The CSI driver of a volume (`spec.csi.driver`), if it is a CSI volume.
+pub fn csi_driver(pv: &Value) -> Option<&str> {
+    pv["spec"]["csi"]["driver"].as_str()
+}
+
+/// The default StorageClass among `classes`: of those annotated as default (either
+/// annotation "true"), the newest, then the first by name (upstream's `GetDefaultClass`).
+pub fn default_class(classes: &[std::sync::Arc<Value>]) -> Option<&Value> {
+    classes
+        .iter()
+        .map(|c| c.as_ref())
+        .filter(|c| {
+            crate::obj::annotation(c, ANN_DEFAULT_CLASS) == Some("true")
+                || crate::obj::annotation(c, ANN_BETA_DEFAULT_CLASS) == Some("true")
+        })
+        .min_by(|a, b| {
+            // RFC 3339 UTC timestamps of one format sort as text; newest first.
+            crate::obj::creation_timestamp(b)
+                .cmp(crate::obj::creation_timestamp(a))
+                .then_with(|| crate::obj::name(a).cmp(crate::obj::name(b)))
+        })
+}
+
+/// The names of the claims a pod's volumes use: `persistentVolumeClaim.claimName`, and
+/// `<pod>-<volume>` for a generic ephemeral volume.
+pub fn pod_claim_names(pod: &Value) -> Vec<String> {
+    let pod_name = crate::obj::name(pod);
+    let mut out = Vec::new();
+    for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
+        if let Some(c) = v["persistentVolumeClaim"]["claimName"].as_str() {
+            out.push(c.to_string());
+        } else if v.get("ephemeral").is_some_and(|e| !e.is_null()) {
+            if let Some(n) = v["name"].as_str() {
+                out.push(format!("{pod_name}-{n}"));
+            }
+        }
+    }
+    out
+}
+
+/// Upstream's `IsPodTerminated`: phase Failed or Succeeded, or being deleted with no
+/// container running.
+pub fn pod_terminated(p: &Value) -> bool {
+    let st = &p["status"];
+    matches!(st["phase"].as_str(), Some("Failed" | "Succeeded"))
+        || (crate::obj::is_deleting(p)
+            && !st["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["state"]["running"].is_object()))
+}
+
+/// A resource quantity's value rounded up to a whole number (upstream's
+/// `Quantity.Value()`): decimal SI (`k`, `M`, ... `E`, `m`, `u`, `n`), binary SI (`Ki` ...
+/// `Ei`) and decimal exponents (`1e3`). None for text that is not a quantity.
+pub fn quantity_value(s: &str) -> Option<i128> {
+    let s = s.trim();
+    let num_end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(num_end);
+    let (negative, num) = match num.strip_prefix('-') {
+        Some(n) => (true, n),
+        None => (false, num.strip_prefix('+').unwrap_or(num)),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (int.is_empty() && frac.is_empty())
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+        || int.len() + frac.len() > 30
+    {
+        return None;
+    }
+    // value = digits / 10^scale * multiplier
+    let digits: i128 = format!("{int}{frac}").parse().unwrap_or(0);
+    let mut scale = frac.len() as i32;
+    let (mul, exp10): (i128, i32) = match suffix {
+        "" => (1, 0),
+        "Ki" => (1 << 10, 0),
+        "Mi" => (1 << 20, 0),
+        "Gi" => (1 << 30, 0),
+        "Ti" => (1 << 40, 0),
+        "Pi" => (1 << 50, 0),
+        "Ei" => (1 << 60, 0),
+        "n" => (1, -9),
+        "u" => (1, -6),
+        "m" => (1, -3),
+        "k" => (1, 3),
+        "M" => (1, 6),
+        "G" => (1, 9),
+        "T" => (1, 12),
+        "P" => (1, 15),
+        "E" => (1, 18),
+        e if e.starts_with(['e', 'E']) => (1, e[1..].parse::<i32>().ok().filter(|x| x.abs() < 30)?),
+        _ => return None,
+    };
+    scale -= exp10;
+    let mut v = digits.checked_mul(mul)?;
+    if scale < 0 {
+        v = v.checked_mul(10i128.checked_pow((-scale) as u32)?)?;
+    } else if scale > 0 {
+        let d = 10i128.checked_pow(scale as u32)?;
+        v = (v + d - 1) / d; // round up, as Value() does
+    }
+    Some(if negative { -v } else { v })
 }
 
 /// A PersistentVolume's CSI driver and volume handle, when it is a CSI volume.
@@ -89,6 +281,62 @@ pub fn storage_at(o: &Value, ptr: &str) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn quantities_read_as_upstream_values() {
+        assert_eq!(quantity_value("1Gi"), Some(1 << 30));
+        assert_eq!(quantity_value("500Mi"), Some(500 << 20));
+        assert_eq!(quantity_value("1G"), Some(1_000_000_000));
+        assert_eq!(quantity_value("1.5Gi"), Some(3 << 29));
+        assert_eq!(quantity_value("100m"), Some(1));
+        assert_eq!(quantity_value("1e3"), Some(1000));
+        assert_eq!(quantity_value("10"), Some(10));
+        assert_eq!(quantity_value("abc"), None);
+        assert_eq!(quantity_value("1Qi"), None);
+    }
+
+    #[test]
+    fn the_beta_class_annotation_comes_first() {
+        let c = json!({"metadata": {"annotations": {ANN_BETA_STORAGE_CLASS: "old"}},
+                       "spec": {"storageClassName": "new"}});
+        assert_eq!(claim_class(&c), "old");
+        assert_eq!(
+            volume_class(&json!({"spec": {"storageClassName": "x"}})),
+            "x"
+        );
+        assert_eq!(claim_class(&json!({"spec": {}})), "");
+    }
+
+    #[test]
+    fn the_newest_default_class_wins_then_the_first_name() {
+        let sc = |n: &str, t: &str, d: bool| {
+            std::sync::Arc::new(json!({"metadata": {"name": n, "creationTimestamp": t,
+                "annotations": {ANN_DEFAULT_CLASS: if d {"true"} else {"false"}}}}))
+        };
+        let classes = vec![
+            sc("a", "2024-01-01T00:00:00Z", true),
+            sc("b", "2024-01-02T00:00:00Z", true),
+            sc("c", "2024-01-02T00:00:00Z", true),
+            sc("d", "2024-01-03T00:00:00Z", false),
+        ];
+        assert_eq!(crate::obj::name(default_class(&classes).unwrap()), "b");
+        assert!(default_class(&classes[3..]).is_none());
+    }
+
+    #[test]
+    fn pods_use_claims_and_ephemeral_volumes() {
+        let p = json!({"metadata": {"name": "p"}, "spec": {"volumes": [
+            {"name": "a", "persistentVolumeClaim": {"claimName": "c1"}},
+            {"name": "e", "ephemeral": {"volumeClaimTemplate": {}}},
+            {"name": "t", "projected": {}}]}});
+        assert_eq!(pod_claim_names(&p), ["c1", "p-e"]);
+    }
+}
+
+#[cfg(test)]
+mod attach_tests {
     use super::*;
     use serde_json::json;
 

@@ -4,8 +4,9 @@
 use super::super::{
     attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment,
     disruption, endpoints, endpointslice, endpointslicemirroring, ephemeral, garbagecollector, job,
-    namespace, nodeipam, nodelifecycle, podautoscaler, podgc, replicaset, resourcequota, rootca,
-    serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
+    namespace, nodeipam, nodelifecycle, podautoscaler, podgc, pvbinder, replicaset, resourcequota,
+    rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
+    volumeprotection,
 };
 use super::ControllerInfo;
 
@@ -275,7 +276,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["persistentvolume-binder"],
         Some("persistent-volume-binder"),
         "",
-    ),
+    )
+    .runs(pvbinder::build),
     c(
         "persistentvolume-attach-detach-controller",
         &["attachdetach"],
@@ -302,13 +304,15 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["pvc-protection"],
         Some("pvc-protection-controller"),
         "",
-    ),
+    )
+    .runs(volumeprotection::pvc::build),
     c(
         "persistentvolume-protection-controller",
         &["pv-protection"],
         Some("pv-protection-controller"),
         "",
-    ),
+    )
+    .runs(volumeprotection::pv::build),
     c(
         "ttl-after-finished-controller",
         &["ttl-after-finished"],

@@ -1,0 +1,339 @@
+use super::*;
+use crate::controllers::testing::{Harness, Writes};
+use crate::controllers::EventType;
+use serde_json::json;
+
+fn binder() -> Harness<PvBinder> {
+    Harness::new(PvBinder::new(Duration::from_secs(15), true))
+}
+
+fn pv(name: &str, size: &str, class: &str) -> Value {
+    json!({"metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": "1"},
+           "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": class, "persistentVolumeReclaimPolicy": "Retain",
+                    "volumeMode": "Filesystem", "hostPath": {"path": "/tmp/x"}},
+           "status": {"phase": "Available"}})
+}
+
+fn pvc(name: &str, size: &str, class: Option<&str>) -> Value {
+    let mut c = json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                                    "resourceVersion": "1"},
+           "spec": {"resources": {"requests": {"storage": size}}, "accessModes": ["ReadWriteOnce"],
+                    "volumeMode": "Filesystem"},
+           "status": {"phase": "Pending"}});
+    if let Some(cl) = class {
+        c["spec"]["storageClassName"] = cl.into();
+    }
+    c
+}
+
+fn sc(name: &str, provisioner: &str, mode: &str) -> Value {
+    json!({"metadata": {"name": name, "creationTimestamp": "2024-01-01T00:00:00Z"},
+           "provisioner": provisioner, "volumeBindingMode": mode})
+}
+
+fn reasons(w: &Writes) -> Vec<&str> {
+    w.events.iter().map(|(_, r, _)| r.as_str()).collect()
+}
+
+/// Sync `key` and feed each write back as the watch would, until nothing is left; the
+/// writes in order.
+fn drive(h: &mut Harness<PvBinder>, key: &str) -> Vec<(Kind, Option<&'static str>, Value)> {
+    let mut all = Vec::new();
+    for _ in 0..10 {
+        let w = h.sync(key);
+        if w.updates.is_empty() {
+            break;
+        }
+        for (k, sub, v) in &w.updates {
+            let mut v = v.clone();
+            let rv: u64 = crate::obj::resource_version(&v).parse().unwrap_or(1);
+            v["metadata"]["resourceVersion"] = (rv + 1).to_string().into();
+            h.update(*k, v.clone());
+            all.push((*k, *sub, v));
+        }
+    }
+    all
+}
+
+use crate::api::resources::PODS;
+use crate::api::Kind;
+
+#[test]
+fn binds_the_smallest_fitting_volume_in_upstreams_four_writes() {
+    let mut h = binder();
+    h.add(PERSISTENTVOLUMES, pv("big", "10Gi", "gold"));
+    h.add(PERSISTENTVOLUMES, pv("small", "2Gi", "gold"));
+    h.add(PERSISTENTVOLUMES, pv("tiny", "500Mi", "gold"));
+    h.add(PERSISTENTVOLUMES, pv("other", "2Gi", "silver"));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", Some("gold")));
+    assert!(h.take_queued().contains(&"ns/c".to_string()));
+    let writes = drive(&mut h, "ns/c");
+    let steps: Vec<(&str, Option<&str>)> = writes.iter().map(|(k, s, _)| (k.kind, *s)).collect();
+    assert_eq!(
+        steps,
+        [
+            ("PersistentVolume", None),
+            ("PersistentVolume", Some("status")),
+            ("PersistentVolumeClaim", None),
+            ("PersistentVolumeClaim", Some("status")),
+        ]
+    );
+    let v = &writes[0].2;
+    assert_eq!(crate::obj::name(v), "small");
+    assert_eq!(v["spec"]["claimRef"]["uid"], "uid-c");
+    assert_eq!(v["spec"]["claimRef"]["kind"], "PersistentVolumeClaim");
+    assert_eq!(
+        v["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"],
+        "yes"
+    );
+    assert_eq!(writes[1].2["status"]["phase"], "Bound");
+    let c = &writes[2].2;
+    assert_eq!(c["spec"]["volumeName"], "small");
+    assert_eq!(
+        c["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"],
+        "yes"
+    );
+    assert_eq!(
+        c["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"],
+        "yes"
+    );
+    let st = &writes[3].2["status"];
+    assert_eq!(st["phase"], "Bound");
+    assert_eq!(st["capacity"]["storage"], "2Gi");
+    assert_eq!(st["accessModes"], json!(["ReadWriteOnce"]));
+    // Done: a further sync writes nothing.
+    assert!(h.sync("ns/c").is_empty());
+}
+
+#[test]
+fn matching_honours_modes_selector_volume_mode_and_prebinding() {
+    let mut h = binder();
+    let mut rox = pv("rox", "1Gi", "");
+    rox["spec"]["accessModes"] = json!(["ReadOnlyMany"]);
+    h.add(PERSISTENTVOLUMES, rox);
+    let mut block = pv("block", "1Gi", "");
+    block["spec"]["volumeMode"] = "Block".into();
+    h.add(PERSISTENTVOLUMES, block);
+    let mut labelled = pv("labelled", "5Gi", "");
+    labelled["metadata"]["labels"] = json!({"tier": "db"});
+    h.add(PERSISTENTVOLUMES, labelled);
+    h.add(PERSISTENTVOLUMES, pv("plain", "1Gi", ""));
+    let mut c = pvc("c", "1Gi", Some(""));
+    c["spec"]["selector"] = json!({"matchLabels": {"tier": "db"}});
+    h.add(PERSISTENTVOLUMECLAIMS, c);
+    let w = h.sync("ns/c");
+    assert_eq!(crate::obj::name(&w.updates[0].2), "labelled");
+
+    // A volume pre-bound to the claim wins over a smaller free one; no bound-by annotation.
+    let mut pre = pv("pre", "8Gi", "");
+    pre["spec"]["claimRef"] = json!({"namespace": "ns", "name": "d"});
+    h.add(PERSISTENTVOLUMES, pre);
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("d", "1Gi", Some("")));
+    let w = h.sync("ns/d");
+    let v = &w.updates[0].2;
+    assert_eq!(crate::obj::name(v), "pre");
+    assert_eq!(v["spec"]["claimRef"]["uid"], "uid-d");
+    assert!(v["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"].is_null());
+}
+
+#[test]
+fn a_claim_without_volume_or_class_waits_with_failed_binding() {
+    let mut h = binder();
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", None));
+    let w = h.sync("ns/c");
+    assert!(w.updates.is_empty());
+    assert_eq!(reasons(&w), ["FailedBinding"]);
+    assert_eq!(
+        w.events[0].2,
+        "no persistent volumes available for this claim and no storage class is set"
+    );
+}
+
+#[test]
+fn a_claim_without_class_gets_the_default_class() {
+    let mut h = binder();
+    let mut d = sc("std", "csi.example.com", "Immediate");
+    d["metadata"]["annotations"] = json!({"storageclass.kubernetes.io/is-default-class": "true"});
+    h.add(STORAGECLASSES, d);
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", None));
+    let w = h.sync("ns/c");
+    assert_eq!(w.updates.len(), 1);
+    assert_eq!(w.updates[0].2["spec"]["storageClassName"], "std");
+    assert!(w.events.is_empty());
+}
+
+#[test]
+fn provisioning_is_handed_to_the_external_provisioner() {
+    let mut h = binder();
+    h.add(STORAGECLASSES, sc("fast", "csi.example.com", "Immediate"));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", Some("fast")));
+    let w = h.sync("ns/c");
+    let ann = &w.updates[0].2["metadata"]["annotations"];
+    assert_eq!(
+        ann["volume.kubernetes.io/storage-provisioner"],
+        "csi.example.com"
+    );
+    assert_eq!(
+        ann["volume.beta.kubernetes.io/storage-provisioner"],
+        "csi.example.com"
+    );
+    assert_eq!(reasons(&w), ["ExternalProvisioning"]);
+    assert!(w.events[0].2.starts_with(
+        "Waiting for a volume to be created either by the external provisioner 'csi.example.com' or"
+    ));
+    // A missing class, an in-tree provisioner: ProvisioningFailed.
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("d", "1Gi", Some("nope")));
+    let w = h.sync("ns/d");
+    assert_eq!(reasons(&w), ["ProvisioningFailed"]);
+    assert_eq!(w.events[0].0, EventType::Warning);
+    assert_eq!(
+        w.events[0].2,
+        "storageclass.storage.k8s.io \"nope\" not found"
+    );
+    h.add(
+        STORAGECLASSES,
+        sc("intree", "kubernetes.io/gce-pd", "Immediate"),
+    );
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("e", "1Gi", Some("intree")));
+    assert_eq!(reasons(&h.sync("ns/e")), ["ProvisioningFailed"]);
+    // Provisioning off: nothing at all.
+    let mut off = Harness::new(PvBinder::new(Duration::from_secs(15), false));
+    off.add(STORAGECLASSES, sc("fast", "csi.example.com", "Immediate"));
+    off.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", Some("fast")));
+    assert!(off.sync("ns/c").is_empty());
+}
+
+#[test]
+fn wait_for_first_consumer_claims_wait_for_a_node() {
+    let mut h = binder();
+    h.add(
+        STORAGECLASSES,
+        sc("local", "csi.example.com", "WaitForFirstConsumer"),
+    );
+    h.add(PERSISTENTVOLUMES, pv("v", "1Gi", "local"));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", Some("local")));
+    let w = h.sync("ns/c");
+    assert!(w.updates.is_empty());
+    assert_eq!(reasons(&w), ["WaitForFirstConsumer"]);
+    h.add(
+        PODS,
+        json!({"metadata": {"name": "p", "namespace": "ns", "uid": "p1"},
+               "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]},
+               "status": {"phase": "Pending"}}),
+    );
+    let w = h.sync("ns/c");
+    assert_eq!(reasons(&w), ["WaitForPodScheduled"]);
+    assert_eq!(w.events[0].2, "waiting for pod p to be scheduled");
+    // Once the scheduler picked a node, provisioning starts (no static volume binds
+    // without the scheduler).
+    let mut c = pvc("c", "1Gi", Some("local"));
+    c["metadata"]["annotations"] = json!({"volume.kubernetes.io/selected-node": "n1"});
+    c["metadata"]["resourceVersion"] = "2".into();
+    h.update(PERSISTENTVOLUMECLAIMS, c);
+    assert_eq!(reasons(&h.sync("ns/c")), ["ExternalProvisioning"]);
+}
+
+#[test]
+fn a_requested_volume_that_does_not_fit_is_a_mismatch() {
+    let mut h = binder();
+    h.add(PERSISTENTVOLUMES, pv("v", "1Gi", "gold"));
+    let mut c = pvc("c", "5Gi", Some("gold"));
+    c["spec"]["volumeName"] = "v".into();
+    h.add(PERSISTENTVOLUMECLAIMS, c);
+    let w = h.sync("ns/c");
+    assert_eq!(reasons(&w), ["VolumeMismatch"]);
+    assert_eq!(
+        w.events[0].2,
+        "Cannot bind to requested volume \"v\": requested PV is too small"
+    );
+}
+
+#[test]
+fn a_bound_claim_whose_volume_is_gone_is_lost() {
+    let mut h = binder();
+    let mut c = pvc("c", "1Gi", Some(""));
+    c["spec"]["volumeName"] = "v".into();
+    c["metadata"]["annotations"] = json!({"pv.kubernetes.io/bind-completed": "yes"});
+    c["status"]["phase"] = "Bound".into();
+    h.add(PERSISTENTVOLUMECLAIMS, c);
+    let w = h.sync("ns/c");
+    assert_eq!(w.updates[0].2["status"]["phase"], "Lost");
+    assert_eq!(reasons(&w), ["ClaimLost"]);
+    assert_eq!(
+        w.events[0].2,
+        "Bound claim has lost its PersistentVolume. Data on the volume is lost!"
+    );
+}
+
+#[test]
+fn volumes_become_available_and_bound() {
+    let mut h = binder();
+    let mut v = pv("v", "1Gi", "");
+    v["status"]["phase"] = "Pending".into();
+    h.add(PERSISTENTVOLUMES, v);
+    assert_eq!(h.take_queued(), ["v"]);
+    let w = h.sync("v");
+    assert_eq!(w.updates[0].2["status"]["phase"], "Available");
+    assert_eq!(w.updates[0].1, Some("status"));
+}
+
+#[test]
+fn a_volume_whose_claim_bound_elsewhere_is_unbound() {
+    let mut h = binder();
+    let mut v = pv("v", "1Gi", "");
+    v["spec"]["claimRef"] = json!({"namespace": "ns", "name": "c", "uid": "uid-c"});
+    v["metadata"]["annotations"] = json!({"pv.kubernetes.io/bound-by-controller": "yes"});
+    v["status"]["phase"] = "Bound".into();
+    h.add(PERSISTENTVOLUMES, v);
+    let mut c = pvc("c", "1Gi", Some(""));
+    c["spec"]["volumeName"] = "other".into();
+    h.add(PERSISTENTVOLUMECLAIMS, c);
+    let w = h.sync("v");
+    let u = &w.updates[0].2;
+    assert!(u["spec"]["claimRef"].is_null());
+    assert!(u["metadata"]["annotations"].is_null());
+    assert_eq!(w.requeue_after, Some(Duration::ZERO));
+}
+
+#[test]
+fn keys_reach_the_other_side_of_a_binding() {
+    let mut h = binder();
+    let mut v = pv("v", "1Gi", "");
+    v["spec"]["claimRef"] = json!({"namespace": "ns", "name": "c", "uid": "uid-c"});
+    h.add(PERSISTENTVOLUMES, v.clone());
+    assert_eq!(h.take_queued(), ["ns/c", "v"]);
+    h.delete(PERSISTENTVOLUMES, v);
+    assert_eq!(h.take_queued(), ["ns/c"]);
+    let mut c = pvc("c", "1Gi", Some(""));
+    c["spec"]["volumeName"] = "v".into();
+    h.add(PERSISTENTVOLUMECLAIMS, c.clone());
+    assert_eq!(h.take_queued(), ["ns/c"]);
+    h.delete(PERSISTENTVOLUMECLAIMS, c);
+    assert_eq!(h.take_queued(), ["v"]);
+}
+
+#[test]
+fn a_failed_volume_whose_claim_is_gone_stays_failed() {
+    let mut h = binder();
+    let mut v = pv("v", "1Gi", "");
+    v["spec"]["claimRef"] = json!({"namespace": "ns", "name": "gone", "uid": "uid-gone"});
+    v["spec"]["persistentVolumeReclaimPolicy"] = "Delete".into();
+    v["status"] = json!({"phase": "Failed", "message": "no deleter"});
+    h.add(PERSISTENTVOLUMES, v.clone());
+    // No write of Released over Failed (the live re-read of the reclaim fails here: nothing).
+    assert!(h.sync("v").updates.is_empty());
+}
+
+#[test]
+fn volumes_the_handlers_have_not_seen_yet_still_match() {
+    let mut h = binder();
+    // In the cache before any handler ran (as right after the first list).
+    h.cache
+        .store_for(&VOLUME_WATCH)
+        .apply(crate::cache::DeltaKind::Added, pv("early", "1Gi", "gold"));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", Some("gold")));
+    let w = h.sync("ns/c");
+    assert!(w.events.is_empty(), "{:?}", w.events);
+    assert_eq!(crate::obj::name(&w.updates[0].2), "early");
+}
