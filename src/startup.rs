@@ -277,6 +277,15 @@ mod tests {
     }
 
     #[test]
+    fn every_controller_upstream_starts_is_implemented() {
+        for line in [KUBEADM, "", "--controllers=*"] {
+            let none = not_implemented(&cfg(line), &registry::implemented_names());
+            let names: Vec<&str> = none.iter().map(|i| i.name).collect();
+            assert!(names.is_empty(), "{line}: {names:?}");
+        }
+    }
+
+    #[test]
     fn what_waiting_cures() {
         let api = |code: u16| Error::api(code, "", "{}");
         assert!(permanent(&api(401)).is_some());
