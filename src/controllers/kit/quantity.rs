@@ -1,7 +1,7 @@
 //! `resource.Quantity` in milli-units, as controllers read requests and metrics.
 
-/// Kubernetes quantity to milli-units, rounded up as `MilliValue` does (0 when unreadable).
-pub fn milli_value(q: &str) -> i64 {
+/// A Kubernetes quantity as a number (`1Gi`, `500M`, `250m`, `1.5e3`); None when unreadable.
+pub fn value(q: &str) -> Option<f64> {
     let q = q.trim();
     let split = q
         .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
@@ -22,10 +22,17 @@ pub fn milli_value(q: &str) -> i64 {
         "Mi" => 1024f64.powi(2),
         "Gi" => 1024f64.powi(3),
         "Ti" => 1024f64.powi(4),
-        _ => return 0,
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        _ => return None,
     };
     match num.parse::<f64>() {
-        Ok(v) if v.is_finite() => (v * factor * 1000.0).ceil() as i64,
-        _ => 0,
+        Ok(v) if v.is_finite() => Some(v * factor),
+        _ => None,
     }
+}
+
+/// Kubernetes quantity to milli-units, rounded up as `MilliValue` does (0 when unreadable).
+pub fn milli_value(q: &str) -> i64 {
+    value(q).map_or(0, |v| (v * 1000.0).ceil() as i64)
 }

@@ -238,36 +238,7 @@ pub fn attachment_name(handle: &str, driver: &str, node: &str) -> String {
 
 /// A resource quantity as a number (`1Gi`, `500M`, `1.5e3`); None when unreadable. Precise
 /// enough to compare storage sizes.
-pub fn quantity(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let factor = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        _ => return None,
-    };
-    num.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-        .map(|v| v * factor)
-}
+pub use super::quantity::value as quantity;
 
 /// The `storage` quantity at `ptr` (e.g. `/spec/resources/requests/storage`); 0 when absent
 /// or unreadable, as a missing map entry is the zero quantity upstream.
