@@ -117,10 +117,12 @@ fn scenario_terminating_on_out_of_service_node(t: &Target) {
     let _kcm = start_with(t, "podgc-oos", CONTROLLERS);
     wait_gone(admin, n, "going", PASS);
     // The held pod shows what was done: failed, no condition, grace period cut to 0.
-    let held = eventually(PASS, "held pod failed", || {
-        get_pod(admin, n, "held").filter(|p| p["status"]["phase"] == "Failed")
+    // The status patch comes first, the deletion with grace period 0 right after it.
+    let held = eventually(PASS, "held pod failed and force-deleted", || {
+        get_pod(admin, n, "held").filter(|p| {
+            p["status"]["phase"] == "Failed" && p["metadata"]["deletionGracePeriodSeconds"] == 0
+        })
     });
-    assert_eq!(held["metadata"]["deletionGracePeriodSeconds"], 0);
     assert!(condition(&held, "DisruptionTarget").is_none());
     assert!(condition(&held, "PodScheduled").is_some());
     let alive = get_pod(admin, n, "alive").expect("not terminating: kept");
