@@ -583,24 +583,7 @@ impl DaemonSetController {
 }
 
 fn report(ds: &Value, create: bool) -> Report {
-    let about = ObjectRef::of(&DAEMONSETS, ds);
-    if create {
-        Report {
-            about,
-            success_reason: "SuccessfulCreate",
-            success_prefix: "Created pod: ",
-            failure_reason: "FailedCreate",
-            failure_prefix: "Error creating: ".into(),
-        }
-    } else {
-        Report {
-            about,
-            success_reason: "SuccessfulDelete",
-            success_prefix: "Deleted pod: ",
-            failure_reason: "FailedDelete",
-            failure_prefix: "Error deleting: ".into(),
-        }
-    }
+    crate::controllers::kit::pod::write_report(ObjectRef::of(&DAEMONSETS, ds), create)
 }
 
 fn is_pod_write(a: &Action) -> bool {

@@ -29,8 +29,7 @@ use super::kit::inflight::InFlight;
 use super::kit::{self, selector};
 use super::refmanager::SelectorIndex;
 use super::{
-    Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome, Report,
-    Watch,
+    Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome, Watch,
 };
 use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{JOBS, PODS};
@@ -280,13 +279,7 @@ impl JobController {
             .collect();
         if !plan.creates.is_empty() || !plan.deletes.is_empty() {
             if !plan.creates.is_empty() {
-                let report = Report {
-                    about: about.clone(),
-                    success_reason: "SuccessfulCreate",
-                    success_prefix: "Created pod: ",
-                    failure_reason: "FailedCreate",
-                    failure_prefix: "Error creating: ".into(),
-                };
+                let report = kit::pod::write_report(about.clone(), true);
                 let creates = plan
                     .creates
                     .into_iter()
@@ -302,13 +295,7 @@ impl JobController {
                 actions.push(Action::SlowStart(creates));
             }
             if !plan.deletes.is_empty() {
-                let report = Report {
-                    about,
-                    success_reason: "SuccessfulDelete",
-                    success_prefix: "Deleted pod: ",
-                    failure_reason: "FailedDelete",
-                    failure_prefix: "Error deleting: ".into(),
-                };
+                let report = kit::pod::write_report(about, false);
                 let mut s = self.state();
                 let deletes = plan
                     .deletes

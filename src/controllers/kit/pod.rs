@@ -130,3 +130,30 @@ pub fn is_pod_available(p: &Value, min_ready: i64, now: SystemTime) -> bool {
     }
     ready_time(p).is_some_and(|t| t + Duration::from_secs(min_ready as u64) < now)
 }
+
+/// How an owner's pod creates (`create`) or deletes are reported: upstream's
+/// `SuccessfulCreate`/`FailedCreate` and `SuccessfulDelete`/`FailedDelete` Events about
+/// `about`, as the replica, job and daemon controllers record them.
+pub fn write_report(
+    about: crate::controller::ObjectRef,
+    create: bool,
+) -> crate::controller::Report {
+    use crate::controller::Report;
+    if create {
+        Report {
+            about,
+            success_reason: "SuccessfulCreate",
+            success_prefix: "Created pod: ",
+            failure_reason: "FailedCreate",
+            failure_prefix: "Error creating: ".into(),
+        }
+    } else {
+        Report {
+            about,
+            success_reason: "SuccessfulDelete",
+            success_prefix: "Deleted pod: ",
+            failure_reason: "FailedDelete",
+            failure_prefix: "Error deleting: ".into(),
+        }
+    }
+}

@@ -368,26 +368,9 @@ impl ReplicaSetController {
         self.track().inflight.settled(key, owner_uid, ns, pods)
     }
 
-    /// Upstream re-reads the owner from the API server once before adopting anything.
+    /// The Events of this owner's pod creates or deletes.
     fn report(&self, owner: &Value, create: bool) -> Report {
-        let about = ObjectRef::of(&self.flavor.kind(), owner);
-        if create {
-            Report {
-                about,
-                success_reason: "SuccessfulCreate",
-                success_prefix: "Created pod: ",
-                failure_reason: "FailedCreate",
-                failure_prefix: "Error creating: ".into(),
-            }
-        } else {
-            Report {
-                about,
-                success_reason: "SuccessfulDelete",
-                success_prefix: "Deleted pod: ",
-                failure_reason: "FailedDelete",
-                failure_prefix: "Error deleting: ".into(),
-            }
-        }
+        kit::pod::write_report(ObjectRef::of(&self.flavor.kind(), owner), create)
     }
 
     /// Create or delete pods to reach `spec.replicas`. Returns the actions, or an error
