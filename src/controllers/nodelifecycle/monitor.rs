@@ -427,6 +427,7 @@ impl Inner {
 
     /// `monitorNodeHealth`.
     pub(super) fn monitor(&self, e: &RunEnv) {
+        let start = Instant::now();
         // Each node's metadata, taints and conditions: what the pass reads (a node's status
         // is read whole only when it is written).
         let store = e.cache.store(NODES);
@@ -482,14 +483,17 @@ impl Inner {
         }
         let zones: Mutex<HashMap<String, Vec<String>>> = Mutex::default();
         crate::pool::for_each_parallel(nodes.len(), NODE_WORKERS, |i| {
+            let one = Instant::now();
             if let Some((zone, status)) = self.node_health(e, nodes[i].clone()) {
                 lock(&zones).entry(zone).or_default().push(status);
             }
+            super::metrics::node_health_took(one.elapsed());
             true
         });
         let zones = zones.into_inner().unwrap_or_else(|p| p.into_inner());
         self.handle_disruption(e, &zones, &nodes);
         self.tainting.add(());
+        super::metrics::all_nodes_health_took(start.elapsed());
     }
 
     /// `handleDisruption`.
