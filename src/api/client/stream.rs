@@ -41,9 +41,9 @@ use crate::error::{Error, Result};
 /// TCP connect and TLS handshake together (ureq's watches: `timeout_connect`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What one read takes from the connection at most. The buffer is made when the connection
-/// has something to read and dropped once used; the decoder keeps only the part of a line
-/// that spans reads.
+/// What one read takes from the connection at most. The buffer is taken (from the thread's
+/// spares, `spare`) when the connection has something to read and given back once used; the
+/// decoder keeps only the part of a line that spans reads.
 const READ_BUFFER: usize = 4 * 1024;
 
 /// The most of a refusal's body read for its Status.
@@ -403,6 +403,65 @@ impl Conn {
     }
 }
 
+/// The read buffers of the thread's idle streams. A watch drops its buffer while it waits,
+/// and most waits are short (an event, then quiet): making a zeroed 4 KiB buffer for every
+/// event cost about as much as decrypting it. A few spare buffers per thread (at most
+/// `KEPT` x 4 KiB) are kept for the next read instead.
+mod spare {
+    use super::READ_BUFFER;
+    use std::cell::RefCell;
+
+    const KEPT: usize = 4;
+
+    thread_local! {
+        static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A buffer of at least `READ_BUFFER` bytes (its content is whatever was read last).
+    pub(super) fn take() -> Vec<u8> {
+        SPARE
+            .try_with(|s| s.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| vec![0; READ_BUFFER])
+    }
+
+    /// Keep `buf` for the next `take` on this thread, unless enough are kept already.
+    pub(super) fn give_back(buf: Vec<u8>) {
+        if buf.len() < READ_BUFFER {
+            return;
+        }
+        let _ = SPARE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < KEPT {
+                s.push(buf);
+            }
+        });
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn buffers_are_reused_and_the_spares_are_bounded() {
+            let a = take();
+            assert!(a.len() >= READ_BUFFER);
+            let at = a.as_ptr();
+            give_back(a);
+            let b = take();
+            assert_eq!(b.as_ptr(), at, "the spare is handed out again");
+            give_back(Vec::new());
+            for _ in 0..KEPT + 3 {
+                give_back(vec![0; READ_BUFFER]);
+            }
+            assert_eq!(SPARE.with(|s| s.borrow().len()), KEPT);
+            SPARE.with(|s| s.borrow_mut().clear());
+            drop(b);
+        }
+    }
+}
+
 /// An answer's body as it arrives: `buf[pos..len]` is read and not yet used.
 struct Body {
     conn: Conn,
@@ -430,14 +489,14 @@ impl Body {
         let read = timed(self.per_read, "per read", async {
             loop {
                 if buf.len() < READ_BUFFER {
-                    *buf = vec![0; READ_BUFFER];
+                    *buf = spare::take();
                 }
                 // A read that finds something at once (a busy stream) keeps its buffer...
                 if let Some(res) = future::poll_once(conn.read(buf)).await {
                     return res;
                 }
                 // ...and a watch with nothing to read waits without one.
-                *buf = Vec::new();
+                spare::give_back(std::mem::take(buf));
                 conn.readable().await?;
             }
         });
