@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 /// Lists that run at once, over every informer (each holds a helper thread while it runs).
 const LISTS: usize = 8;
 
+/// How many of a list's changes are decoded and handed to the handlers at a time.
+const DISPATCH_CHUNK: usize = 64;
+
 static LIST_SLOTS: smol::lock::Semaphore = smol::lock::Semaphore::new(LISTS);
 
 pub type Handler = Arc<dyn Fn(&Delta) + Send + Sync>;
@@ -390,16 +393,30 @@ impl Informer {
             limiter_passed: true,
             ..Default::default()
         };
-        let list = client.list_all(&self.kind, None, &opts)?;
+        // Each page is packed as it arrives and the changes are decoded a few at a time as
+        // they are handed on: a list of many objects never holds them all decoded at once.
+        let mut staged = crate::cache::store::Staged::default();
+        let rv = client.list_pages(&self.kind, None, &opts, |items, afresh| {
+            if afresh {
+                staged.clear();
+            }
+            staged.add(items);
+        })?;
         if self.stopped() {
             // Stopped while the list was on the wire: nobody waits for it.
             return Err(Error::Cancelled);
         }
-        let deltas = self
-            .store
-            .replace_shaped(list.items, &list.resource_version);
+        let changes = self.store.replace_staged(staged, &rv);
         // Synced once the handlers have seen the first list (as client-go's registrations).
-        self.dispatch(&deltas);
+        let mut changes = changes.into_iter();
+        while changes.len() > 0 {
+            let deltas: Vec<Delta> = changes
+                .by_ref()
+                .take(DISPATCH_CHUNK)
+                .filter_map(crate::cache::store::Change::into_delta)
+                .collect();
+            self.dispatch(&deltas);
+        }
         self.synced.store(true, Ordering::SeqCst);
         Ok(())
     }

@@ -116,6 +116,56 @@ impl Text {
     }
 }
 
+/// Listed objects packed as the list's pages arrive, for `Store::replace_staged`.
+#[derive(Default)]
+pub struct Staged(Inner);
+
+impl Staged {
+    /// Pack a page of objects decoded in the store's shape (the page is dropped after).
+    pub fn add(&mut self, items: Vec<Value>) {
+        for o in items {
+            if obj::name(&o).is_empty() {
+                log::warn!("cache: skipping a listed object without metadata.name");
+                continue;
+            }
+            self.0.put(obj::key(&o), Entry::pack(&o));
+        }
+    }
+
+    /// Forget what was packed (a list started afresh).
+    pub fn clear(&mut self) {
+        self.0 = Inner::default();
+    }
+}
+
+/// A change found by `Store::replace_staged`, still as stored text.
+pub struct Change {
+    kind: DeltaKind,
+    old: Option<Text>,
+    new: Option<Text>,
+}
+
+impl Change {
+    /// The `Delta` handed to handlers: a deletion carries the whole last state, an update
+    /// the previous metadata only. None when the stored text does not decode (logged).
+    pub fn into_delta(self) -> Option<Delta> {
+        let old = match (&self.kind, &self.old) {
+            (DeltaKind::Deleted, Some(t)) => Some(t.decode()?),
+            (_, Some(t)) => Some(t.decode_metadata()?),
+            (_, None) => None,
+        };
+        let new = match &self.new {
+            Some(t) => Some(t.decode()?),
+            None => None,
+        };
+        Some(Delta {
+            kind: self.kind,
+            old,
+            new,
+        })
+    }
+}
+
 fn decode_all(texts: Vec<Text>) -> Vec<Obj> {
     texts.iter().filter_map(Text::decode).collect()
 }
@@ -500,20 +550,21 @@ impl Store {
 
     /// As `replace`, for objects already decoded in this store's shape.
     pub fn replace_shaped(&self, items: Vec<Value>, resource_version: &str) -> Vec<Delta> {
-        let mut fresh = Inner {
-            resource_version: resource_version.to_string(),
-            ..Inner::default()
-        };
-        let mut decoded: BTreeMap<String, Obj> = BTreeMap::new();
-        for o in items {
-            if obj::name(&o).is_empty() {
-                log::warn!("cache: skipping a listed object without metadata.name");
-                continue;
-            }
-            let key = obj::key(&o);
-            fresh.put(key.clone(), Entry::pack(&o));
-            decoded.insert(key, Arc::new(o));
-        }
+        let mut staged = Staged::default();
+        staged.add(items);
+        self.replace_staged(staged, resource_version)
+            .into_iter()
+            .filter_map(Change::into_delta)
+            .collect()
+    }
+
+    /// As `replace_shaped`, for objects packed as their pages arrived (`Staged`). The
+    /// changes decode the listed objects one at a time when they are handed on, so that a
+    /// list never holds more than a page of decoded objects.
+    pub fn replace_staged(&self, staged: Staged, resource_version: &str) -> Vec<Change> {
+        let mut fresh = staged.0;
+        fresh.resource_version = resource_version.to_string();
+        let listed: Vec<String> = fresh.objects.keys().cloned().collect();
         let mut g = self.write();
         let old = std::mem::replace(&mut *g, fresh);
         // A list answered from a snapshot older than our own writes (`observe_write`) does
@@ -531,46 +582,43 @@ impl Store {
                     .is_none_or(|n| n.rv_number().is_some_and(|n| n < rv))
                 {
                     g.put(k.clone(), e.clone());
-                    kept.push((k.clone(), e.text()));
+                    kept.push(k.clone());
                 }
             }
         }
+        // What each listed (or kept) key holds now.
+        let mut now: BTreeMap<String, Text> = listed
+            .into_iter()
+            .chain(kept)
+            .filter_map(|k| g.objects.get(&k).map(|e| (k, e.text())))
+            .collect();
         drop(g);
-        for (k, text) in kept {
-            if let Some(o) = text.decode() {
-                decoded.insert(k, o);
-            }
-        }
-        let mut deltas = Vec::new();
+        let mut changes = Vec::new();
         for (k, o) in &old.objects {
-            match decoded.get(k) {
-                None => deltas.extend(o.text().decode().map(|o| Delta {
-                    // No final state was seen: the last one known.
+            match now.remove(k) {
+                // No final state was seen: the last one known.
+                None => changes.push(Change {
                     kind: DeltaKind::Deleted,
-                    old: Some(o),
+                    old: Some(o.text()),
                     new: None,
-                })),
+                }),
                 // Changed, or not: every listed object is handed to the handlers again, as
                 // client-go's `Replace` does, so that a controller looks once more at every
                 // object after a re-list (a key that failed while the server was away is not
                 // left to its backoff).
-                Some(n) => deltas.extend(o.text().decode_metadata().map(|o| Delta {
+                Some(n) => changes.push(Change {
                     kind: DeltaKind::Updated,
-                    old: Some(o),
-                    new: Some(n.clone()),
-                })),
-            }
-        }
-        for (k, n) in decoded {
-            if !old.objects.contains_key(&k) {
-                deltas.push(Delta {
-                    kind: DeltaKind::Added,
-                    old: None,
+                    old: Some(o.text()),
                     new: Some(n),
-                });
+                }),
             }
         }
-        deltas
+        changes.extend(now.into_values().map(|n| Change {
+            kind: DeltaKind::Added,
+            old: None,
+            new: Some(n),
+        }));
+        changes
     }
 
     /// Rough bytes held (serialized size), for the cache gauges.

@@ -141,3 +141,56 @@ fn a_limiter_token_taken_ahead_is_not_waited_for_again() {
         t.elapsed()
     );
 }
+
+#[test]
+fn a_shaped_list_is_handed_on_a_few_objects_at_a_time_over_its_pages() {
+    use crate::api::resources::CONFIGMAPS;
+    use crate::sandbox::{Sandbox, SandboxOptions};
+    let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
+    let cfg = RestConfig {
+        server: sb.url(),
+        source: "test".into(),
+        ..Default::default()
+    };
+    let c = Client::new(&cfg, 1000.0, 1000, "pages-test").expect("client");
+    for i in 0..150 {
+        let cm = serde_json::json!({"metadata": {"name": format!("cm-{i:03}"), "namespace": "default"},
+            "data": {"k": "v"}});
+        c.create(&CONFIGMAPS, Some("default"), &cm).expect("create");
+    }
+    let opts = ListOptions {
+        limit: Some(100),
+        shape: Some(crate::api::trim::Shape {
+            fields: Some(std::sync::Arc::from(&[][..])),
+        }),
+        ..Default::default()
+    };
+    let mut calls: Vec<(usize, bool)> = Vec::new();
+    let mut names = Vec::new();
+    let rv = c
+        .list_pages(&CONFIGMAPS, Some("default"), &opts, |items, afresh| {
+            calls.push((items.len(), afresh));
+            names.extend(items.iter().map(|o| crate::obj::name(o).to_string()));
+            // Shaped: metadata only.
+            assert!(items.iter().all(|o| o.get("data").is_none()));
+        })
+        .expect("list");
+    assert!(!rv.is_empty());
+    assert_eq!(calls[0], (0, true), "{calls:?}");
+    assert!(
+        calls[1..].iter().all(|(n, afresh)| !afresh && *n <= 64),
+        "{calls:?}"
+    );
+    assert!(
+        calls.len() >= 4,
+        "two pages of 100 and 50 in chunks: {calls:?}"
+    );
+    assert_eq!(names.len(), 150);
+    names.dedup();
+    assert_eq!(names.len(), 150);
+    // list_all over the same pages still gives everything.
+    let all = c
+        .list_all(&CONFIGMAPS, Some("default"), &opts)
+        .expect("list");
+    assert_eq!(all.items.len(), 150);
+}

@@ -9,6 +9,9 @@ use std::time::Instant;
 use super::query::{DeleteOptions, ListOptions, PatchType, Query};
 use super::{json_text, Client, MAX_READ_RETRIES};
 
+/// How many of a shaped list's objects are decoded before they are handed on.
+const DECODE_CHUNK: usize = 64;
+
 #[derive(Debug, Clone, Default)]
 pub struct ObjectList<T = Value> {
     pub items: Vec<T>,
@@ -49,22 +52,49 @@ impl Client {
 
     /// One page (or the whole list when no limit is given).
     pub fn list(&self, kind: &Kind, ns: Option<&str>, opts: &ListOptions) -> Result<ObjectList> {
-        let Some(shape) = &opts.shape else {
-            return self.list_as(kind, ns, opts);
-        };
-        let raw: ObjectList<Box<serde_json::value::RawValue>> = self.list_as(kind, ns, opts)?;
-        let mut items = Vec::with_capacity(raw.items.len());
-        for r in raw.items {
-            match crate::api::trim::from_slice(r.get().as_bytes(), shape.trim().fields) {
-                Ok(v) => items.push(v),
-                Err(e) => log::warn!("list {kind}: skipping an item that does not decode: {e}"),
-            }
-        }
+        let mut items = Vec::new();
+        let (resource_version, continue_token) =
+            self.list_page_with(kind, ns, opts, &mut |mut some| items.append(&mut some))?;
         Ok(ObjectList {
             items,
-            resource_version: raw.resource_version,
-            continue_token: raw.continue_token,
+            resource_version,
+            continue_token,
         })
+    }
+
+    /// One page, its items handed to `f` a few at a time as they are decoded when the list is
+    /// shaped (`opts.shape`), all at once otherwise. Returns the page's resourceVersion and
+    /// continue token.
+    fn list_page_with(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        opts: &ListOptions,
+        f: &mut dyn FnMut(Vec<Value>),
+    ) -> Result<(String, Option<String>)> {
+        let Some(shape) = &opts.shape else {
+            let page: ObjectList = self.list_as(kind, ns, opts)?;
+            f(page.items);
+            return Ok((page.resource_version, page.continue_token));
+        };
+        let raw: ObjectList<Box<serde_json::value::RawValue>> = self.list_as(kind, ns, opts)?;
+        let mut chunk = Vec::with_capacity(DECODE_CHUNK.min(raw.items.len()));
+        for r in raw.items {
+            match crate::api::trim::from_slice(r.get().as_bytes(), shape.trim().fields) {
+                Ok(v) => chunk.push(v),
+                Err(e) => log::warn!("list {kind}: skipping an item that does not decode: {e}"),
+            }
+            if chunk.len() == DECODE_CHUNK {
+                f(std::mem::replace(
+                    &mut chunk,
+                    Vec::with_capacity(DECODE_CHUNK),
+                ));
+            }
+        }
+        if !chunk.is_empty() {
+            f(chunk);
+        }
+        Ok((raw.resource_version, raw.continue_token))
     }
 
     /// As `list`, decoding each item as `T`: a caller that needs a few fields of many
@@ -115,44 +145,67 @@ impl Client {
         ns: Option<&str>,
         opts: &ListOptions,
     ) -> Result<ObjectList> {
+        let mut all = Vec::new();
+        let resource_version = self.list_pages(kind, ns, opts, |mut items, afresh| {
+            if afresh {
+                all.clear();
+            }
+            all.append(&mut items);
+        })?;
+        Ok(ObjectList {
+            items: all,
+            resource_version,
+            continue_token: None,
+        })
+    }
+
+    /// As `list_all`, the objects handed to `page` a few at a time as they are decoded (so a
+    /// caller that keeps them in another form never holds a whole list decoded; a list from
+    /// the watch cache, `resourceVersion=0`, comes as one page whatever the limit).
+    /// `page(items, true)` starts the list afresh: once at the start, and once more (with no
+    /// items) before the un-paginated list that replaces what was handed before when a
+    /// continue token expired. Returns the list's resourceVersion.
+    pub fn list_pages(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        opts: &ListOptions,
+        mut page: impl FnMut(Vec<Value>, bool),
+    ) -> Result<String> {
         let mut first = opts.clone();
         first.continue_token = None;
-        let mut page = self.list(kind, ns, &first)?;
+        page(Vec::new(), true);
+        let mut each = |items: Vec<Value>| page(items, false);
+        let (rv, mut next) = self.list_page_with(kind, ns, &first, &mut each)?;
         // Only the first request was paid for by the caller.
         let opts = &ListOptions {
             limiter_passed: false,
             ..opts.clone()
         };
-        let mut all = std::mem::take(&mut page.items);
-        let rv = page.resource_version.clone();
-        let mut next = page.continue_token.take();
         while let Some(token) = next {
             let o = ListOptions {
                 continue_token: Some(token),
                 resource_version: None,
                 ..opts.clone()
             };
-            match self.list(kind, ns, &o) {
-                Ok(mut p) => {
-                    all.append(&mut p.items);
-                    next = p.continue_token;
-                }
+            match self.list_page_with(kind, ns, &o, &mut each) {
+                Ok((_, token)) => next = token,
                 Err(e) if e.is_gone() => {
                     let full = ListOptions {
                         limit: None,
                         continue_token: None,
                         ..opts.clone()
                     };
-                    return self.list(kind, ns, &full);
+                    drop(each);
+                    page(Vec::new(), true);
+                    let mut each = |items: Vec<Value>| page(items, false);
+                    let (rv, _) = self.list_page_with(kind, ns, &full, &mut each)?;
+                    return Ok(rv);
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(ObjectList {
-            items: all,
-            resource_version: rv,
-            continue_token: None,
-        })
+        Ok(rv)
     }
 
     pub fn create(&self, kind: &Kind, ns: Option<&str>, obj: &Value) -> Result<Value> {
