@@ -196,7 +196,6 @@ impl Client {
                         continue_token: None,
                         ..opts.clone()
                     };
-                    drop(each);
                     page(Vec::new(), true);
                     let mut each = |items: Vec<Value>| page(items, false);
                     let (rv, _) = self.list_page_with(kind, ns, &full, &mut each)?;
