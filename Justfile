@@ -78,7 +78,8 @@ bench-volumes *args:
     target/release/examples/bench_volumes {{args}}
 
 # Benchmark: 300 Jobs x 3 completions (parallelism 3), the bench playing kubelet; time to all
-# Complete, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server)
+# Complete, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server;
+# --floor: also a bare API client making the same requests, the floor of their cost)
 bench-jobs *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_jobs

@@ -12,10 +12,13 @@
 //! edgekcm on a fresh namespace. Each manager's log is kept as `/tmp/bench-jobs-<manager>.log`.
 //!
 //! Flags: `--jobs=J` (300), `--completions=C` (3), `--parallelism=P` (3), `--timeout=SECONDS`
-//! (600), `--skip-edgekcm`.
+//! (600), `--skip-edgekcm`, `--floor`: also run a bare client (see `floor`) on the same
+//! workload, after the managers.
 
 #[path = "benchkit/mod.rs"]
 mod benchkit;
+#[path = "jobs_floor/mod.rs"]
+mod floor;
 
 use benchkit::{parallel, Args, Cluster, Proc, Res, Table};
 use edgekcm::api::client::{Client, DeleteOptions, ListOptions};
@@ -32,6 +35,7 @@ struct Opts {
     parallelism: usize,
     timeout: Duration,
     skip_edgekcm: bool,
+    floor: bool,
 }
 
 fn parse_opts() -> Res<Opts> {
@@ -42,6 +46,7 @@ fn parse_opts() -> Res<Opts> {
         parallelism: a.count("--parallelism", 3)?,
         timeout: a.secs("--timeout", 600)?,
         skip_edgekcm: a.flag("--skip-edgekcm")?,
+        floor: a.flag("--floor")?,
     };
     a.done()?;
     Ok(o)
@@ -173,6 +178,10 @@ fn run(c: &Cluster, m: &benchkit::Manager, o: &Opts, table: &mut Table) -> Res<(
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(floor::CHILD_FLAG) {
+        return benchkit::main(|| floor::child(args.get(2).map(String::as_str).unwrap_or("")));
+    }
     benchkit::main(|| {
         let o = parse_opts()?;
         let c = Cluster::from_env("bench-jobs")?;
@@ -182,7 +191,11 @@ fn main() {
             "--secure-port=0".to_string(),
         ];
         let mut table = Table::default();
-        for m in c.managers(&extra, o.skip_edgekcm)? {
+        let mut managers = c.managers(&extra, o.skip_edgekcm)?;
+        if o.floor {
+            managers.push(floor::manager(&c)?);
+        }
+        for m in managers {
             run(&c, &m, &o, &mut table)?;
         }
         table.print(&format!(

@@ -83,21 +83,45 @@ impl TokenBucket {
         !(self.qps > 0.0 && self.qps.is_finite())
     }
 
+    /// Bring the bucket to time `now` (refill since the last call).
+    fn advance(&mut self, now: Instant) {
+        let last = self.last.unwrap_or(now);
+        let elapsed = now.saturating_duration_since(last);
+        self.tokens = (self.tokens + elapsed.as_secs_f64() * self.qps).min(self.burst);
+        self.last = Some(now);
+    }
+
     /// Take one token at time `now` and return how long the caller must wait before acting.
     pub fn reserve_at(&mut self, now: Instant) -> Duration {
         if self.unlimited() {
             return Duration::ZERO;
         }
-        let last = self.last.unwrap_or(now);
-        let elapsed = now.saturating_duration_since(last);
-        self.tokens = (self.tokens + elapsed.as_secs_f64() * self.qps).min(self.burst);
+        self.advance(now);
         self.tokens -= 1.0;
-        self.last = Some(now);
         if self.tokens >= 0.0 {
             return Duration::ZERO;
         }
         let nanos = -self.tokens / self.qps * 1e9;
         Duration::from_nanos(nanos as u64)
+    }
+
+    /// A token at low priority: taken only if a whole one is there at `now`, which means no
+    /// reservation is still waiting for its turn (a waiting one leaves the bucket in debt).
+    /// Otherwise nothing is taken and the answer is how long until a whole token would be
+    /// there if nobody else took one: the caller tries again then. Never goes into debt, so
+    /// a normal reservation made later is never delayed by a low-priority one that waited.
+    pub fn take_idle_at(&mut self, now: Instant) -> std::result::Result<(), Duration> {
+        if self.unlimited() {
+            return Ok(());
+        }
+        self.advance(now);
+        // A whole token but for the float sums' rounding counts as whole.
+        if self.tokens >= 1.0 - 1e-9 {
+            self.tokens -= 1.0;
+            return Ok(());
+        }
+        let nanos = (1.0 - self.tokens) / self.qps * 1e9;
+        Err(Duration::from_nanos(nanos as u64))
     }
 
     /// `reserve_at(Instant::now())`.

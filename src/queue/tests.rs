@@ -257,6 +257,39 @@ fn token_bucket_burst_then_spacing() {
 }
 
 #[test]
+fn token_bucket_low_priority_waits_for_the_waiting() {
+    let t0 = Instant::now();
+    // 10 a second, burst 1: a worker takes the token at t0.
+    let mut b = TokenBucket::new(10.0, 1);
+    assert_eq!(b.reserve_at(t0), Duration::ZERO);
+    // An event finds no whole token: nothing taken, try again when one would be there.
+    assert_eq!(b.take_idle_at(t0), Err(100 * MS));
+    // A worker asking meanwhile reserves the next token (at t0 + 100 ms) ...
+    assert_eq!(b.reserve_at(t0 + 10 * MS), 90 * MS);
+    // ... so when the event tries again at t0 + 100 ms that token is the worker's.
+    assert_eq!(b.take_idle_at(t0 + 100 * MS), Err(100 * MS));
+    // Nobody else waits: the event gets the next one, and leaves no debt behind it.
+    assert_eq!(b.take_idle_at(t0 + 200 * MS), Ok(()));
+    assert_eq!(b.take_idle_at(t0 + 250 * MS), Err(50 * MS));
+    assert_eq!(b.reserve_at(t0 + 300 * MS), Duration::ZERO);
+    // Idle: events drain at the bucket's rate, after its burst.
+    let mut b = TokenBucket::new(10.0, 3);
+    let mut at = t0;
+    let mut sent = 0;
+    while sent < 6 {
+        match b.take_idle_at(at) {
+            Ok(()) => sent += 1,
+            Err(wait) => at += wait,
+        }
+    }
+    assert_eq!(at, t0 + 300 * MS);
+    // Unlimited: always.
+    let mut b = TokenBucket::new(0.0, 0);
+    assert_eq!(b.reserve_at(t0), Duration::ZERO);
+    assert_eq!(b.take_idle_at(t0), Ok(()));
+}
+
+#[test]
 fn token_bucket_unlimited() {
     let t0 = Instant::now();
     for qps in [0.0, -1.0, f64::INFINITY, f64::NAN] {

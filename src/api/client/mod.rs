@@ -100,6 +100,17 @@ struct Inner {
     proxied: bool,
 }
 
+/// How a request takes its token of the client's QPS limiter.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Limit {
+    /// In turn with every other request (waiting if the bucket is empty).
+    Normal,
+    /// The caller took it already (`Client::pass_limiter`).
+    Passed,
+    /// Only when no other request is waiting for one (Events): they go first.
+    Low,
+}
+
 /// A client for one identity. Cheap to clone; clones share the connection pool and limiter.
 #[derive(Clone)]
 pub struct Client {
@@ -252,6 +263,32 @@ impl Client {
             .reserve_at(Instant::now())
     }
 
+    /// Take a token of the QPS limiter at low priority: only when no other request of this
+    /// client (or its clones) is waiting for one; until then, wait and look again.
+    fn wait_for_idle_limiter(&self) {
+        loop {
+            let res = self
+                .inner
+                .limiter
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take_idle_at(Instant::now());
+            match res {
+                Ok(()) => return,
+                // At least a millisecond, so rounding never spins.
+                Err(wait) => std::thread::sleep(wait.max(Duration::from_millis(1))),
+            }
+        }
+    }
+
+    fn take_limiter(&self, limit: Limit) {
+        match limit {
+            Limit::Normal => self.wait_for_limiter(),
+            Limit::Passed => {}
+            Limit::Low => self.wait_for_idle_limiter(),
+        }
+    }
+
     fn authorization(&self) -> Result<Option<String>> {
         Ok(match &self.inner.auth {
             Auth::None => None,
@@ -352,6 +389,18 @@ impl Client {
         body: Option<(&str, &str)>,
         accept: &str,
     ) -> Result<Vec<u8>> {
+        self.request_bytes_limited(method, path_and_query, body, accept, Limit::Normal)
+    }
+
+    /// As `request_bytes`, taking the limiter's tokens as `limit` says.
+    fn request_bytes_limited(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        body: Option<(&str, &str)>,
+        accept: &str,
+        limit: Limit,
+    ) -> Result<Vec<u8>> {
         let started = Instant::now();
         let res = self.request_with_retries(
             method,
@@ -359,7 +408,7 @@ impl Client {
             body,
             accept,
             MAX_READ_RETRIES,
-            false,
+            limit,
         );
         crate::metrics::rest_request_latency(&self.inner.base, method, started.elapsed());
         res
@@ -372,18 +421,20 @@ impl Client {
         body: Option<(&str, &str)>,
         accept: &str,
         max_read_retries: u32,
-        limiter_passed: bool,
+        limit: Limit,
     ) -> Result<Vec<u8>> {
         let url = format!("{}{}", self.inner.base, path_and_query);
         let idempotent = method == "GET";
         let mut retry_after_tries = 0;
         let mut read_tries = 0;
         let mut refreshed_token = false;
-        // The first attempt's token may have been taken by the caller; retries take their own.
-        let mut passed = limiter_passed;
+        // The first attempt's token may have been taken by the caller; retries take their own
+        // (low-priority requests at low priority again).
+        let mut limit = limit;
         loop {
-            if !std::mem::take(&mut passed) {
-                self.wait_for_limiter();
+            self.take_limiter(limit);
+            if limit == Limit::Passed {
+                limit = Limit::Normal;
             }
             // Held until the answer is read, so the fence knows the write is still on the wire.
             let pass = match self.inner.fence.get() {

@@ -194,3 +194,56 @@ fn a_shaped_list_is_handed_on_a_few_objects_at_a_time_over_its_pages() {
         .expect("list");
     assert_eq!(all.items.len(), 150);
 }
+
+#[test]
+fn a_waiting_request_goes_before_a_waiting_event_and_events_drain_when_idle() {
+    use crate::api::resources::CONFIGMAPS;
+    use crate::sandbox::{Sandbox, SandboxOptions};
+    use serde_json::json;
+    let sb = Sandbox::start(SandboxOptions::default()).expect("sandbox");
+    let cfg = RestConfig {
+        server: sb.url(),
+        source: "test".into(),
+        ..Default::default()
+    };
+    // One request a second, no burst: the first request empties the bucket.
+    let c = Client::new(&cfg, 1.0, 1, "limiter-test").expect("client");
+    let cm =
+        |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    c.create(&CONFIGMAPS, Some("default"), &cm("first"))
+        .expect("first");
+    // An Event-like write starts waiting; a worker's request comes just after it.
+    let ev = {
+        let c = c.clone();
+        std::thread::spawn(move || {
+            c.create_unanswered(&CONFIGMAPS, Some("default"), &cm("event"))
+                .map(|()| Instant::now())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    c.create(&CONFIGMAPS, Some("default"), &cm("worker"))
+        .expect("worker");
+    let worker_done = Instant::now();
+    let event_done = ev.join().expect("thread").expect("event");
+    assert!(
+        event_done > worker_done,
+        "the event went first: {:?} before the worker",
+        worker_done - event_done
+    );
+    // Nobody else asks: the waiting ones all go, one per token.
+    let c = Client::new(&cfg, 50.0, 1, "limiter-test").expect("client");
+    for i in 0..5 {
+        c.create_unanswered(&CONFIGMAPS, Some("default"), &cm(&format!("idle-{i}")))
+            .expect("idle event");
+    }
+    let names: Vec<String> = c
+        .list_all(&CONFIGMAPS, Some("default"), &ListOptions::default())
+        .expect("list")
+        .items
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    for n in ["first", "worker", "event", "idle-0", "idle-4"] {
+        assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+    }
+}

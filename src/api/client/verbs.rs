@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::time::Instant;
 
 use super::query::{DeleteOptions, ListOptions, PatchType, Query};
-use super::{json_text, Client, MAX_READ_RETRIES};
+use super::{json_text, Client, Limit, MAX_READ_RETRIES};
 
 /// How many of a shaped list's objects are decoded before they are handed on.
 const DECODE_CHUNK: usize = 64;
@@ -123,8 +123,12 @@ impl Client {
         } else {
             MAX_READ_RETRIES
         };
-        let res =
-            self.request_with_retries("GET", &path, None, accept, retries, opts.limiter_passed);
+        let limit = if opts.limiter_passed {
+            Limit::Passed
+        } else {
+            Limit::Normal
+        };
+        let res = self.request_with_retries("GET", &path, None, accept, retries, limit);
         crate::metrics::rest_request_latency(&self.inner.base, "GET", started.elapsed());
         let bytes = res?;
         let doc: ListDoc<T> = serde_json::from_slice(&bytes)
@@ -229,12 +233,13 @@ impl Client {
     }
 
     /// As `create`, for a writer that does not read the answer (Events): the created object
-    /// is read off the connection but not decoded.
+    /// is read off the connection but not decoded. Sent at low priority in the client's QPS
+    /// limiter: its token is taken only when no other request of the client waits for one.
     pub fn create_unanswered(&self, kind: &Kind, ns: Option<&str>, obj: &Value) -> Result<()> {
         self.write_unanswered("POST", &kind.collection_path(ns), "application/json", obj)
     }
 
-    /// Send `body` and read the answer off the connection without decoding it.
+    /// Send `body` at low priority and read the answer off the connection without decoding it.
     fn write_unanswered(
         &self,
         method: &str,
@@ -243,11 +248,12 @@ impl Client {
         body: &Value,
     ) -> Result<()> {
         let body = json_text(body);
-        self.request_bytes(
+        self.request_bytes_limited(
             method,
             path,
             Some((content_type, &body)),
             "application/json",
+            Limit::Low,
         )
         .map(|_| ())
     }
@@ -338,7 +344,8 @@ impl Client {
         )
     }
 
-    /// As `patch`, for a writer that does not read the answer (see `create_unanswered`).
+    /// As `patch`, for a writer that does not read the answer, at low priority (see
+    /// `create_unanswered`).
     pub fn patch_unanswered(
         &self,
         kind: &Kind,

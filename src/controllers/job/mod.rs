@@ -83,6 +83,15 @@ pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable
 /// controllers' pod watch).
 pub const POD_WATCH: Watch = super::replicaset::POD_WATCH;
 
+/// The cached Job `key` exists and is not finished. Only its metadata and conditions are
+/// decoded: every event of a Job's pods asks, and a whole Job is several times that.
+fn job_unfinished(cache: &Cache, key: &str) -> bool {
+    cache
+        .store(JOBS)
+        .get_fields(key, &["/status/conditions"])
+        .is_some_and(|j| !sync::is_finished(&j))
+}
+
 fn remove_finalizer_patch() -> Value {
     json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [sync::TRACKING_FINALIZER]}})
 }
@@ -128,12 +137,7 @@ impl JobController {
         };
         if let Some(r) = obj::controller_ref(&pod) {
             if let Some(jk) = kit::owners::resolve(cx.cache, JOBS, obj::namespace(&pod), &r) {
-                if cx
-                    .cache
-                    .store(JOBS)
-                    .get(&jk)
-                    .is_some_and(|j| !sync::is_finished(&j))
-                {
+                if job_unfinished(cx.cache, &jk) {
                     return Ok(Outcome::none());
                 }
             }
@@ -479,11 +483,10 @@ impl Controller for JobController {
         }
         // A pod with the finalizer and no live, unfinished Job: an orphan to release.
         if d.kind != DeltaKind::Deleted && has_finalizer(pod) {
-            let live = job_of(pod)
-                .and_then(|k| cache.store(JOBS).get(&k))
-                .is_some_and(|j| !sync::is_finished(&j));
+            let job_key = job_of(pod);
+            let live = job_key.as_deref().is_some_and(|k| job_unfinished(cache, k));
             let orphan = obj::controller_ref(pod).is_none();
-            if orphan || (!live && (obj::is_deleting(pod) || job_of(pod).is_none())) {
+            if orphan || (!live && (obj::is_deleting(pod) || job_key.is_none())) {
                 keys.push(format!("{ORPHAN}{}", obj::key(pod)));
             }
         }
