@@ -23,7 +23,7 @@
 mod benchkit;
 
 use benchkit::{parallel, Args, Cluster, Proc, Res, Table};
-use edgekcm::api::client::{Client, DeleteOptions, ListOptions};
+use edgekcm::api::client::{Client, DeleteOptions, ListOptions, PatchType};
 use edgekcm::api::resources::{
     CONTROLLERREVISIONS, DAEMONSETS, NAMESPACES, NODES, PERSISTENTVOLUMECLAIMS, PODS, STATEFULSETS,
 };
@@ -92,6 +92,16 @@ fn make_nodes(admin: &Client, n: usize) -> Res<()> {
         let node = json!({"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": node_name(i), "labels": {"kubernetes.io/hostname": node_name(i)}}});
         let _ = admin.create(&NODES, None, &node);
+        // The API server taints a new node not-ready (NoSchedule), which DaemonSet pods do not
+        // tolerate; the node lifecycle controller would lift it once the node is Ready.
+        admin.patch(
+            &NODES,
+            None,
+            &node_name(i),
+            PatchType::Merge,
+            &json!({"spec": {"taints": []}}),
+            None,
+        )?;
         heartbeat_one(admin, i)
     })
 }

@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::obj::{self, At as _};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// Creations or deletions at most per sync (upstream's `BurstReplicas`).
@@ -43,13 +43,15 @@ pub const BURST_REPLICAS: usize = 250;
 pub const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(15 * 60);
 
-/// What the controller reads of pods: where they run or are meant to run, and their status.
+/// What the controller reads of pods: where they run or are meant to run, their phase and
+/// conditions.
 pub const POD_WATCH: Watch = Watch::fields(
     PODS,
     &[
         "/spec/nodeName",
         "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
-        "/status",
+        "/status/phase",
+        "/status/conditions",
     ],
 );
 /// Of nodes: metadata (name, labels) and taints.
@@ -64,10 +66,28 @@ struct Tracking {
     backoff: HashMap<String, (Duration, SystemTime)>,
     /// Namespace -> names of pods without a controller (candidates for adoption).
     orphans: HashMap<String, BTreeSet<String>>,
-    /// Each node's taints as last seen (an update's old version carries metadata only).
-    node_taints: HashMap<String, Vec<Value>>,
+    /// Each node as last seen, as the predicates read it (an update's old version carries
+    /// metadata only, and a sync reads these instead of decoding every node).
+    nodes: BTreeMap<String, Arc<Node>>,
     /// DaemonSet key -> its placement (see `placement::placement`).
     placements: BTreeMap<String, Value>,
+}
+
+/// A node as the predicates read it: name, labels and taints.
+pub(crate) struct Node {
+    pub name: String,
+    pub labels: Option<serde_json::Map<String, Value>>,
+    pub taints: Vec<Value>,
+}
+
+impl Node {
+    pub fn view(&self) -> NodeView<'_> {
+        NodeView {
+            name: &self.name,
+            labels: self.labels.as_ref(),
+            taints: &self.taints,
+        }
+    }
 }
 
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
@@ -95,6 +115,11 @@ impl DaemonSetController {
 
     fn track(&self) -> std::sync::MutexGuard<'_, Tracking> {
         self.track.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every node as last seen, in name order.
+    fn nodes(&self) -> Vec<Arc<Node>> {
+        self.track().nodes.values().cloned().collect()
     }
 
     fn forget(&self, key: &str) {
@@ -152,7 +177,11 @@ impl DaemonSetController {
                 .map(|(k, _)| k.clone())
                 .collect(),
             (DeltaKind::Updated, Some(old)) => {
-                let old_taints = t.node_taints.get(&name).cloned().unwrap_or_default();
+                let old_taints = t
+                    .nodes
+                    .get(&name)
+                    .map(|n| n.taints.clone())
+                    .unwrap_or_default();
                 if old_taints == now_taints && obj::labels(old) == obj::labels(n) {
                     vec![]
                 } else {
@@ -173,10 +202,15 @@ impl DaemonSetController {
                 .map(|(k, _)| k.clone())
                 .collect(),
         };
-        if d.kind == DeltaKind::Deleted || now_taints.is_empty() {
-            t.node_taints.remove(&name);
+        if d.kind == DeltaKind::Deleted {
+            t.nodes.remove(&name);
         } else {
-            t.node_taints.insert(name, now_taints);
+            let node = Node {
+                name: name.clone(),
+                labels: obj::labels(n).cloned(),
+                taints: now_taints,
+            };
+            t.nodes.insert(name, Arc::new(node));
         }
         keys
     }

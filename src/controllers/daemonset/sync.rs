@@ -2,10 +2,9 @@
 //! have on each node, the rolling update, the history limit and the status.
 
 use super::placement::{self, Rollout};
-use super::{history, DaemonSetController, BURST_REPLICAS};
+use super::{history, DaemonSetController, Node, BURST_REPLICAS};
 use crate::api::client::{DeleteOptions, PatchType};
-use crate::api::resources::{CONTROLLERREVISIONS, DAEMONSETS, NODES, PODS};
-use crate::controllers::kit::nodefit::NodeView;
+use crate::api::resources::{CONTROLLERREVISIONS, DAEMONSETS, PODS};
 use crate::controllers::kit::pod::{is_pod_available, is_pod_ready, pod_from_template, ready_time};
 use crate::controllers::refmanager::{self, Claim};
 use crate::controllers::{
@@ -15,24 +14,8 @@ use crate::error::Result;
 use crate::obj::{self, At as _, Obj};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// The nodes as the predicates read them, decoded once per sync.
-struct Node {
-    name: String,
-    labels: Option<serde_json::Map<String, Value>>,
-    taints: Vec<Value>,
-}
-
-impl Node {
-    fn view(&self) -> NodeView<'_> {
-        NodeView {
-            name: &self.name,
-            labels: self.labels.as_ref(),
-            taints: &self.taints,
-        }
-    }
-}
 
 fn event(ds: &Value, t: EventType, reason: &str, message: String) -> Action {
     Action::Event(EventSpec {
@@ -69,21 +52,15 @@ impl DaemonSetController {
         if obj::is_deleting(&ds) {
             return Ok(Outcome::none());
         }
-        let nodes: Vec<Node> = cx.cache.store(NODES).scan(|n| {
-            Some(Node {
-                name: obj::name(n).to_string(),
-                labels: obj::labels(n).cloned(),
-                taints: n
-                    .at("/spec/taints")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
-            })
-        });
+        let nodes = self.nodes();
 
         // Revisions (constructHistory).
         let mut actions = Vec::new();
-        let revs_all = cx.cache.store(CONTROLLERREVISIONS).list_namespace(&ns);
+        // Its own revisions and the orphans it selects, not every revision of the namespace.
+        let revs_all = cx
+            .cache
+            .store(CONTROLLERREVISIONS)
+            .claimable(&ns, &uid, |m| refmanager::may_take(&ds, sel.as_ref(), m));
         let mut revs: Vec<Obj> = Vec::new();
         for r in revs_all {
             match refmanager::claim(&ds, sel.as_ref(), &r) {
@@ -340,7 +317,7 @@ impl DaemonSetController {
         &self,
         cx: &Cx,
         ds: &Value,
-        nodes: &[Node],
+        nodes: &[Arc<Node>],
         by_node: &BTreeMap<String, Vec<Obj>>,
         hash: &str,
     ) -> (Vec<Action>, Option<Duration>) {
@@ -447,7 +424,7 @@ impl DaemonSetController {
         &self,
         cx: &Cx,
         ds: &Value,
-        nodes: &[Node],
+        nodes: &[Arc<Node>],
         by_node: &BTreeMap<String, Vec<Obj>>,
         hash: &str,
     ) -> Result<Vec<Action>> {
@@ -610,7 +587,7 @@ fn by_node(pods: &[Obj], include_deleted_terminal: bool) -> BTreeMap<String, Vec
 /// The status update (upstream's `updateDaemonSetStatus`), None when nothing changes.
 fn status_action(
     ds: &Value,
-    nodes: &[Node],
+    nodes: &[Arc<Node>],
     by_node: &BTreeMap<String, Vec<Obj>>,
     hash: &str,
     observed_gen: bool,
