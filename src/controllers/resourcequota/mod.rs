@@ -36,6 +36,7 @@
 //! checked), and any service update queues them, not only a change of type: more syncs that
 //! find nothing to write, never fewer.
 
+pub mod podmemo;
 pub mod quantity;
 #[cfg(test)]
 mod tests;
@@ -123,6 +124,8 @@ pub(crate) struct Inner {
     counted: RwLock<BTreeSet<Kind>>,
     monitors: OnceLock<Arc<Monitors>>,
     env: OnceLock<Env>,
+    /// What each pod adds to quotas without scopes, by version.
+    pods: podmemo::PodMemo,
 }
 
 pub struct ResourceQuotaController {
@@ -142,6 +145,7 @@ impl ResourceQuotaController {
                 counted: RwLock::new(BTreeSet::new()),
                 monitors: OnceLock::new(),
                 env: OnceLock::new(),
+                pods: podmemo::PodMemo::default(),
             }),
         }
     }
@@ -289,7 +293,8 @@ impl Inner {
             log::info!("{NAME}: resource quota {key} has been deleted");
             return Ok(());
         };
-        let Some(status) = desired_status(&env.cache, &q, &self.evaluators(), SystemTime::now())
+        let now = SystemTime::now();
+        let Some(status) = desired_status(&env.cache, &q, &self.evaluators(), now, &self.pods)
         else {
             return Ok(());
         };
@@ -311,13 +316,14 @@ pub fn desired_status(
     q: &Value,
     evaluators: &[Evaluator],
     now: SystemTime,
+    pods: &podmemo::PodMemo,
 ) -> Option<Value> {
     let hard = &q["spec"]["hard"];
     let status = &q["status"];
     let mut dirty =
         !lists_equal(hard, &status["hard"]) || status["hard"].is_null() || status["used"].is_null();
     let hard_names = names(hard);
-    let used = calculate_usage(cache, q, &hard_names, evaluators, now);
+    let used = calculate_usage(cache, q, &hard_names, evaluators, now, Some(pods));
     // Usage nothing here measures keeps its old value; names not in `hard` are dropped.
     let old_used = status["used"].as_object();
     let mut new_used = Map::new();
@@ -348,6 +354,7 @@ pub fn calculate_usage(
     hard: &[String],
     evaluators: &[Evaluator],
     now: SystemTime,
+    pods: Option<&podmemo::PodMemo>,
 ) -> ResourceList {
     let scopes = Scopes::of(q);
     let ns = obj::namespace(q);
@@ -361,7 +368,7 @@ pub fn calculate_usage(
         if mine.is_empty() {
             continue;
         }
-        let stats = e.usage_stats(cache, ns, &scopes, &mine, now);
+        let stats = e.usage_stats(cache, ns, &scopes, &mine, now, pods);
         usage::add(&mut used, &stats);
     }
     used.retain(|k, _| matched.contains(k));
