@@ -125,7 +125,7 @@ impl PodMemo {
 
     /// How many pods are kept (for tests).
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub fn kept(&self) -> usize {
         self.lock().len()
     }
 
