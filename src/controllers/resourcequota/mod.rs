@@ -120,8 +120,9 @@ pub(crate) struct Inner {
     sync_period: Duration,
     primary: Arc<WorkQueue<String>>,
     priority: Arc<WorkQueue<String>>,
-    /// The resources discovery serves that can be counted (set once monitors synced).
-    counted: RwLock<BTreeSet<Kind>>,
+    /// The evaluators of the resources discovery serves that can be counted (set once
+    /// monitors synced), the core ones always; built once per discovery change.
+    counted: RwLock<Arc<Vec<Evaluator>>>,
     monitors: OnceLock<Arc<Monitors>>,
     env: OnceLock<Env>,
     /// What each pod adds to quotas without scopes, by version.
@@ -142,7 +143,7 @@ impl ResourceQuotaController {
                 sync_period,
                 primary: WorkQueue::new(PRIMARY),
                 priority: WorkQueue::new(PRIORITY),
-                counted: RwLock::new(BTreeSet::new()),
+                counted: RwLock::new(Arc::new(evaluators_for(BTreeSet::new()))),
                 monitors: OnceLock::new(),
                 env: OnceLock::new(),
                 pods: podmemo::PodMemo::default(),
@@ -180,14 +181,11 @@ pub fn lists_equal(a: &Value, b: &Value) -> bool {
 
 impl Inner {
     /// Evaluators for every counted resource (the core ones always).
-    fn evaluators(&self) -> Vec<Evaluator> {
-        let mut kinds: BTreeSet<Kind> = self
-            .counted
+    fn evaluators(&self) -> Arc<Vec<Evaluator>> {
+        self.counted
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        kinds.extend([PODS, SERVICES, PERSISTENTVOLUMECLAIMS]);
-        kinds.into_iter().map(Evaluator::for_kind).collect()
+            .clone()
     }
 
     /// A quota was added or its hard limits changed (`addQuota`).
@@ -310,6 +308,12 @@ impl Inner {
     }
 }
 
+/// Evaluators for `kinds` and the core resources.
+fn evaluators_for(mut kinds: BTreeSet<Kind>) -> Vec<Evaluator> {
+    kinds.extend([PODS, SERVICES, PERSISTENTVOLUMECLAIMS]);
+    kinds.into_iter().map(Evaluator::for_kind).collect()
+}
+
 /// The status a quota should have, or None when it has it already.
 pub fn desired_status(
     cache: &Cache,
@@ -415,7 +419,8 @@ impl SelfDriven for ResourceQuotaController {
                 let Some(i) = synced.upgrade() else { return };
                 if let Some(m) = i.monitors.get() {
                     let set = served_with(&m.discovery(), VERBS, ignored);
-                    *i.counted.write().unwrap_or_else(|p| p.into_inner()) = set;
+                    *i.counted.write().unwrap_or_else(|p| p.into_inner()) =
+                        Arc::new(evaluators_for(set));
                 }
                 if !first {
                     log::info!("{NAME}: synced quota controller with discovery");
