@@ -102,8 +102,9 @@ bench-workloads *args:
     target/release/examples/bench_workloads {{args}}
 
 # Benchmark: 500 PersistentVolumeClaims bound to 500 PersistentVolumes (binder and the PVC/PV
-# protection controllers); time to all Bound, CPU and RSS (KCM_BENCH_UPSTREAM and
-# KCM_E2E_KUBECONFIG: upstream on the same server)
+# protection controllers); time to all Bound, CPU, RSS and, on a real server, the writes it
+# counted (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server;
+# --qps=N: --kube-api-qps and --kube-api-burst for both)
 bench-pv *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_pv

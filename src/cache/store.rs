@@ -338,6 +338,18 @@ impl Store {
         decode_all(texts)
     }
 
+    /// The keys and resourceVersions of namespace `ns`, in key order (nothing decoded): for
+    /// readers that keep what they derive from each object and decode only what changed.
+    pub fn versions_namespace(&self, ns: &str) -> Vec<(String, Box<str>)> {
+        let lo = format!("{ns}/");
+        let hi = format!("{ns}0"); // '0' follows '/'
+        self.read()
+            .objects
+            .range(lo..hi)
+            .map(|(k, e)| (k.clone(), e.resource_version.clone()))
+            .collect()
+    }
+
     /// How many objects namespace `ns` holds (nothing decoded).
     pub fn count_namespace(&self, ns: &str) -> usize {
         let lo = format!("{ns}/");

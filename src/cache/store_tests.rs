@@ -20,6 +20,18 @@ fn namespace_scan_and_owner_index() {
     s.apply(DeltaKind::Added, pod("b", "p4", "4", Some("o2")));
     assert_eq!(s.list_namespace("a").len(), 2);
     assert_eq!(s.list_namespace("a-b").len(), 1);
+    let v: Vec<(String, String)> = s
+        .versions_namespace("a")
+        .into_iter()
+        .map(|(k, rv)| (k, rv.to_string()))
+        .collect();
+    assert_eq!(
+        v,
+        [
+            ("a/p1".to_string(), "1".to_string()),
+            ("a/p2".into(), "2".into())
+        ]
+    );
     assert_eq!(s.by_owner("o1").len(), 2);
     let names = s.scan(|o| (obj::namespace(o) == "a").then(|| obj::name(o).to_string()));
     assert_eq!(names, ["p1", "p2"]);

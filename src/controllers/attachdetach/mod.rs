@@ -39,6 +39,7 @@
 //! The work queue carries node names under upstream's queue name `pvcs`.
 
 mod index;
+pub mod metrics;
 
 use super::kit::volume::{attachment_name, csi_source, csi_unique_name};
 use super::{Action, Controller, Cx, EventSpec, EventType, ObjectRef, Outcome};
@@ -114,9 +115,13 @@ pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable
                 .into(),
         ));
     }
-    Ok(Some(super::Runnable::reconciles(AttachDetach::new(
-        (!disabled).then_some(period),
-    ))))
+    let adc = AttachDetach::new((!disabled).then_some(period));
+    let stats = adc.stats.clone();
+    crate::metrics::register_collector(
+        "attachdetach",
+        std::sync::Arc::new(move || stats.families()),
+    );
+    Ok(Some(super::Runnable::reconciles(adc)))
 }
 
 #[derive(Default)]
@@ -135,6 +140,7 @@ pub struct AttachDetach {
     sync_period: Option<Duration>,
     index: Mutex<Index>,
     memo: Mutex<Memo>,
+    stats: std::sync::Arc<metrics::Stats>,
 }
 
 /// One volume wanted on the node.
@@ -198,6 +204,7 @@ impl AttachDetach {
             sync_period,
             index: Mutex::default(),
             memo: Mutex::default(),
+            stats: Default::default(),
         }
     }
 
@@ -327,7 +334,27 @@ impl AttachDetach {
         volume_msg("Multi-Attach error", &want.pv, &detail)
     }
 
+    /// The node's volumes for `attachdetach_controller_total_volumes`: wanted, and attached
+    /// (our attachments there with `status.attached`).
+    fn count(&self, cx: &Cx, node: &str, wanted: &BTreeMap<String, Want>) {
+        let mut desired = metrics::PerPlugin::new();
+        for w in wanted.values() {
+            *desired.entry(metrics::plugin_name(&w.driver)).or_default() += 1;
+        }
+        let vas = cx.cache.store_for(&VA_WATCH);
+        let mut actual = metrics::PerPlugin::new();
+        for name in self.index().attachments_on(node) {
+            let Some(va) = vas.get(&name) else { continue };
+            if va["status"]["attached"] == true && self.ours(cx, &va, node) {
+                let driver = va["spec"]["attacher"].as_str().unwrap_or("");
+                *actual.entry(metrics::plugin_name(driver)).or_default() += 1;
+            }
+        }
+        self.stats.node(node, desired, actual);
+    }
+
     fn gone_node(&self, cx: &Cx, node: &str) -> Outcome {
+        self.stats.node_gone(node);
         let vas = cx.cache.store_for(&VA_WATCH);
         let actions = self
             .index()
@@ -364,6 +391,7 @@ impl AttachDetach {
     fn sync_node(&self, cx: &Cx, node_obj: &Value) -> Outcome {
         let node = obj::name(node_obj);
         if obj::annotation(node_obj, MANAGED).is_none() {
+            self.stats.node_gone(node);
             return Outcome::none();
         }
         let keep_terminated = obj::annotation(node_obj, KEEP_TERMINATED) == Some("true");
@@ -562,12 +590,18 @@ impl AttachDetach {
                     }
                 );
             }
+            if timeout {
+                self.stats.forced_detach(metrics::TIMEOUT);
+            } else if out_of_service {
+                self.stats.forced_detach(metrics::OUT_OF_SERVICE);
+            }
             memo.detach_requested.remove(&name);
             memo.attach_errors.remove(&name);
             memo.waiting.remove(&name);
             actions.push(delete_va(&name));
         }
         drop(memo);
+        self.count(cx, node, &wanted);
 
         // The node's report: what it listed and still holds, in its order, then the new ones.
         let keep: HashSet<&str> = report.iter().map(String::as_str).collect();

@@ -252,6 +252,13 @@ fn a_mounted_volume_of_a_node_not_ready_is_force_detached_after_six_minutes() {
     n["status"]["volumesAttached"] = json!([]);
     upd(&mut h, NODES, n);
     assert_eq!(h.sync("n1").deletes.len(), 1);
+    let text = scrape(&h);
+    assert!(
+        text.contains(
+            "attach_detach_controller_attachdetach_controller_forced_detaches{reason=\"timeout\"} 1"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -265,6 +272,13 @@ fn an_out_of_service_node_is_detached_at_once() {
     upd(&mut h, NODES, n);
     h.delete(PODS, pod("p", "n1", "c"));
     assert_eq!(h.sync("n1").deletes.len(), 1);
+    let text = scrape(&h);
+    assert!(
+        text.contains(
+            "attach_detach_controller_attachdetach_controller_forced_detaches{reason=\"out-of-service\"} 1"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -320,4 +334,34 @@ fn terminated_pods_are_upstreams() {
     assert!(!pod_terminated(&p));
     p["status"]["containerStatuses"] = json!([{"state": {"terminated": {"exitCode": 0}}}]);
     assert!(pod_terminated(&p));
+}
+
+fn scrape(h: &Harness<AttachDetach>) -> String {
+    crate::metrics::encode(&h.ctrl.stats.families())
+}
+
+#[test]
+fn total_volumes_counts_wanted_and_attached_volumes_per_plugin() {
+    let mut h = setup();
+    assert!(scrape(&h).is_empty());
+    h.sync("n1");
+    let plugin = format!("kubernetes.io/csi:{DRIVER}");
+    let text = scrape(&h);
+    assert!(
+        text.contains("# HELP attachdetach_controller_total_volumes [ALPHA] Number of volumes in A/D Controller"),
+        "{text}"
+    );
+    assert!(text.contains(&format!(
+        "attachdetach_controller_total_volumes{{plugin_name=\"{plugin}\",state=\"desired_state_of_world\"}} 1"
+    )));
+    assert!(!text.contains("actual_state_of_world"), "{text}");
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    h.sync("n1");
+    assert!(scrape(&h).contains(&format!(
+        "attachdetach_controller_total_volumes{{plugin_name=\"{plugin}\",state=\"actual_state_of_world\"}} 1"
+    )));
+    // The node no longer managed: nothing of it counts; no detach was forced.
+    upd(&mut h, NODES, node("n1", false));
+    h.sync("n1");
+    assert!(scrape(&h).is_empty());
 }

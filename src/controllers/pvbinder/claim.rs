@@ -276,6 +276,10 @@ impl PvBinder {
                 if let Some(class) = kv::default_class(&classes) {
                     let mut next = pvc.clone();
                     next["spec"]["storageClassName"] = obj::name(class).into();
+                    self.assigning
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(obj::key(pvc));
                     return Ok(Outcome::with(vec![update(PERSISTENTVOLUMECLAIMS, next)]));
                 }
             }

@@ -34,6 +34,7 @@
 
 mod claim;
 mod index;
+pub mod metrics;
 #[cfg(test)]
 mod tests;
 mod volume;
@@ -70,16 +71,24 @@ pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable
         })?,
         None => true,
     };
-    Ok(Some(super::Runnable::reconciles(PvBinder::new(
-        sync_period,
-        dynamic,
-    ))))
+    let binder = PvBinder::new(sync_period, dynamic);
+    let stats = binder.stats.clone();
+    crate::metrics::register_collector(
+        "persistentvolume-binder",
+        std::sync::Arc::new(move || stats.families()),
+    );
+    Ok(Some(super::Runnable::reconciles(binder)))
 }
 
 pub struct PvBinder {
     sync_period: Duration,
     dynamic_provisioning: bool,
     volumes: VolumeIndex,
+    /// What the `pv_collector_*` gauges count.
+    stats: std::sync::Arc<metrics::Stats>,
+    /// Claims whose default class assignment is being written (for the retroactive
+    /// StorageClass counters).
+    assigning: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl PvBinder {
@@ -88,6 +97,8 @@ impl PvBinder {
             sync_period,
             dynamic_provisioning,
             volumes: VolumeIndex::default(),
+            stats: Default::default(),
+            assigning: Default::default(),
         }
     }
 }
@@ -181,6 +192,11 @@ impl Controller for PvBinder {
         match w.kind {
             k if k == PERSISTENTVOLUMECLAIMS => {
                 let vol = o["spec"]["volumeName"].as_str().filter(|v| !v.is_empty());
+                if d.kind == DeltaKind::Deleted {
+                    self.stats.claim_gone(&crate::obj::key(o));
+                } else {
+                    self.stats.claim(o);
+                }
                 match d.kind {
                     // Upstream's deleteClaim: the volume is synced (it may be released).
                     DeltaKind::Deleted => vol.map(str::to_string).into_iter().collect(),
@@ -199,10 +215,12 @@ impl Controller for PvBinder {
             k if k == PERSISTENTVOLUMES => {
                 if d.kind == DeltaKind::Deleted {
                     self.volumes.remove(crate::obj::name(o));
+                    self.stats.volume_gone(crate::obj::name(o));
                     // Upstream's deleteVolume: the claim is synced (it may be lost).
                     return claim_ref_key(o).into_iter().collect();
                 }
                 self.volumes.set(o);
+                self.stats.volume(o);
                 // The volume, and the claim it points to (upstream's syncVolume queues the
                 // claim when the volume was bound to it first).
                 let mut keys = vec![crate::obj::name(o).to_string()];
@@ -218,15 +236,27 @@ impl Controller for PvBinder {
         }
     }
 
-    fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
+    fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
+        let (Action::Update { kind, .. } | Action::UpdateSubresource { kind, .. }) = action else {
+            return;
+        };
+        if matches!(action, Action::Update { .. }) && *kind == PERSISTENTVOLUMECLAIMS {
+            let assigned = self
+                .assigning
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(key);
+            if assigned && !matches!(result, Applied::Skipped) {
+                self.stats.retroactive(matches!(result, Applied::Done(_)));
+            }
+        }
         // Keep the match index as current as the cache: the watch's echo may come later.
-        if let (
-            Action::Update { kind, .. } | Action::UpdateSubresource { kind, .. },
-            Applied::Done(Some(v)),
-        ) = (action, result)
-        {
+        if let Applied::Done(Some(v)) = result {
             if *kind == PERSISTENTVOLUMES {
                 self.volumes.set(v);
+                self.stats.volume(v);
+            } else if *kind == PERSISTENTVOLUMECLAIMS {
+                self.stats.claim(v);
             }
         }
     }

@@ -337,3 +337,66 @@ fn volumes_the_handlers_have_not_seen_yet_still_match() {
     assert!(w.events.is_empty(), "{:?}", w.events);
     assert_eq!(crate::obj::name(&w.updates[0].2), "early");
 }
+
+fn scrape(h: &Harness<PvBinder>) -> String {
+    crate::metrics::encode(&h.ctrl.stats.families())
+}
+
+#[test]
+fn pv_collector_counts_volumes_and_claims_as_upstream_names_them() {
+    let mut h = binder();
+    h.add(PERSISTENTVOLUMES, pv("a", "1Gi", "gold"));
+    let mut b = pv("b", "1Gi", "gold");
+    b["status"]["phase"] = "Bound".into();
+    b["spec"]["csi"] = json!({"driver": "csi.example.com", "volumeHandle": "h"});
+    b["spec"].as_object_mut().unwrap().remove("hostPath");
+    h.add(PERSISTENTVOLUMES, b);
+    h.add(PERSISTENTVOLUMES, pv("c", "1Gi", "silver"));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("x", "1Gi", Some("gold")));
+    let mut y = pvc("y", "1Gi", Some("gold"));
+    y["status"]["phase"] = "Bound".into();
+    h.add(PERSISTENTVOLUMECLAIMS, y.clone());
+    let text = scrape(&h);
+    for line in [
+        "# HELP pv_collector_bound_pv_count [ALPHA] Gauge measuring number of persistent volume currently bound",
+        "# TYPE pv_collector_bound_pv_count gauge",
+        "pv_collector_bound_pv_count{storage_class=\"gold\"} 1",
+        "pv_collector_unbound_pv_count{storage_class=\"gold\"} 1",
+        "pv_collector_unbound_pv_count{storage_class=\"silver\"} 1",
+        "pv_collector_bound_pvc_count{namespace=\"ns\"} 1",
+        "pv_collector_unbound_pvc_count{namespace=\"ns\"} 1",
+        "pv_collector_total_pv_count{plugin_name=\"kubernetes.io/csi:csi.example.com\",volume_mode=\"Filesystem\"} 1",
+        "pv_collector_total_pv_count{plugin_name=\"kubernetes.io/host-path\",volume_mode=\"Filesystem\"} 2",
+        "retroactive_storageclass_total 0",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+    // A claim deleted, a volume deleted: counted no more.
+    h.delete(PERSISTENTVOLUMECLAIMS, y);
+    h.delete(PERSISTENTVOLUMES, pv("c", "1Gi", "silver"));
+    let text = scrape(&h);
+    assert!(!text.contains("pv_collector_bound_pvc_count"), "{text}");
+    assert!(!text.contains("silver"), "{text}");
+}
+
+#[test]
+fn a_default_class_assignment_is_counted_once_written() {
+    let mut h = binder();
+    let mut d = sc("std", "csi.example.com", "Immediate");
+    d["metadata"]["annotations"] = json!({"storageclass.kubernetes.io/is-default-class": "true"});
+    h.add(STORAGECLASSES, d);
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", None));
+    let o = h.outcome("ns/c");
+    let err = crate::Error::config("conflict");
+    h.ctrl.applied("ns/c", &o.actions[0], Applied::Failed(&err));
+    let o = h.outcome("ns/c");
+    h.ctrl.applied("ns/c", &o.actions[0], Applied::Done(None));
+    // A bind's claim write is no class assignment.
+    h.ctrl.applied("ns/c", &o.actions[0], Applied::Done(None));
+    let text = scrape(&h);
+    assert!(text.contains("retroactive_storageclass_total 2"), "{text}");
+    assert!(
+        text.contains("retroactive_storageclass_errors_total 1"),
+        "{text}"
+    );
+}

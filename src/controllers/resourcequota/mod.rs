@@ -36,6 +36,7 @@
 //! checked), and any service update queues them, not only a change of type: more syncs that
 //! find nothing to write, never fewer.
 
+pub mod podmemo;
 pub mod quantity;
 #[cfg(test)]
 mod tests;
@@ -119,10 +120,13 @@ pub(crate) struct Inner {
     sync_period: Duration,
     primary: Arc<WorkQueue<String>>,
     priority: Arc<WorkQueue<String>>,
-    /// The resources discovery serves that can be counted (set once monitors synced).
-    counted: RwLock<BTreeSet<Kind>>,
+    /// The evaluators of the resources discovery serves that can be counted (set once
+    /// monitors synced), the core ones always; built once per discovery change.
+    counted: RwLock<Arc<Vec<Evaluator>>>,
     monitors: OnceLock<Arc<Monitors>>,
     env: OnceLock<Env>,
+    /// What each pod adds to quotas without scopes, by version.
+    pods: podmemo::PodMemo,
 }
 
 pub struct ResourceQuotaController {
@@ -139,9 +143,10 @@ impl ResourceQuotaController {
                 sync_period,
                 primary: WorkQueue::new(PRIMARY),
                 priority: WorkQueue::new(PRIORITY),
-                counted: RwLock::new(BTreeSet::new()),
+                counted: RwLock::new(Arc::new(evaluators_for(BTreeSet::new()))),
                 monitors: OnceLock::new(),
                 env: OnceLock::new(),
+                pods: podmemo::PodMemo::default(),
             }),
         }
     }
@@ -176,14 +181,11 @@ pub fn lists_equal(a: &Value, b: &Value) -> bool {
 
 impl Inner {
     /// Evaluators for every counted resource (the core ones always).
-    fn evaluators(&self) -> Vec<Evaluator> {
-        let mut kinds: BTreeSet<Kind> = self
-            .counted
+    fn evaluators(&self) -> Arc<Vec<Evaluator>> {
+        self.counted
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        kinds.extend([PODS, SERVICES, PERSISTENTVOLUMECLAIMS]);
-        kinds.into_iter().map(Evaluator::for_kind).collect()
+            .clone()
     }
 
     /// A quota was added or its hard limits changed (`addQuota`).
@@ -289,7 +291,8 @@ impl Inner {
             log::info!("{NAME}: resource quota {key} has been deleted");
             return Ok(());
         };
-        let Some(status) = desired_status(&env.cache, &q, &self.evaluators(), SystemTime::now())
+        let now = SystemTime::now();
+        let Some(status) = desired_status(&env.cache, &q, &self.evaluators(), now, &self.pods)
         else {
             return Ok(());
         };
@@ -305,19 +308,26 @@ impl Inner {
     }
 }
 
+/// Evaluators for `kinds` and the core resources.
+fn evaluators_for(mut kinds: BTreeSet<Kind>) -> Vec<Evaluator> {
+    kinds.extend([PODS, SERVICES, PERSISTENTVOLUMECLAIMS]);
+    kinds.into_iter().map(Evaluator::for_kind).collect()
+}
+
 /// The status a quota should have, or None when it has it already.
 pub fn desired_status(
     cache: &Cache,
     q: &Value,
     evaluators: &[Evaluator],
     now: SystemTime,
+    pods: &podmemo::PodMemo,
 ) -> Option<Value> {
     let hard = &q["spec"]["hard"];
     let status = &q["status"];
     let mut dirty =
         !lists_equal(hard, &status["hard"]) || status["hard"].is_null() || status["used"].is_null();
     let hard_names = names(hard);
-    let used = calculate_usage(cache, q, &hard_names, evaluators, now);
+    let used = calculate_usage(cache, q, &hard_names, evaluators, now, Some(pods));
     // Usage nothing here measures keeps its old value; names not in `hard` are dropped.
     let old_used = status["used"].as_object();
     let mut new_used = Map::new();
@@ -348,6 +358,7 @@ pub fn calculate_usage(
     hard: &[String],
     evaluators: &[Evaluator],
     now: SystemTime,
+    pods: Option<&podmemo::PodMemo>,
 ) -> ResourceList {
     let scopes = Scopes::of(q);
     let ns = obj::namespace(q);
@@ -361,7 +372,7 @@ pub fn calculate_usage(
         if mine.is_empty() {
             continue;
         }
-        let stats = e.usage_stats(cache, ns, &scopes, &mine, now);
+        let stats = e.usage_stats(cache, ns, &scopes, &mine, now, pods);
         usage::add(&mut used, &stats);
     }
     used.retain(|k, _| matched.contains(k));
@@ -408,7 +419,8 @@ impl SelfDriven for ResourceQuotaController {
                 let Some(i) = synced.upgrade() else { return };
                 if let Some(m) = i.monitors.get() {
                     let set = served_with(&m.discovery(), VERBS, ignored);
-                    *i.counted.write().unwrap_or_else(|p| p.into_inner()) = set;
+                    *i.counted.write().unwrap_or_else(|p| p.into_inner()) =
+                        Arc::new(evaluators_for(set));
                 }
                 if !first {
                     log::info!("{NAME}: synced quota controller with discovery");

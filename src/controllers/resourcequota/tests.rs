@@ -25,7 +25,13 @@ fn evaluators(extra: &[Kind]) -> Vec<Evaluator> {
 
 fn status_of(objects: &[(Kind, Value)], q: &Value, extra: &[Kind]) -> Option<Value> {
     let (cache, _) = cx_with(objects);
-    desired_status(&cache, q, &evaluators(extra), SystemTime::now())
+    desired_status(
+        &cache,
+        q,
+        &evaluators(extra),
+        SystemTime::now(),
+        &podmemo::PodMemo::default(),
+    )
 }
 
 #[test]
@@ -319,4 +325,69 @@ fn equal_lists_compare_values() {
         &json!({"cpu": "1", "pods": "1"})
     ));
     assert!(lists_equal(&json!(null), &json!({})));
+}
+
+#[test]
+fn the_pod_memo_sums_as_a_full_evaluation_and_follows_changes() {
+    use crate::cache::DeltaKind;
+    use usage::Scopes;
+    let with_rv = |mut p: Value, rv: &str| {
+        p["metadata"]["resourceVersion"] = rv.into();
+        p
+    };
+    let a = with_rv(pod("a", "100m", "64Mi"), "1");
+    let b = with_rv(pod("b", "250m", "1Gi"), "2");
+    let mut past = with_rv(pod("c", "1", "1Gi"), "3");
+    past["metadata"]["deletionTimestamp"] = "2020-01-01T00:00:00Z".into();
+    past["metadata"]["deletionGracePeriodSeconds"] = 30.into();
+    let mut other = with_rv(pod("d", "2", "2Gi"), "4");
+    other["metadata"]["namespace"] = "other".into();
+    let (cache, _) = cx_with(&[
+        (PODS, a.clone()),
+        (PODS, b.clone()),
+        (PODS, past),
+        (PODS, other),
+    ]);
+    let names: Vec<String> = ["pods", "count/pods", "requests.cpu", "limits.memory", "cpu"]
+        .map(String::from)
+        .to_vec();
+    let memo = podmemo::PodMemo::default();
+    let scopes = Scopes::default();
+    let show = |r: usage::ResourceList| -> Vec<(String, String)> {
+        r.into_iter().map(|(k, q)| (k, q.to_string())).collect()
+    };
+    let both = |now| {
+        let full = Evaluator::Pods.usage_stats(&cache, "ns", &scopes, &names, now, None);
+        let fast = Evaluator::Pods.usage_stats(&cache, "ns", &scopes, &names, now, Some(&memo));
+        let full: Vec<(String, String)> = show(full)
+            .into_iter()
+            .filter(|(k, _)| names.contains(k))
+            .collect();
+        assert_eq!(full, show(fast));
+        full
+    };
+    let now = SystemTime::now();
+    let first = both(now);
+    assert!(
+        first.contains(&("requests.cpu".into(), "350m".into())),
+        "{first:?}"
+    );
+    assert!(
+        first.contains(&("count/pods".into(), "3".into())),
+        "{first:?}"
+    );
+    assert!(first.contains(&("pods".into(), "2".into())), "{first:?}");
+    assert_eq!(memo.kept(), 3, "only the namespace synced is kept");
+    // b finishes (a new version), a goes: the memo follows the cache.
+    let mut done = with_rv(b, "5");
+    done["status"]["phase"] = "Succeeded".into();
+    cache.store(PODS).apply(DeltaKind::Updated, done);
+    cache.store(PODS).apply(DeltaKind::Deleted, a);
+    let second = both(now);
+    assert!(second.contains(&("pods".into(), "0".into())), "{second:?}");
+    assert!(
+        second.contains(&("count/pods".into(), "2".into())),
+        "{second:?}"
+    );
+    assert_eq!(memo.kept(), 2);
 }

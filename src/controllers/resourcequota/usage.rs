@@ -230,7 +230,11 @@ impl Evaluator {
         scopes: &Scopes,
         resources: &[String],
         now: SystemTime,
+        memo: Option<&super::podmemo::PodMemo>,
     ) -> ResourceList {
+        if let (Evaluator::Pods, Some(memo), true) = (self, memo, scopes.is_empty()) {
+            return memo.usage(&cache.store(PODS), ns, resources, now);
+        }
         let mut used: ResourceList = resources
             .iter()
             .map(|r| (r.clone(), Quantity::ZERO))
@@ -368,23 +372,20 @@ pub fn pod_counts(pod: &Value, now: SystemTime) -> bool {
     if phase == "Failed" || phase == "Succeeded" {
         return false;
     }
+    pod_deletion_end(pod).is_none_or(|end| now <= end)
+}
+
+/// The end of a pod's deletion grace period, when it is being deleted (and both its
+/// deletion time and grace period read).
+pub fn pod_deletion_end(pod: &Value) -> Option<SystemTime> {
     let meta = &pod["metadata"];
-    if let (Some(ts), Some(grace)) = (
-        meta["deletionTimestamp"].as_str(),
-        meta["deletionGracePeriodSeconds"].as_i64(),
-    ) {
-        if let Some(at) = crate::timefmt::parse_rfc3339(ts) {
-            let end = if grace >= 0 {
-                at + std::time::Duration::from_secs(grace as u64)
-            } else {
-                at - std::time::Duration::from_secs(grace.unsigned_abs())
-            };
-            if now > end {
-                return false;
-            }
-        }
-    }
-    true
+    let grace = meta["deletionGracePeriodSeconds"].as_i64()?;
+    let at = crate::timefmt::parse_rfc3339(meta["deletionTimestamp"].as_str()?)?;
+    Some(if grace >= 0 {
+        at + std::time::Duration::from_secs(grace as u64)
+    } else {
+        at - std::time::Duration::from_secs(grace.unsigned_abs())
+    })
 }
 
 fn pod_usage(pod: &Value, now: SystemTime) -> ResourceList {
@@ -393,6 +394,13 @@ fn pod_usage(pod: &Value, now: SystemTime) -> ResourceList {
     if !pod_counts(pod, now) {
         return r;
     }
+    add(&mut r, &pod_compute_usage(pod));
+    r
+}
+
+/// What a pod that counts adds besides `count/pods`: `pods`, its requests and limits of cpu,
+/// memory and ephemeral storage (and their bare names), hugepages and extended resources.
+pub fn pod_compute_usage(pod: &Value) -> ResourceList {
     let requests = pod_totals(pod, "requests");
     let limits = pod_totals(pod, "limits");
     let mut c = ResourceList::new();
@@ -415,8 +423,7 @@ fn pod_usage(pod: &Value, now: SystemTime) -> ResourceList {
             c.insert(format!("requests.{res}"), *q);
         }
     }
-    add(&mut r, &c);
-    r
+    c
 }
 
 /// No container asks for or limits CPU or memory (QoS class BestEffort).
