@@ -38,6 +38,18 @@ struct ListMetaDoc {
 
 const METADATA_LIST_ACCEPT: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+
+/// Decode a list answer; items may borrow from `bytes`.
+fn list_doc<'a, T: serde::Deserialize<'a>>(path: &str, bytes: &'a [u8]) -> Result<ObjectList<T>> {
+    let doc: ListDoc<T> = serde_json::from_slice(bytes)
+        .map_err(|e| Error::Transport(format!("GET {path}: the answer is not a list: {e}")))?;
+    let nonempty = |s: String| (!s.is_empty()).then_some(s);
+    Ok(ObjectList {
+        items: doc.items.unwrap_or_default(),
+        resource_version: doc.metadata.resource_version.unwrap_or_default(),
+        continue_token: doc.metadata.continue_token.and_then(nonempty),
+    })
+}
 const METADATA_ACCEPT: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 
@@ -77,7 +89,9 @@ impl Client {
             f(page.items);
             return Ok((page.resource_version, page.continue_token));
         };
-        let raw: ObjectList<Box<serde_json::value::RawValue>> = self.list_as(kind, ns, opts)?;
+        // Each item's text is borrowed from the answer (not copied), decoded, handed on.
+        let (path, bytes) = self.list_bytes(kind, ns, opts)?;
+        let raw: ObjectList<&serde_json::value::RawValue> = list_doc(&path, &bytes)?;
         let mut chunk = Vec::with_capacity(DECODE_CHUNK.min(raw.items.len()));
         for r in raw.items {
             match crate::api::trim::from_slice(r.get().as_bytes(), shape.trim().fields) {
@@ -105,6 +119,17 @@ impl Client {
         ns: Option<&str>,
         opts: &ListOptions,
     ) -> Result<ObjectList<T>> {
+        let (path, bytes) = self.list_bytes(kind, ns, opts)?;
+        list_doc(&path, &bytes)
+    }
+
+    /// A list request's path and its answer's bytes.
+    fn list_bytes(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<(String, Vec<u8>)> {
         let mut q = Query::default();
         q.opt("labelSelector", opts.label_selector.as_deref());
         q.opt("fieldSelector", opts.field_selector.as_deref());
@@ -130,15 +155,7 @@ impl Client {
         };
         let res = self.request_with_retries("GET", &path, None, accept, retries, limit);
         crate::metrics::rest_request_latency(&self.inner.base, "GET", started.elapsed());
-        let bytes = res?;
-        let doc: ListDoc<T> = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Transport(format!("GET {path}: the answer is not a list: {e}")))?;
-        let nonempty = |s: String| (!s.is_empty()).then_some(s);
-        Ok(ObjectList {
-            items: doc.items.unwrap_or_default(),
-            resource_version: doc.metadata.resource_version.unwrap_or_default(),
-            continue_token: doc.metadata.continue_token.and_then(nonempty),
-        })
+        Ok((path, res?))
     }
 
     /// List every page (client-go pager semantics: pages of `limit`, and on an expired
