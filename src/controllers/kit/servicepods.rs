@@ -10,7 +10,7 @@ use crate::controllers::refmanager::SelectorIndex;
 use crate::obj::{self, At as _, Obj};
 use serde_json::{json, Map, Value};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
@@ -26,6 +26,8 @@ pub fn selector(svc: &Value) -> Option<&Map<String, Value>> {
 /// what upstream's `podEndpointsChanged` compares.
 struct PodInfo {
     labels: obj::Labels,
+    /// `label_pair` of each string-valued label: the pod's entries in `Index::by_label`.
+    pairs: Box<[u64]>,
     deleting: bool,
     /// Readiness and pod IPs.
     state: u64,
@@ -50,11 +52,65 @@ impl PodInfo {
         p.at("/spec/subdomain")
             .and_then(Value::as_str)
             .hash(&mut host);
+        let pairs = obj::labels(p)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some(label_pair(k, v.as_str()?)))
+            .collect();
         PodInfo {
             labels: obj::Labels::of(p),
+            pairs,
             deleting: obj::is_deleting(p),
             state: h.finish(),
             host: host.finish(),
+        }
+    }
+}
+
+/// A label `key=value` as a number: the key of the pods' label index (two pairs sharing one
+/// only make a candidate set larger; the selector is checked in full on each candidate).
+fn label_pair(key: &str, value: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    (key, value).hash(&mut h);
+    h.finish()
+}
+
+/// The pods of every namespace, and which of them carry each label pair.
+#[derive(Default)]
+struct Index {
+    /// Namespace -> pod name -> what is kept of it.
+    pods: HashMap<String, BTreeMap<String, PodInfo>>,
+    /// Namespace -> `label_pair` -> the names of the pods carrying it. A sync starts from its
+    /// selector's rarest pair instead of matching every pod of the namespace (that scan was
+    /// a fifth of the CPU of a rolling update of 300 Deployments x 5 behind 300 Services).
+    by_label: HashMap<String, HashMap<u64, BTreeSet<String>>>,
+}
+
+impl Index {
+    fn unlink(&mut self, ns: &str, name: &str, pairs: &[u64]) {
+        let Some(m) = self.by_label.get_mut(ns) else {
+            return;
+        };
+        for pair in pairs {
+            if let Some(set) = m.get_mut(pair) {
+                set.remove(name);
+                if set.is_empty() {
+                    m.remove(pair);
+                }
+            }
+        }
+        if m.is_empty() {
+            self.by_label.remove(ns);
+        }
+    }
+
+    fn link(&mut self, ns: &str, name: &str, pairs: &[u64]) {
+        if pairs.is_empty() {
+            return;
+        }
+        let m = self.by_label.entry(ns.to_string()).or_default();
+        for pair in pairs {
+            m.entry(*pair).or_default().insert(name.to_string());
         }
     }
 }
@@ -64,12 +120,11 @@ impl PodInfo {
 pub struct ServicePods {
     /// Services' selectors (as `matchLabels`), by key.
     services: SelectorIndex,
-    /// Namespace -> pod name -> what is kept of it.
-    pods: Mutex<HashMap<String, BTreeMap<String, PodInfo>>>,
+    pods: Mutex<Index>,
 }
 
 impl ServicePods {
-    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<String, PodInfo>>> {
+    fn pods(&self) -> std::sync::MutexGuard<'_, Index> {
         self.pods.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -85,16 +140,30 @@ impl ServicePods {
         let (ns, name) = (obj::namespace(p), obj::name(p));
         let mut all = self.pods();
         if d.kind == DeltaKind::Deleted {
-            let set = all.get_mut(ns)?;
+            let set = all.pods.get_mut(ns)?;
             let old = set.remove(name);
             if set.is_empty() {
-                all.remove(ns);
+                all.pods.remove(ns);
+            }
+            if let Some(o) = &old {
+                all.unlink(ns, name, &o.pairs);
             }
             return old;
         }
-        all.entry(ns.to_string())
+        let now = PodInfo::of(p);
+        let pairs = now.pairs.clone();
+        let old = all
+            .pods
+            .entry(ns.to_string())
             .or_default()
-            .insert(name.to_string(), PodInfo::of(p))
+            .insert(name.to_string(), now);
+        if old.as_ref().is_none_or(|o| o.pairs != pairs) {
+            if let Some(o) = &old {
+                all.unlink(ns, name, &o.pairs);
+            }
+            all.link(ns, name, &pairs);
+        }
+        old
     }
 
     /// Follow one delta of the pods' watch and return the Services to sync (upstream's
@@ -136,19 +205,36 @@ impl ServicePods {
 
     /// The pods of `ns` whose labels the selector's all match, in name order.
     pub fn selected(&self, cache: &Cache, ns: &str, sel: &Map<String, Value>) -> Vec<Obj> {
-        let names: Vec<String> = self
-            .pods()
-            .get(ns)
-            .map(|set| {
-                set.iter()
-                    .filter(|(_, info)| {
+        let names: Vec<String> = {
+            let all = self.pods();
+            let (Some(pods), Some(by_label)) = (all.pods.get(ns), all.by_label.get(ns)) else {
+                return vec![];
+            };
+            // The rarest of the selector's pairs; a pair no pod carries selects nothing.
+            let mut rarest: Option<&BTreeSet<String>> = None;
+            for (k, v) in sel {
+                let Some(v) = v.as_str() else {
+                    return vec![];
+                };
+                let Some(set) = by_label.get(&label_pair(k, v)) else {
+                    return vec![];
+                };
+                if rarest.is_none_or(|r| set.len() < r.len()) {
+                    rarest = Some(set);
+                }
+            }
+            rarest
+                .into_iter()
+                .flatten()
+                .filter(|n| {
+                    pods.get(*n).is_some_and(|info| {
                         sel.iter()
                             .all(|(k, v)| v.as_str().is_some_and(|v| info.labels.get(k) == Some(v)))
                     })
-                    .map(|(n, _)| n.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
+                })
+                .cloned()
+                .collect()
+        };
         let store = cache.store(crate::api::resources::PODS);
         names.iter().filter_map(|n| store.get_in(ns, n)).collect()
     }
@@ -225,4 +311,67 @@ pub fn find_port(pod: &Value, svc_port: &Value) -> Option<i32> {
 /// Ready as the endpoints see it: a `Ready` condition with status `True`.
 pub fn is_ready(pod: &Value) -> bool {
     crate::controllers::kit::pod::is_pod_ready(pod)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resources::PODS;
+    use crate::controllers::testing::cx_with;
+
+    fn pod(name: &str, labels: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"),
+                "resourceVersion": "1", "labels": labels},
+            "spec": {}, "status": {}})
+    }
+
+    fn names(v: &[Obj]) -> Vec<&str> {
+        v.iter().map(|p| obj::name(p)).collect()
+    }
+
+    #[test]
+    fn selected_follows_the_label_index() {
+        let pods = [
+            pod("a", json!({"app": "web", "tier": "fe"})),
+            pod("b", json!({"app": "web", "tier": "be"})),
+            pod("c", json!({"app": "db", "tier": "fe"})),
+            pod("d", json!({})),
+        ];
+        let (cache, _) = cx_with(&pods.clone().map(|p| (PODS, p)));
+        let idx = ServicePods::default();
+        let feed = |kind, p: &Value| {
+            let d = Delta {
+                kind,
+                old: None,
+                new: Some(std::sync::Arc::new(p.clone())),
+            };
+            idx.note_pod(&d);
+        };
+        for p in &pods {
+            feed(DeltaKind::Added, p);
+        }
+        let sel = |v: Value| v.as_object().cloned().expect("map");
+        let web = sel(json!({"app": "web"}));
+        assert_eq!(names(&idx.selected(&cache, "ns", &web)), ["a", "b"]);
+        let fe = sel(json!({"app": "web", "tier": "fe"}));
+        assert_eq!(names(&idx.selected(&cache, "ns", &fe)), ["a"]);
+        let none = sel(json!({"app": "web", "tier": "x"}));
+        assert!(idx.selected(&cache, "ns", &none).is_empty());
+        assert!(idx.selected(&cache, "other", &web).is_empty());
+        // Relabelled: out of its old pairs' sets, into the new ones.
+        let moved = pod("b", json!({"app": "db", "tier": "be"}));
+        feed(DeltaKind::Updated, &moved);
+        assert_eq!(names(&idx.selected(&cache, "ns", &web)), ["a"]);
+        assert_eq!(
+            names(&idx.selected(&cache, "ns", &sel(json!({"app": "db"})))),
+            ["b", "c"]
+        );
+        // Deleted: gone from every set; the last pod of a namespace takes its index along.
+        for p in ["a", "b", "c", "d"] {
+            feed(DeltaKind::Deleted, &pod(p, json!({})));
+        }
+        let all = idx.pods();
+        assert!(all.pods.is_empty() && all.by_label.is_empty());
+    }
 }
