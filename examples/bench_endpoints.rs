@@ -4,7 +4,8 @@
 //! Service's Endpoints and EndpointSlices list its R ready addresses, then, after a rolling
 //! update of every Deployment, the seconds until they list exactly the R pods of the new
 //! ReplicaSets, with the EndpointSlice writes seen (creates, updates and deletes in the
-//! namespace's slice watch) in each phase, and the controller manager's CPU seconds and peak
+//! namespace's slice watch) in each phase (in the rolling update also those whose slice shows
+//! a terminating endpoint), and the controller manager's CPU seconds and peak
 //! RSS over both. Each controller manager runs
 //! `--controllers=endpoint,endpointslice,deployment,replicaset`; the pods run on `node-1`,
 //! which the bench creates (ready, zone `zone-a`) when it is missing. A benchmark, not a
@@ -214,6 +215,9 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     }
     let seen: Arc<Mutex<Seen>> = Arc::default();
     let slice_writes = Arc::new(AtomicUsize::new(0));
+    // Writes whose slice shows a terminating endpoint: a pod deleted by its ReplicaSet seen
+    // before the bench (its kubelet) removed it.
+    let terminating_writes = Arc::new(AtomicUsize::new(0));
     {
         let (a, n, s, sn) = (admin.clone(), ns.clone(), stop.clone(), seen.clone());
         threads.push(std::thread::spawn(move || {
@@ -263,12 +267,13 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
                     .insert(name, ready);
             })
         }));
-        let (a, n, s, sn, w) = (
+        let (a, n, s, sn, w, tw) = (
             admin.clone(),
             ns.clone(),
             stop.clone(),
             seen.clone(),
             slice_writes.clone(),
+            terminating_writes.clone(),
         );
         threads.push(std::thread::spawn(move || {
             watch(&a, ENDPOINTSLICES, &n, &s, |t, o| {
@@ -303,6 +308,12 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
                 // watch may miss some).
                 if t.is_some() {
                     w.fetch_add(1, Ordering::SeqCst);
+                    let terminating = o["endpoints"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|e| e["conditions"]["terminating"] == true));
+                    if terminating && !matches!(t, Some(EventType::Deleted)) {
+                        tw.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
             });
         }));
@@ -331,6 +342,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     println!("created in {:.2} s", t0.elapsed().as_secs_f64());
     let converged = wait_complete(o, &seen, t0, false);
     let writes1 = slice_writes.load(Ordering::SeqCst);
+    let terminating1 = terminating_writes.load(Ordering::SeqCst);
     // The rolling update: a new template for every Deployment.
     seen.lock().unwrap().rolling = true;
     let t1 = Instant::now();
@@ -360,6 +372,8 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     table.num(row, "peak RSS MB", p.peak_rss_mb());
     table.set(row, "slice writes converge", writes1 - writes0);
     table.set(row, "slice writes rollout", writes2 - writes1);
+    let terminating2 = terminating_writes.load(Ordering::SeqCst);
+    table.set(row, "of them terminating", terminating2 - terminating1);
     p.stop();
     stop.store(true, Ordering::SeqCst);
     // Empty the namespace for the next controller manager.
