@@ -438,7 +438,7 @@ fn scale_down_ranks_by_the_siblings_pods_on_each_node() {
     };
     let mine = json!({"app": "old"});
     let theirs = json!({"app": "new"});
-    let mut add = |p: Value| feed(&c, &cache, PODS, DeltaKind::Added, p);
+    let add = |p: Value| feed(&c, &cache, PODS, DeltaKind::Added, p);
     add(on(pod("a", Some(&old), mine.clone()), "n1"));
     add(on(pod("b", Some(&old), mine.clone()), "n2"));
     add(on(pod("c", Some(&old), mine.clone()), "n3"));
