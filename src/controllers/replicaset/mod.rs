@@ -101,9 +101,19 @@ struct Orphan {
 /// the cache instead, each scale-down decoded every pod of the namespace: a rolling update of
 /// 300 Deployments x 5 held ~90 MB of decoded pods and spent most of its CPU there.
 struct Placed {
-    labels: obj::Labels,
+    /// `label_pair` of each string-valued label: enough to pass over pods a selector's
+    /// `matchLabels` cannot take; the few it may take are checked against the cache.
+    pairs: Box<[u64]>,
     node: Box<str>,
     active: bool,
+}
+
+/// A label `key=value` as a number.
+fn label_pair(key: &str, value: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (key, value).hash(&mut h);
+    h.finish()
 }
 
 /// The replicaset-controller's row in the controller table.
@@ -348,10 +358,15 @@ impl ReplicaSetController {
         let mut t = self.track();
         if self.flavor == Flavor::ReplicaSet {
             match &labels {
-                Some(labels) => {
+                Some(_) => {
                     let node = p.at("/spec/nodeName").and_then(Value::as_str);
+                    let pairs = obj::labels(p)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|(k, v)| Some(label_pair(k, v.as_str()?)))
+                        .collect();
                     let placed = Placed {
-                        labels: labels.clone(),
+                        pairs,
                         node: node.unwrap_or("").into(),
                         active: is_pod_active(p),
                     };
@@ -504,10 +519,37 @@ impl ReplicaSetController {
         if selectors.is_empty() {
             return on_node;
         }
-        let t = self.track();
-        for p in t.placed.get(ns).into_iter().flat_map(BTreeMap::values) {
-            if p.active && selectors.iter().any(|s| p.labels.selected_by(s)) {
-                *on_node.entry(p.node.to_string()).or_default() += 1;
+        // Each selector's `matchLabels` pairs, which a pod it takes must all carry.
+        let wanted: Vec<Vec<u64>> = selectors
+            .iter()
+            .map(|s| {
+                s.get("matchLabels")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| Some(label_pair(k, v.as_str()?)))
+                    .collect()
+            })
+            .collect();
+        let candidates: Vec<(String, Box<str>)> = {
+            let t = self.track();
+            t.placed
+                .get(ns)
+                .into_iter()
+                .flatten()
+                .filter(|(_, p)| {
+                    p.active && wanted.iter().any(|w| w.iter().all(|h| p.pairs.contains(h)))
+                })
+                .map(|(name, p)| (name.clone(), p.node.clone()))
+                .collect()
+        };
+        let pods = cx.cache.store(PODS);
+        for (name, node) in candidates {
+            let Some(meta) = pods.get_metadata_in(ns, &name) else {
+                continue;
+            };
+            if selectors.iter().any(|s| obj::selector_matches(s, &meta)) {
+                *on_node.entry(node.into()).or_default() += 1;
             }
         }
         on_node
