@@ -62,7 +62,7 @@ fn main() {
         };
         a.done()?;
         let c = Cluster::from_env("bench-ep")?;
-        ensure_node(&c.admin)?;
+        let made_node = ensure_node(&c.admin)?;
         // `KCM_BENCH_CONTROLLERS` replaces the controller set (to see what each costs).
         let controllers = std::env::var("KCM_BENCH_CONTROLLERS")
             .map(|c| format!("--controllers={c}"))
@@ -88,15 +88,22 @@ fn main() {
             "{} Services x {} ready endpoints (Endpoints and EndpointSlices)",
             o.services, o.replicas
         ));
+        // A node left behind would skew the zone shares other users of the cluster see
+        // (topology-aware hints).
+        if made_node {
+            let _ = c
+                .admin
+                .delete(&NODES, None, NODE, &DeleteOptions::default());
+        }
         Ok(())
     })
 }
 
 /// The node the pods run on, ready, with a zone and CPU (the endpointslice controller leaves
-/// out pods of nodes it does not know).
-fn ensure_node(admin: &Client) -> Res<()> {
+/// out pods of nodes it does not know). True when the bench made it.
+fn ensure_node(admin: &Client) -> Res<bool> {
     if admin.get(&NODES, None, NODE).is_ok() {
-        return Ok(());
+        return Ok(false);
     }
     let n = json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": NODE, "labels": {"topology.kubernetes.io/zone": "zone-a"}}});
@@ -107,7 +114,7 @@ fn ensure_node(admin: &Client) -> Res<()> {
         "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now,
             "lastTransitionTime": now, "reason": "KubeletReady", "message": "bench"}]});
     admin.update_subresource(&NODES, &n, "status")?;
-    Ok(())
+    Ok(true)
 }
 
 /// What the watches saw: per Service, the pods its Endpoints list as ready, and per slice
