@@ -349,47 +349,43 @@ impl ReplicaSetController {
         found
     }
 
-    /// Keep the orphan index and the deleted-pod list in step with the pod watch.
+    /// Keep the orphan and placement indexes and the deleted-pod list in step with the pod
+    /// watch.
     fn note_pod(&self, d: &Delta) {
         let p = d.object();
         let (ns, name) = (obj::namespace(p), obj::name(p));
         let gone = d.kind == DeltaKind::Deleted;
-        let labels = (!gone).then(|| obj::Labels::of(p));
         let mut t = self.track();
-        if self.flavor == Flavor::ReplicaSet {
-            match &labels {
-                Some(_) => {
-                    let node = p.at("/spec/nodeName").and_then(Value::as_str);
-                    let pairs = obj::labels(p)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|(k, v)| Some(label_pair(k, v.as_str()?)))
-                        .collect();
-                    let placed = Placed {
-                        pairs,
-                        node: node.unwrap_or("").into(),
-                        active: is_pod_active(p),
-                    };
-                    t.placed
-                        .entry(ns.to_string())
-                        .or_default()
-                        .insert(name.to_string(), placed);
-                }
-                None => remove_in(&mut t.placed, ns, name),
-            }
+        if self.flavor == Flavor::ReplicaSet && gone {
+            remove_in(&mut t.placed, ns, name);
+        } else if self.flavor == Flavor::ReplicaSet {
+            let node = p.at("/spec/nodeName").and_then(Value::as_str);
+            let pairs = obj::labels(p)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some(label_pair(k, v.as_str()?)))
+                .collect();
+            let placed = Placed {
+                pairs,
+                node: node.unwrap_or("").into(),
+                active: is_pod_active(p),
+            };
+            t.placed
+                .entry(ns.to_string())
+                .or_default()
+                .insert(name.to_string(), placed);
         }
-        match labels.filter(|_| obj::controller_ref(p).is_none()) {
-            Some(labels) => {
-                let orphan = Orphan {
-                    labels,
-                    deleting: obj::is_deleting(p),
-                };
-                t.orphans
-                    .entry(ns.to_string())
-                    .or_default()
-                    .insert(name.to_string(), orphan);
-            }
-            None => remove_in(&mut t.orphans, ns, name),
+        if !gone && obj::controller_ref(p).is_none() {
+            let orphan = Orphan {
+                labels: obj::Labels::of(p),
+                deleting: obj::is_deleting(p),
+            };
+            t.orphans
+                .entry(ns.to_string())
+                .or_default()
+                .insert(name.to_string(), orphan);
+        } else {
+            remove_in(&mut t.orphans, ns, name);
         }
         t.inflight.observe(d, is_pod_active);
     }
