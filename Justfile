@@ -85,6 +85,14 @@ bench-jobs *args:
     cargo build --release --example bench_jobs
     target/release/examples/bench_jobs {{args}}
 
+# Benchmark: 300 Services over 300 Deployments x 5, the bench playing kubelet, then a rolling
+# update of every Deployment; time until Endpoints and EndpointSlices list the ready pods, CPU,
+# peak RSS and EndpointSlice writes (KCM_BENCH_CONTROLLERS: another controller set)
+bench-endpoints *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_endpoints
+    target/release/examples/bench_endpoints {{args}}
+
 # Benchmark: 100 Deployments x 5 Ready pods, a PodDisruptionBudget (maxUnavailable 20%) each,
 # the bench playing the workload controllers and kubelet; time until every budget's status is
 # right, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server)

@@ -4,7 +4,8 @@
 //! Service's Endpoints and EndpointSlices list its R ready addresses, then, after a rolling
 //! update of every Deployment, the seconds until they list exactly the R pods of the new
 //! ReplicaSets, with the EndpointSlice writes seen (creates, updates and deletes in the
-//! namespace's slice watch) in each phase, and the controller manager's CPU seconds and peak
+//! namespace's slice watch) in each phase (in the rolling update also those whose slice shows
+//! a terminating endpoint), and the controller manager's CPU seconds and peak
 //! RSS over both. Each controller manager runs
 //! `--controllers=endpoint,endpointslice,deployment,replicaset`; the pods run on `node-1`,
 //! which the bench creates (ready, zone `zone-a`) when it is missing. A benchmark, not a
@@ -61,7 +62,7 @@ fn main() {
         };
         a.done()?;
         let c = Cluster::from_env("bench-ep")?;
-        ensure_node(&c.admin)?;
+        let made_node = ensure_node(&c.admin)?;
         // `KCM_BENCH_CONTROLLERS` replaces the controller set (to see what each costs).
         let controllers = std::env::var("KCM_BENCH_CONTROLLERS")
             .map(|c| format!("--controllers={c}"))
@@ -87,15 +88,22 @@ fn main() {
             "{} Services x {} ready endpoints (Endpoints and EndpointSlices)",
             o.services, o.replicas
         ));
+        // A node left behind would skew the zone shares other users of the cluster see
+        // (topology-aware hints).
+        if made_node {
+            let _ = c
+                .admin
+                .delete(&NODES, None, NODE, &DeleteOptions::default());
+        }
         Ok(())
     })
 }
 
 /// The node the pods run on, ready, with a zone and CPU (the endpointslice controller leaves
-/// out pods of nodes it does not know).
-fn ensure_node(admin: &Client) -> Res<()> {
+/// out pods of nodes it does not know). True when the bench made it.
+fn ensure_node(admin: &Client) -> Res<bool> {
     if admin.get(&NODES, None, NODE).is_ok() {
-        return Ok(());
+        return Ok(false);
     }
     let n = json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": NODE, "labels": {"topology.kubernetes.io/zone": "zone-a"}}});
@@ -106,7 +114,7 @@ fn ensure_node(admin: &Client) -> Res<()> {
         "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now,
             "lastTransitionTime": now, "reason": "KubeletReady", "message": "bench"}]});
     admin.update_subresource(&NODES, &n, "status")?;
-    Ok(())
+    Ok(true)
 }
 
 /// What the watches saw: per Service, the pods its Endpoints list as ready, and per slice
@@ -214,6 +222,9 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     }
     let seen: Arc<Mutex<Seen>> = Arc::default();
     let slice_writes = Arc::new(AtomicUsize::new(0));
+    // Writes whose slice shows a terminating endpoint: a pod deleted by its ReplicaSet seen
+    // before the bench (its kubelet) removed it.
+    let terminating_writes = Arc::new(AtomicUsize::new(0));
     {
         let (a, n, s, sn) = (admin.clone(), ns.clone(), stop.clone(), seen.clone());
         threads.push(std::thread::spawn(move || {
@@ -263,12 +274,13 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
                     .insert(name, ready);
             })
         }));
-        let (a, n, s, sn, w) = (
+        let (a, n, s, sn, w, tw) = (
             admin.clone(),
             ns.clone(),
             stop.clone(),
             seen.clone(),
             slice_writes.clone(),
+            terminating_writes.clone(),
         );
         threads.push(std::thread::spawn(move || {
             watch(&a, ENDPOINTSLICES, &n, &s, |t, o| {
@@ -303,6 +315,12 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
                 // watch may miss some).
                 if t.is_some() {
                     w.fetch_add(1, Ordering::SeqCst);
+                    let terminating = o["endpoints"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|e| e["conditions"]["terminating"] == true));
+                    if terminating && !matches!(t, Some(EventType::Deleted)) {
+                        tw.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
             });
         }));
@@ -331,6 +349,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     println!("created in {:.2} s", t0.elapsed().as_secs_f64());
     let converged = wait_complete(o, &seen, t0, false);
     let writes1 = slice_writes.load(Ordering::SeqCst);
+    let terminating1 = terminating_writes.load(Ordering::SeqCst);
     // The rolling update: a new template for every Deployment.
     seen.lock().unwrap().rolling = true;
     let t1 = Instant::now();
@@ -360,6 +379,8 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     table.num(row, "peak RSS MB", p.peak_rss_mb());
     table.set(row, "slice writes converge", writes1 - writes0);
     table.set(row, "slice writes rollout", writes2 - writes1);
+    let terminating2 = terminating_writes.load(Ordering::SeqCst);
+    table.set(row, "of them terminating", terminating2 - terminating1);
     p.stop();
     stop.store(true, Ordering::SeqCst);
     // Empty the namespace for the next controller manager.

@@ -177,19 +177,30 @@ fn merge_sort_by<T>(v: Vec<T>, less: &impl Fn(&T, &T) -> bool) -> Vec<T> {
 /// The `n` pods to delete first: ranked by upstream's rules, with the rank of a pod the
 /// number of active related pods on its node.
 pub fn pods_to_delete(pods: &[Obj], related: &[Obj], n: usize, now: SystemTime) -> Vec<Obj> {
-    if n >= pods.len() {
-        return pods.to_vec();
-    }
     let mut on_node: HashMap<&str, usize> = HashMap::new();
     for p in related.iter().filter(|p| is_pod_active(p)) {
         let node = p.at("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
         *on_node.entry(node).or_default() += 1;
     }
+    pods_to_delete_by_node(pods, |node| on_node.get(node).copied().unwrap_or(0), n, now)
+}
+
+/// `pods_to_delete` with the related pods already counted: `on_node` tells how many active
+/// related pods run on a node (`""`: unassigned).
+pub fn pods_to_delete_by_node(
+    pods: &[Obj],
+    on_node: impl Fn(&str) -> usize,
+    n: usize,
+    now: SystemTime,
+) -> Vec<Obj> {
+    if n >= pods.len() {
+        return pods.to_vec();
+    }
     let ranked: Vec<Ranked> = pods
         .iter()
         .map(|p| {
             let node = p.at("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
-            Ranked::new(p, on_node.get(node).copied().unwrap_or(0))
+            Ranked::new(p, on_node(node))
         })
         .collect();
     merge_sort_by(ranked, &|a: &Ranked, b: &Ranked| delete_first(a, b, now))

@@ -6,13 +6,12 @@
 //! families).
 
 use crate::cache::{Cache, Delta, DeltaKind};
-use crate::controllers::refmanager::SelectorIndex;
 use crate::obj::{self, At as _, Obj};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A Service's selector as a string map; None for no selector (or an empty one, which the
 /// apiserver never stores: it selects nothing).
@@ -26,6 +25,8 @@ pub fn selector(svc: &Value) -> Option<&Map<String, Value>> {
 /// what upstream's `podEndpointsChanged` compares.
 struct PodInfo {
     labels: obj::Labels,
+    /// `label_pair` of each string-valued label: the pod's entries in `Index::by_label`.
+    pairs: Box<[u64]>,
     deleting: bool,
     /// Readiness and pod IPs.
     state: u64,
@@ -50,11 +51,100 @@ impl PodInfo {
         p.at("/spec/subdomain")
             .and_then(Value::as_str)
             .hash(&mut host);
+        let pairs = obj::labels(p)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some(label_pair(k, v.as_str()?)))
+            .collect();
         PodInfo {
             labels: obj::Labels::of(p),
+            pairs,
             deleting: obj::is_deleting(p),
             state: h.finish(),
             host: host.finish(),
+        }
+    }
+}
+
+/// A label `key=value` as a number: the key of the pods' label index (two pairs sharing one
+/// only make a candidate set larger; the selector is checked in full on each candidate).
+fn label_pair(key: &str, value: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    (key, value).hash(&mut h);
+    h.finish()
+}
+
+/// The Services' selectors, each filed under its first label pair: the Services of a pod are
+/// among those filed under one of the pod's own pairs (a selector takes only pods carrying
+/// all of its pairs), so a pod event reads a few selectors, not every one of the namespace
+/// (matching each pod change against the namespace's 300 selectors was a tenth of the CPU
+/// of a rolling update behind 300 Services).
+#[derive(Default)]
+struct Selectors {
+    /// Service key -> its selector, and the pair it is filed under.
+    by_key: HashMap<String, (obj::Labels, u64)>,
+    /// Namespace -> pair -> keys of the Services filed under it.
+    by_pair: HashMap<String, HashMap<u64, BTreeSet<String>>>,
+}
+
+impl Selectors {
+    fn remove(&mut self, key: &str) {
+        let Some((_, pair)) = self.by_key.remove(key) else {
+            return;
+        };
+        let (ns, _) = obj::split_key(key);
+        let Some(m) = self.by_pair.get_mut(ns) else {
+            return;
+        };
+        if let Some(set) = m.get_mut(&pair) {
+            set.remove(key);
+            if set.is_empty() {
+                m.remove(&pair);
+            }
+        }
+        if m.is_empty() {
+            self.by_pair.remove(ns);
+        }
+    }
+}
+
+/// The pods of every namespace, and which of them carry each label pair.
+#[derive(Default)]
+struct Index {
+    /// Namespace -> pod name -> what is kept of it.
+    pods: HashMap<String, BTreeMap<Arc<str>, PodInfo>>,
+    /// Namespace -> `label_pair` -> the names of the pods carrying it. A sync starts from its
+    /// selector's rarest pair instead of matching every pod of the namespace (that scan was
+    /// a fifth of the CPU of a rolling update of 300 Deployments x 5 behind 300 Services).
+    /// The names are shared with `pods`.
+    by_label: HashMap<String, HashMap<u64, BTreeSet<Arc<str>>>>,
+}
+
+impl Index {
+    fn unlink(&mut self, ns: &str, name: &str, pairs: &[u64]) {
+        let Some(m) = self.by_label.get_mut(ns) else {
+            return;
+        };
+        for pair in pairs {
+            if let Some(set) = m.get_mut(pair) {
+                set.remove(name);
+                if set.is_empty() {
+                    m.remove(pair);
+                }
+            }
+        }
+        if m.is_empty() {
+            self.by_label.remove(ns);
+        }
+    }
+
+    fn link(&mut self, ns: &str, name: &Arc<str>, pairs: &[u64]) {
+        if pairs.is_empty() {
+            return;
+        }
+        let m = self.by_label.entry(ns.to_string()).or_default();
+        for pair in pairs {
+            m.entry(*pair).or_default().insert(name.clone());
         }
     }
 }
@@ -63,20 +153,64 @@ impl PodInfo {
 #[derive(Default)]
 pub struct ServicePods {
     /// Services' selectors (as `matchLabels`), by key.
-    services: SelectorIndex,
-    /// Namespace -> pod name -> what is kept of it.
-    pods: Mutex<HashMap<String, BTreeMap<String, PodInfo>>>,
+    services: Mutex<Selectors>,
+    pods: Mutex<Index>,
 }
 
 impl ServicePods {
-    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<String, PodInfo>>> {
+    fn pods(&self) -> std::sync::MutexGuard<'_, Index> {
         self.pods.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Follow one delta of the Services' watch.
     pub fn observe_service(&self, d: &Delta) {
-        self.services
-            .observe(d, |o| selector(o).map(|m| json!({ "matchLabels": m })));
+        let key = obj::key(d.object());
+        let mut g = self.services.lock().unwrap_or_else(|p| p.into_inner());
+        g.remove(&key);
+        let Some(svc) = d.new.as_deref().filter(|_| d.kind != DeltaKind::Deleted) else {
+            return;
+        };
+        let Some(sel) = selector(svc) else {
+            return;
+        };
+        // A value that is not a string matches no pod (as in `selected`).
+        let Some(first) = sel
+            .iter()
+            .next()
+            .and_then(|(k, v)| Some(label_pair(k, v.as_str()?)))
+        else {
+            return;
+        };
+        if sel.values().all(Value::is_string) {
+            g.by_pair
+                .entry(obj::namespace(svc).to_string())
+                .or_default()
+                .entry(first)
+                .or_default()
+                .insert(key.clone());
+            g.by_key.insert(key, (obj::Labels::from_map(sel), first));
+        }
+    }
+
+    /// Keys of the Services in the pod's namespace whose selector matches it, in key order.
+    fn matching(&self, pod: &Value) -> Vec<String> {
+        let Some(labels) = obj::labels(pod) else {
+            return vec![];
+        };
+        let g = self.services.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(filed) = g.by_pair.get(obj::namespace(pod)) else {
+            return vec![];
+        };
+        let mut out: Vec<String> = labels
+            .iter()
+            .filter_map(|(k, v)| filed.get(&label_pair(k, v.as_str()?)))
+            .flatten()
+            .filter(|key| g.by_key.get(*key).is_some_and(|(sel, _)| sel.all_in(pod)))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Keep the pod index in step; returns what it held before.
@@ -85,16 +219,30 @@ impl ServicePods {
         let (ns, name) = (obj::namespace(p), obj::name(p));
         let mut all = self.pods();
         if d.kind == DeltaKind::Deleted {
-            let set = all.get_mut(ns)?;
+            let set = all.pods.get_mut(ns)?;
             let old = set.remove(name);
             if set.is_empty() {
-                all.remove(ns);
+                all.pods.remove(ns);
+            }
+            if let Some(o) = &old {
+                all.unlink(ns, name, &o.pairs);
             }
             return old;
         }
-        all.entry(ns.to_string())
-            .or_default()
-            .insert(name.to_string(), PodInfo::of(p))
+        let now = PodInfo::of(p);
+        let pairs = now.pairs.clone();
+        let set = all.pods.entry(ns.to_string()).or_default();
+        let key: Arc<str> = set
+            .get_key_value(name)
+            .map_or_else(|| name.into(), |(k, _)| k.clone());
+        let old = set.insert(key.clone(), now);
+        if old.as_ref().is_none_or(|o| o.pairs != pairs) {
+            if let Some(o) = &old {
+                all.unlink(ns, name, &o.pairs);
+            }
+            all.link(ns, &key, &pairs);
+        }
+        old
     }
 
     /// Follow one delta of the pods' watch and return the Services to sync (upstream's
@@ -102,7 +250,7 @@ impl ServicePods {
     pub fn pod_keys(&self, d: &Delta) -> Vec<String> {
         let before = self.note_pod(d);
         let (Some(old), Some(cur), DeltaKind::Updated) = (&d.old, &d.new, d.kind) else {
-            return self.services.matching(d.object());
+            return self.matching(d.object());
         };
         if obj::resource_version(old) == obj::resource_version(cur) {
             return vec![];
@@ -117,9 +265,9 @@ impl ServicePods {
         if !pod_changed && !labels_changed {
             return vec![];
         }
-        let mut keys = self.services.matching(cur);
+        let mut keys = self.matching(cur);
         if labels_changed {
-            let was = self.services.matching(old);
+            let was = self.matching(old);
             if pod_changed {
                 keys.extend(was);
             } else {
@@ -136,19 +284,36 @@ impl ServicePods {
 
     /// The pods of `ns` whose labels the selector's all match, in name order.
     pub fn selected(&self, cache: &Cache, ns: &str, sel: &Map<String, Value>) -> Vec<Obj> {
-        let names: Vec<String> = self
-            .pods()
-            .get(ns)
-            .map(|set| {
-                set.iter()
-                    .filter(|(_, info)| {
+        let names: Vec<String> = {
+            let all = self.pods();
+            let (Some(pods), Some(by_label)) = (all.pods.get(ns), all.by_label.get(ns)) else {
+                return vec![];
+            };
+            // The rarest of the selector's pairs; a pair no pod carries selects nothing.
+            let mut rarest: Option<&BTreeSet<Arc<str>>> = None;
+            for (k, v) in sel {
+                let Some(v) = v.as_str() else {
+                    return vec![];
+                };
+                let Some(set) = by_label.get(&label_pair(k, v)) else {
+                    return vec![];
+                };
+                if rarest.is_none_or(|r| set.len() < r.len()) {
+                    rarest = Some(set);
+                }
+            }
+            rarest
+                .into_iter()
+                .flatten()
+                .filter(|n| {
+                    pods.get(&***n).is_some_and(|info| {
                         sel.iter()
                             .all(|(k, v)| v.as_str().is_some_and(|v| info.labels.get(k) == Some(v)))
                     })
-                    .map(|(n, _)| n.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
+                })
+                .map(|n| n.to_string())
+                .collect()
+        };
         let store = cache.store(crate::api::resources::PODS);
         names.iter().filter_map(|n| store.get_in(ns, n)).collect()
     }
@@ -225,4 +390,122 @@ pub fn find_port(pod: &Value, svc_port: &Value) -> Option<i32> {
 /// Ready as the endpoints see it: a `Ready` condition with status `True`.
 pub fn is_ready(pod: &Value) -> bool {
     crate::controllers::kit::pod::is_pod_ready(pod)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resources::PODS;
+    use crate::controllers::testing::cx_with;
+    use serde_json::json;
+
+    fn service(ns: &str, name: &str, sel: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": ns, "uid": format!("s-{name}"),
+                "resourceVersion": "1"},
+            "spec": {"selector": sel}})
+    }
+
+    fn delta(kind: DeltaKind, o: &Value) -> Delta {
+        let o = std::sync::Arc::new(o.clone());
+        match kind {
+            DeltaKind::Deleted => Delta {
+                kind,
+                old: Some(o),
+                new: None,
+            },
+            _ => Delta {
+                kind,
+                old: None,
+                new: Some(o),
+            },
+        }
+    }
+
+    #[test]
+    fn a_pod_finds_its_services_through_their_filed_pairs() {
+        let idx = ServicePods::default();
+        let svcs = [
+            service("ns", "web", json!({"app": "web"})),
+            service("ns", "fe", json!({"app": "web", "tier": "fe"})),
+            service("ns", "db", json!({"app": "db"})),
+            service("ns", "odd", json!({"app": 7})),
+            service("other", "web", json!({"app": "web"})),
+        ];
+        for s in &svcs {
+            idx.observe_service(&delta(DeltaKind::Added, s));
+        }
+        let p = pod("a", json!({"app": "web", "tier": "fe", "x": "y"}));
+        assert_eq!(idx.matching(&p), ["ns/fe", "ns/web"]);
+        assert_eq!(
+            idx.matching(&pod("b", json!({"tier": "fe"}))),
+            Vec::<String>::new()
+        );
+        assert_eq!(idx.matching(&pod("c", json!({}))), Vec::<String>::new());
+        // A changed selector is filed anew; a deleted Service is gone.
+        let moved = service("ns", "fe", json!({"tier": "fe"}));
+        idx.observe_service(&delta(DeltaKind::Updated, &moved));
+        assert_eq!(idx.matching(&pod("b", json!({"tier": "fe"}))), ["ns/fe"]);
+        idx.observe_service(&delta(DeltaKind::Deleted, &moved));
+        idx.observe_service(&delta(DeltaKind::Deleted, &svcs[0]));
+        assert!(idx.matching(&p).is_empty());
+        let g = idx.services.lock().unwrap();
+        assert_eq!(g.by_key.len(), 2, "db and other/web");
+    }
+
+    fn pod(name: &str, labels: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"),
+                "resourceVersion": "1", "labels": labels},
+            "spec": {}, "status": {}})
+    }
+
+    fn names(v: &[Obj]) -> Vec<&str> {
+        v.iter().map(|p| obj::name(p)).collect()
+    }
+
+    #[test]
+    fn selected_follows_the_label_index() {
+        let pods = [
+            pod("a", json!({"app": "web", "tier": "fe"})),
+            pod("b", json!({"app": "web", "tier": "be"})),
+            pod("c", json!({"app": "db", "tier": "fe"})),
+            pod("d", json!({})),
+        ];
+        let (cache, _) = cx_with(&pods.clone().map(|p| (PODS, p)));
+        let idx = ServicePods::default();
+        let feed = |kind, p: &Value| {
+            let d = Delta {
+                kind,
+                old: None,
+                new: Some(std::sync::Arc::new(p.clone())),
+            };
+            idx.note_pod(&d);
+        };
+        for p in &pods {
+            feed(DeltaKind::Added, p);
+        }
+        let sel = |v: Value| v.as_object().cloned().expect("map");
+        let web = sel(json!({"app": "web"}));
+        assert_eq!(names(&idx.selected(&cache, "ns", &web)), ["a", "b"]);
+        let fe = sel(json!({"app": "web", "tier": "fe"}));
+        assert_eq!(names(&idx.selected(&cache, "ns", &fe)), ["a"]);
+        let none = sel(json!({"app": "web", "tier": "x"}));
+        assert!(idx.selected(&cache, "ns", &none).is_empty());
+        assert!(idx.selected(&cache, "other", &web).is_empty());
+        // Relabelled: out of its old pairs' sets, into the new ones.
+        let moved = pod("b", json!({"app": "db", "tier": "be"}));
+        feed(DeltaKind::Updated, &moved);
+        assert_eq!(names(&idx.selected(&cache, "ns", &web)), ["a"]);
+        assert_eq!(
+            names(&idx.selected(&cache, "ns", &sel(json!({"app": "db"})))),
+            ["b", "c"]
+        );
+        // Deleted: gone from every set; the last pod of a namespace takes its index along.
+        for p in ["a", "b", "c", "d"] {
+            feed(DeltaKind::Deleted, &pod(p, json!({})));
+        }
+        let all = idx.pods();
+        assert!(all.pods.is_empty() && all.by_label.is_empty());
+    }
 }

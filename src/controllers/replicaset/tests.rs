@@ -413,6 +413,74 @@ fn own_creations_gate_the_next_decision_until_the_watch_passes_them() {
     assert_eq!(creates(&out), 1);
 }
 
+/// Upstream's related pods: the active pods any ReplicaSet of the same Deployment selects,
+/// counted per node, found through the placement index the pod watch keeps.
+#[test]
+fn scale_down_ranks_by_the_siblings_pods_on_each_node() {
+    let owned = |name: &str, replicas: i64| {
+        let mut r = rs(name, replicas);
+        r["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+            "kind": "Deployment", "name": "d", "uid": "uid-d", "controller": true}]);
+        r
+    };
+    let old = owned("old", 2);
+    let new = owned("new", 2);
+    let lone = rs("lone", 1);
+    let (cache, client) = cx_with(&[
+        (REPLICASETS, old.clone()),
+        (REPLICASETS, new.clone()),
+        (REPLICASETS, lone.clone()),
+    ]);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let on = |mut p: Value, node: &str| {
+        p["spec"]["nodeName"] = json!(node);
+        ready(p, "2024-06-01T11:00:00Z")
+    };
+    let mine = json!({"app": "old"});
+    let theirs = json!({"app": "new"});
+    let add = |p: Value| feed(&c, &cache, PODS, DeltaKind::Added, p);
+    add(on(pod("a", Some(&old), mine.clone()), "n1"));
+    add(on(pod("b", Some(&old), mine.clone()), "n2"));
+    add(on(pod("c", Some(&old), mine.clone()), "n3"));
+    // Two pods of the sibling on n3: c is the one doubled up.
+    add(on(pod("x", Some(&new), theirs.clone()), "n3"));
+    add(on(pod("y", Some(&new), theirs.clone()), "n3"));
+    // Not counted: pods no sibling selects, and inactive ones.
+    for i in 0..3 {
+        add(on(
+            pod(&format!("l{i}"), Some(&lone), json!({"app": "lone"})),
+            "n1",
+        ));
+        let mut gone = on(pod(&format!("f{i}"), Some(&new), theirs.clone()), "n2");
+        gone["status"]["phase"] = json!("Failed");
+        add(gone);
+    }
+    let out = c
+        .reconcile(&cx(&cache, &client), "ns/old")
+        .expect("reconcile");
+    assert_eq!(deletes(&out), ["c"]);
+    // Once the sibling's pods are gone, the first of the equals goes.
+    for p in ["x", "y"] {
+        let gone = pod(p, Some(&new), theirs.clone());
+        feed(&c, &cache, PODS, DeltaKind::Deleted, gone);
+    }
+    assert!(!c.track().placed["ns"].contains_key("x"));
+    let out = c
+        .reconcile(&cx(&cache, &client), "ns/old")
+        .expect("reconcile");
+    assert_eq!(deletes(&out), ["a"]);
+    // A ReplicationController keeps no placement index (its rank has no related pods).
+    let rc = ReplicaSetController::new(Flavor::ReplicationController, 1);
+    feed(
+        &rc,
+        &cache,
+        PODS,
+        DeltaKind::Added,
+        pod("z", Some(&old), mine),
+    );
+    assert!(rc.track().placed.is_empty());
+}
+
 #[test]
 fn deleted_pods_stay_deleted_despite_late_events() {
     let o = rs("web", 1);
