@@ -88,6 +88,7 @@ pub struct Correlator {
     seen: HashMap<String, Seen>,
     order: VecDeque<String>,
     spam: HashMap<String, (f64, Instant)>,
+    spam_order: VecDeque<String>,
     similar: HashMap<String, Similar>,
     similar_order: VecDeque<String>,
     /// The key of the last Patch decided (for `recreate`).
@@ -119,6 +120,16 @@ fn timestamp(t: SystemTime) -> String {
 
 impl Correlator {
     fn spam_ok(&mut self, key: String, now: Instant) -> bool {
+        // At most `MAX_REMEMBERED` objects' buckets (client-go's LRU of the same size): an
+        // object forgotten starts again with a full bucket, as one never seen.
+        if !self.spam.contains_key(&key) {
+            self.spam_order.push_back(key.clone());
+            while self.spam_order.len() > MAX_REMEMBERED {
+                if let Some(old) = self.spam_order.pop_front() {
+                    self.spam.remove(&old);
+                }
+            }
+        }
         let (tokens, last) = self.spam.entry(key).or_insert((SPAM_BURST, now));
         let refill = now.saturating_duration_since(*last).as_secs_f64() * SPAM_REFILL_PER_SEC;
         *tokens = (*tokens + refill).min(SPAM_BURST);
@@ -639,6 +650,21 @@ mod tests {
             ),
             Send::Create(_)
         ));
+    }
+
+    #[test]
+    fn spam_filter_remembers_a_bounded_number_of_objects() {
+        let mut c = Correlator::default();
+        let now = Instant::now();
+        for i in 0..MAX_REMEMBERED + 100 {
+            assert!(c.spam_ok(format!("object-{i}"), now));
+        }
+        assert_eq!(c.spam.len(), MAX_REMEMBERED);
+        assert_eq!(c.spam_order.len(), MAX_REMEMBERED);
+        assert!(!c.spam.contains_key("object-0"));
+        assert!(c
+            .spam
+            .contains_key(&format!("object-{}", MAX_REMEMBERED + 99)));
     }
 
     #[test]
