@@ -50,6 +50,7 @@ fn list_doc<'a, T: serde::Deserialize<'a>>(path: &str, bytes: &'a [u8]) -> Resul
         continue_token: doc.metadata.continue_token.and_then(nonempty),
     })
 }
+
 const METADATA_ACCEPT: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 
