@@ -78,21 +78,24 @@ struct Seen {
 
 /// Distinct messages seen lately for one (source, object, type, reason).
 struct Similar {
-    messages: std::collections::HashSet<String>,
+    /// Hashes of the messages (`key_hash`).
+    messages: std::collections::HashSet<u64>,
     last: Instant,
 }
 
 /// Correlation state (pure; the sender thread owns it).
 #[derive(Default)]
 pub struct Correlator {
-    seen: HashMap<String, Seen>,
-    order: VecDeque<String>,
-    spam: HashMap<String, (f64, Instant)>,
-    spam_order: VecDeque<String>,
-    similar: HashMap<String, Similar>,
-    similar_order: VecDeque<String>,
+    // Keys are kept as 64-bit hashes of their text (`key_hash`): 4096 remembered events of
+    // each kind held their keys (component, object, reason, message) twice as strings.
+    seen: HashMap<u64, Seen>,
+    order: VecDeque<u64>,
+    spam: HashMap<u64, (f64, Instant)>,
+    spam_order: VecDeque<u64>,
+    similar: HashMap<u64, Similar>,
+    similar_order: VecDeque<u64>,
     /// The key of the last Patch decided (for `recreate`).
-    last_patched: Option<String>,
+    last_patched: Option<u64>,
 }
 
 /// From this many distinct messages of one (source, object, type, reason) within
@@ -114,16 +117,25 @@ pub enum Send {
     Drop,
 }
 
+/// A correlation key's 64-bit hash (SipHash with fixed keys: the same in every run).
+fn key_hash(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
 fn timestamp(t: SystemTime) -> String {
     crate::timefmt::rfc3339(t)
 }
 
 impl Correlator {
-    fn spam_ok(&mut self, key: String, now: Instant) -> bool {
+    fn spam_ok(&mut self, key: &str, now: Instant) -> bool {
+        let key = key_hash(key);
         // At most `MAX_REMEMBERED` objects' buckets (client-go's LRU of the same size): an
         // object forgotten starts again with a full bucket, as one never seen.
         if !self.spam.contains_key(&key) {
-            self.spam_order.push_back(key.clone());
+            self.spam_order.push_back(key);
             while self.spam_order.len() > MAX_REMEMBERED {
                 if let Some(old) = self.spam_order.pop_front() {
                     self.spam.remove(&old);
@@ -145,33 +157,32 @@ impl Correlator {
     /// client-go's EventAggregator: true when this event is to be combined with the
     /// similar ones before it (the 10th distinct message within 10 minutes and later).
     fn combine(&mut self, similar_key: &str, message: &str, now: Instant) -> bool {
-        let rec = match self.similar.get_mut(similar_key) {
+        let similar_key = key_hash(similar_key);
+        let rec = match self.similar.get_mut(&similar_key) {
             Some(r) => r,
             None => {
-                self.similar_order.push_back(similar_key.to_string());
+                self.similar_order.push_back(similar_key);
                 while self.similar_order.len() > MAX_REMEMBERED {
                     if let Some(old) = self.similar_order.pop_front() {
                         self.similar.remove(&old);
                     }
                 }
-                self.similar
-                    .entry(similar_key.to_string())
-                    .or_insert(Similar {
-                        messages: Default::default(),
-                        last: now,
-                    })
+                self.similar.entry(similar_key).or_insert(Similar {
+                    messages: Default::default(),
+                    last: now,
+                })
             }
         };
         if now.saturating_duration_since(rec.last) > SIMILAR_WINDOW {
             rec.messages.clear();
         }
-        rec.messages.insert(message.to_string());
+        rec.messages.insert(key_hash(message));
         rec.last = now;
         if rec.messages.len() < SIMILAR_MAX {
             return false;
         }
         // Keep the set at its bound, as client-go does.
-        if let Some(any) = rec.messages.iter().next().cloned() {
+        if let Some(any) = rec.messages.iter().next().copied() {
             rec.messages.remove(&any);
         }
         true
@@ -189,7 +200,7 @@ impl Correlator {
             "{component}\x00{}\x00{}\x00{}\x00{}\x00{}",
             inv.kind, inv.namespace, inv.name, inv.uid, inv.api_version
         );
-        if !self.spam_ok(obj_key.clone(), now) {
+        if !self.spam_ok(&obj_key, now) {
             return Send::Drop;
         }
         let etype = match spec.event_type {
@@ -209,6 +220,7 @@ impl Correlator {
             )
         };
         let ts = timestamp(at);
+        let key = key_hash(&key);
         if let Some(s) = self.seen.get_mut(&key) {
             s.count += 1;
             s.message = message.clone();
@@ -233,7 +245,7 @@ impl Correlator {
             component, spec, etype, &name, &namespace, &message, &ts, &ts, 1,
         );
         self.seen.insert(
-            key.clone(),
+            key,
             Seen {
                 name,
                 namespace,
@@ -259,7 +271,7 @@ impl Correlator {
             EventType::Warning => "Warning",
         };
         let ts = timestamp(at);
-        match self.last_patched.as_ref().and_then(|k| self.seen.get(k)) {
+        match self.last_patched.and_then(|k| self.seen.get(&k)) {
             Some(s) => event_json(
                 component,
                 spec,
@@ -657,14 +669,14 @@ mod tests {
         let mut c = Correlator::default();
         let now = Instant::now();
         for i in 0..MAX_REMEMBERED + 100 {
-            assert!(c.spam_ok(format!("object-{i}"), now));
+            assert!(c.spam_ok(&format!("object-{i}"), now));
         }
         assert_eq!(c.spam.len(), MAX_REMEMBERED);
         assert_eq!(c.spam_order.len(), MAX_REMEMBERED);
-        assert!(!c.spam.contains_key("object-0"));
+        assert!(!c.spam.contains_key(&key_hash("object-0")));
         assert!(c
             .spam
-            .contains_key(&format!("object-{}", MAX_REMEMBERED + 99)));
+            .contains_key(&key_hash(&format!("object-{}", MAX_REMEMBERED + 99))));
     }
 
     #[test]
