@@ -117,6 +117,17 @@ pub enum Send {
     Drop,
 }
 
+/// Record `key` as newly remembered in `order` (oldest first), forgetting the oldest keys of
+/// `map` beyond `MAX_REMEMBERED` (client-go's LRUs of that size).
+fn remember<V>(map: &mut HashMap<u64, V>, order: &mut VecDeque<u64>, key: u64) {
+    order.push_back(key);
+    while order.len() > MAX_REMEMBERED {
+        if let Some(old) = order.pop_front() {
+            map.remove(&old);
+        }
+    }
+}
+
 /// A correlation key's 64-bit hash (SipHash with fixed keys: the same in every run).
 fn key_hash(text: &str) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -135,12 +146,7 @@ impl Correlator {
         // At most `MAX_REMEMBERED` objects' buckets (client-go's LRU of the same size): an
         // object forgotten starts again with a full bucket, as one never seen.
         if !self.spam.contains_key(&key) {
-            self.spam_order.push_back(key);
-            while self.spam_order.len() > MAX_REMEMBERED {
-                if let Some(old) = self.spam_order.pop_front() {
-                    self.spam.remove(&old);
-                }
-            }
+            remember(&mut self.spam, &mut self.spam_order, key);
         }
         let (tokens, last) = self.spam.entry(key).or_insert((SPAM_BURST, now));
         let refill = now.saturating_duration_since(*last).as_secs_f64() * SPAM_REFILL_PER_SEC;
@@ -161,12 +167,7 @@ impl Correlator {
         let rec = match self.similar.get_mut(&similar_key) {
             Some(r) => r,
             None => {
-                self.similar_order.push_back(similar_key);
-                while self.similar_order.len() > MAX_REMEMBERED {
-                    if let Some(old) = self.similar_order.pop_front() {
-                        self.similar.remove(&old);
-                    }
-                }
+                remember(&mut self.similar, &mut self.similar_order, similar_key);
                 self.similar.entry(similar_key).or_insert(Similar {
                     messages: Default::default(),
                     last: now,
@@ -254,12 +255,7 @@ impl Correlator {
                 message,
             },
         );
-        self.order.push_back(key);
-        while self.order.len() > MAX_REMEMBERED {
-            if let Some(old) = self.order.pop_front() {
-                self.seen.remove(&old);
-            }
-        }
+        remember(&mut self.seen, &mut self.order, key);
         Send::Create(event)
     }
 
