@@ -499,6 +499,40 @@ fn scenario_orphan_released(t: &Target) {
         .expect("release");
 }
 
+/// Pods holding the tracking finalizer without a Job before the controller manager starts
+/// (they come in its first list, their keys delayed by the pod batch period): all released.
+fn scenario_orphans_released_at_start(t: &Target) {
+    let ns = new_ns(t, "job-ors");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    // Between the two in the list, pods without it: the second one's key is queued a
+    // little later than the first's, as in a cluster with many pods.
+    let names = ["a-stray", "z-stray"];
+    let pod = |name: &str, finalizers: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "finalizers": finalizers},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}})
+    };
+    admin
+        .create(&PODS, Some(n), &pod(names[0], json!([FINALIZER])))
+        .expect("pod");
+    let plain: Vec<String> = (0..300).map(|i| format!("m-{i:03}")).collect();
+    for name in &plain {
+        admin
+            .create(&PODS, Some(n), &pod(name, json!([])))
+            .expect("pod");
+    }
+    admin
+        .create(&PODS, Some(n), &pod(names[1], json!([FINALIZER])))
+        .expect("pod");
+    let _kcm = start_with(t, "job-ors", CONTROLLERS);
+    for name in names {
+        eventually(LIMIT, &format!("{name} released"), || {
+            let p = admin.get(&PODS, Some(n), name).expect("pod");
+            (!has_finalizer(&p)).then_some(())
+        });
+    }
+}
+
 /// A Job with a manual selector adopts a matching orphan pod (controller reference and the
 /// tracking finalizer added), counts it instead of creating one, and releases a pod whose
 /// labels stop matching (reference and finalizer removed), as upstream's ClaimPods does.
@@ -648,5 +682,6 @@ scenarios! {
     active_deadline => scenario_active_deadline,
     restart_between_writes => scenario_restart_between_writes,
     orphan_released => scenario_orphan_released,
+    orphans_released_at_start => scenario_orphans_released_at_start,
     orphans_adopted_and_released => scenario_orphans_adopted_and_released,
 }

@@ -79,6 +79,8 @@ struct State<K> {
     idle: usize,
     /// A key was queued under this lock: call `on_ready` once it is released.
     kick: bool,
+    /// The latest time of the keys delayed before `on_ready` was set (no timer of their own).
+    unarmed_until: Option<Instant>,
     metrics: Metrics<K>,
 }
 
@@ -128,6 +130,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 drain: false,
                 idle: 0,
                 kick: false,
+                unarmed_until: None,
                 metrics: Metrics {
                     adds: 0,
                     retries: 0,
@@ -164,12 +167,34 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             return;
         }
         let mut st = lock(&self.state);
-        let next = st.waiting.peek().map(|w| w.ready_at);
-        if let Some(t) = next {
-            self.poke_at(t);
+        // Keys delayed before now (e.g. from a cache's first list) have no timer of their
+        // own: one chain of timers brings them in, each at its time.
+        st.unarmed_until = st.waiting.iter().map(|w| w.ready_at).max();
+        if let Some(t) = st.waiting.peek().map(|w| w.ready_at) {
+            self.poke_unarmed_at(t);
         }
         st.kick = !st.queue.is_empty();
         self.release(st);
+    }
+
+    /// Bring in the due keys of those delayed before `on_ready` was set, then wait for the
+    /// next of them (see `set_on_ready`).
+    fn poke_unarmed_at(&self, t: Instant) {
+        let me = self.me.clone();
+        crate::timer::at(t, move || {
+            let Some(q) = me.upgrade() else { return };
+            let now = (q.clock)();
+            let mut st = lock(&q.state);
+            q.promote(&mut st, now);
+            let next = st.waiting.peek().map(|w| w.ready_at);
+            match (next, st.unarmed_until) {
+                (Some(next), Some(until)) if next <= until && !st.shutting_down => {
+                    q.poke_unarmed_at(next);
+                }
+                _ => st.unarmed_until = None,
+            }
+            q.release(st);
+        });
     }
 
     /// Release the lock, then tell `on_ready` if a key was queued under it.

@@ -440,3 +440,31 @@ fn stats_unfinished_work_with_fake_clock() {
     assert!((st.work_duration.sum - 4.0).abs() < 1e-9);
     assert!((st.unfinished_work_seconds - 1.0).abs() < 1e-9);
 }
+
+/// Keys delayed before the workers were attached (a cache's first list with a batch period)
+/// each come in at their time, not only the earliest: the later ones used to wait for an
+/// unrelated add, forever on an idle cluster.
+#[test]
+fn keys_delayed_before_on_ready_all_come_in() {
+    let q: Arc<WorkQueue<String>> = WorkQueue::new("");
+    q.add_after(s("a"), 20 * MS);
+    q.add_after(s("b"), 40 * MS);
+    q.add_after(s("c"), 60 * MS);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Mutex::new(tx);
+    let weak = Arc::downgrade(&q);
+    q.set_on_ready(move || {
+        let Some(q) = weak.upgrade() else { return };
+        while let Some(k) = q.try_get() {
+            q.done(&k);
+            let _ = tx.lock().unwrap().send(k);
+        }
+    });
+    let got: Vec<String> = (0..3)
+        .map(|_| {
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("every key comes in")
+        })
+        .collect();
+    assert_eq!(got, vec![s("a"), s("b"), s("c")]);
+}
