@@ -64,6 +64,18 @@ impl Error {
     pub fn is_gone(&self) -> bool {
         self.code() == Some(410) || matches!(self.reason(), "Expired" | "Gone")
     }
+    /// The server's cache has not reached the resourceVersion asked for (504 Timeout "Too
+    /// large resource version", as after an apiserver restart): client-go's
+    /// `isTooLargeResourceVersionError`, read from the message as it does for servers that
+    /// send no cause.
+    pub fn is_resource_version_too_large(&self) -> bool {
+        match self {
+            Error::Api { code, message, .. } => {
+                *code == 504 && message.contains("Too large resource version")
+            }
+            _ => false,
+        }
+    }
     pub fn is_unauthorized(&self) -> bool {
         self.code() == Some(401)
     }

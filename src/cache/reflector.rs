@@ -97,6 +97,15 @@ fn retry_wait(e: &Error, refused: &mut Backoff, unreachable: &mut Backoff) -> (D
     (wait, b.at_cap())
 }
 
+/// After a failed list: the list to make at once instead of backing off, when the
+/// resourceVersion it asked for is gone (410) or not reached yet by the server's cache (as
+/// right after an apiserver restart): a consistent list (`resourceVersion=""`), client-go's
+/// `isLastSyncResourceVersionUnavailable`. A consistent list that fails backs off as any.
+fn consistent_relist(e: &Error, rv: Option<&str>) -> Option<(Option<String>, bool)> {
+    let unavailable = e.is_gone() || e.is_resource_version_too_large();
+    (unavailable && rv != Some("")).then(|| (Some(String::new()), true))
+}
+
 /// The log of one cache's failures, without repeating itself: a line for each backoff step
 /// while the delay grows or the error changes, then (same error, delay at its cap) one line a
 /// minute that counts what it did not show. Each line gives the real wait before the next
@@ -483,15 +492,15 @@ impl Informer {
                     if self.stopped() {
                         break;
                     }
+                    if let Some(fresh) = consistent_relist(&e, rv.as_deref()) {
+                        // As client-go: at once, a fresh consistent list.
+                        log::info!("cache {}: {e}; listing afresh", self.kind);
+                        next_list = Some(fresh);
+                        continue;
+                    }
                     let (wait, at_cap) = retry_wait(&e, &mut backoff, &mut unreachable);
                     failures.failed(&self.kind, "list", &e, wait, started.elapsed(), at_cap);
-                    // After a 410 the next list must be a fresh consistent one.
-                    let again = if e.is_gone() {
-                        (Some(String::new()), true)
-                    } else {
-                        (rv, paginate)
-                    };
-                    next_list = Some(again);
+                    next_list = Some((rv, paginate));
                     async_io::Timer::after(wait).await;
                     continue;
                 }
@@ -642,6 +651,27 @@ mod tests {
             false,
         );
         assert!(slow.is_some_and(|l| l.contains("(after 3.0s); retrying in 1.0s")));
+    }
+
+    #[test]
+    fn an_unavailable_resource_version_lists_afresh_at_once() {
+        let too_large = Error::api(
+            504,
+            "Timeout",
+            "Too large resource version: 1200, current: 1100",
+        );
+        let gone = Error::api(410, "Expired", "too old resource version: 1 (5)");
+        let fresh = Some((Some(String::new()), true));
+        assert_eq!(consistent_relist(&too_large, Some("1200")), fresh);
+        assert_eq!(consistent_relist(&gone, Some("0")), fresh);
+        // A consistent list that fails backs off; so does any other failure.
+        assert_eq!(consistent_relist(&too_large, Some("")), None);
+        let timeout = Error::api(504, "Timeout", "the server was unable to return a response");
+        assert_eq!(consistent_relist(&timeout, Some("1200")), None);
+        assert_eq!(
+            consistent_relist(&Error::Transport("reset".into()), Some("7")),
+            None
+        );
     }
 
     #[test]
