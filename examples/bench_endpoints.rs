@@ -1,12 +1,12 @@
 //! The endpoints workload, timed: N Services over N Deployments x R replicas in a fresh
 //! namespace, the bench playing kubelet (each new pod gets an IP and `Ready` through
-//! `pods/status`; a pod being deleted is deleted at once). Prints the seconds until every
+//! `pods/status`; a pod being deleted is deleted, at once or as `--kubelet-stop` says). Prints the seconds until every
 //! Service's Endpoints and EndpointSlices list its R ready addresses, then, after a rolling
 //! update of every Deployment, the seconds until they list exactly the R pods of the new
 //! ReplicaSets, with the EndpointSlice writes seen (creates, updates and deletes in the
 //! namespace's slice watch) in each phase (in the rolling update also those whose slice shows
-//! a terminating endpoint), and the controller manager's CPU seconds and peak
-//! RSS over both. Each controller manager runs
+//! a terminating endpoint) and the Endpoints writes seen, and the controller manager's CPU
+//! seconds and peak RSS over both. Each controller manager runs
 //! `--controllers=endpoint,endpointslice,deployment,replicaset`; the pods run on `node-1`,
 //! which the bench creates (ready, zone `zone-a`) when it is missing. A benchmark, not a
 //! test: it never fails on a number.
