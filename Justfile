@@ -87,7 +87,8 @@ bench-jobs *args:
 
 # Benchmark: 300 Services over 300 Deployments x 5, the bench playing kubelet, then a rolling
 # update of every Deployment; time until Endpoints and EndpointSlices list the ready pods, CPU,
-# peak RSS and EndpointSlice writes (KCM_BENCH_CONTROLLERS: another controller set)
+# peak RSS and EndpointSlice and Endpoints writes (KCM_BENCH_CONTROLLERS: another controller set;
+# --kubelet-stop=1: pods not ready a second before the kubelet removes them, as a real kubelet)
 bench-endpoints *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_endpoints

@@ -1,12 +1,12 @@
 //! The endpoints workload, timed: N Services over N Deployments x R replicas in a fresh
 //! namespace, the bench playing kubelet (each new pod gets an IP and `Ready` through
-//! `pods/status`; a pod being deleted is deleted at once). Prints the seconds until every
+//! `pods/status`; a pod being deleted is deleted, at once or as `--kubelet-stop` says). Prints the seconds until every
 //! Service's Endpoints and EndpointSlices list its R ready addresses, then, after a rolling
 //! update of every Deployment, the seconds until they list exactly the R pods of the new
 //! ReplicaSets, with the EndpointSlice writes seen (creates, updates and deletes in the
 //! namespace's slice watch) in each phase (in the rolling update also those whose slice shows
-//! a terminating endpoint), and the controller manager's CPU seconds and peak
-//! RSS over both. Each controller manager runs
+//! a terminating endpoint) and the Endpoints writes seen, and the controller manager's CPU
+//! seconds and peak RSS over both. Each controller manager runs
 //! `--controllers=endpoint,endpointslice,deployment,replicaset`; the pods run on `node-1`,
 //! which the bench creates (ready, zone `zone-a`) when it is missing. A benchmark, not a
 //! test: it never fails on a number.
@@ -17,7 +17,11 @@
 //!       cargo run --release --example bench_endpoints
 //!
 //! Environment as every bench (`examples/benchkit/mod.rs`). Flags:
-//! `--services=N` (300), `--replicas=R` (5), `--timeout=SECONDS` (300). edgekcm runs with
+//! `--services=N` (300), `--replicas=R` (5), `--timeout=SECONDS` (300),
+//! `--kubelet-stop=SECONDS` (0): how the bench's kubelet ends a pod being deleted. 0 deletes it
+//! at once (grace 0), milliseconds after its controller's delete; a positive value plays a
+//! real kubelet: it first writes the pod's status as when its containers stopped (`Ready` and
+//! `ContainersReady` False), then deletes it with grace 0 that many seconds later. edgekcm runs with
 //! `--kube-api-qps=5000 --kube-api-burst=10000`, as in `examples/bench.rs`: give upstream the same. The namespace is not
 //! deleted (no namespace controller runs): its objects are deleted by the bench after each
 //! controller manager, with that controller manager stopped.
@@ -46,6 +50,8 @@ struct Opts {
     replicas: usize,
     timeout: Duration,
     skip_edgekcm: bool,
+    /// Seconds between a pod's stopped status and its removal (0: removed at once).
+    kubelet_stop: Duration,
     /// endpointslice is among the controllers: its slices are waited for too.
     slices: bool,
 }
@@ -58,6 +64,7 @@ fn main() {
             replicas: a.count("--replicas", 5)?,
             timeout: a.secs("--timeout", 300)?,
             skip_edgekcm: a.flag("--skip-edgekcm")?,
+            kubelet_stop: a.secs("--kubelet-stop", 0)?,
             slices: true,
         };
         a.done()?;
@@ -77,8 +84,12 @@ fn main() {
         ]
         .map(String::from);
         println!(
-            "workload: {} Services over {} Deployments x {} replicas, then a rolling update",
-            o.services, o.services, o.replicas
+            "workload: {} Services over {} Deployments x {} replicas, then a rolling update; \
+             kubelet stop {} s",
+            o.services,
+            o.services,
+            o.replicas,
+            o.kubelet_stop.as_secs()
         );
         let mut table = Table::default();
         for m in c.managers(&extra, o.skip_edgekcm)? {
@@ -157,6 +168,17 @@ impl Seen {
     }
 }
 
+/// What the bench's kubelet does with a pod.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Act {
+    /// Run it: an IP and `Ready`.
+    Start,
+    /// Its containers stopped (`--kubelet-stop`): not ready, removed later.
+    Stop,
+    /// Remove it (grace 0).
+    Delete,
+}
+
 fn pod_names(list: Option<&Vec<Value>>, path: &str) -> Vec<String> {
     list.map(|a| {
         a.iter()
@@ -172,19 +194,65 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     let ns = c.namespace("bench-ep")?;
     let mut p = Proc::start(m, &c.work)?;
 
-    // Kubelet: every new pod runs and is ready with the next IP; a pod being deleted goes.
+    // Kubelet: every new pod runs and is ready with the next IP; a pod being deleted goes, at
+    // once or after its containers stopped (`--kubelet-stop`).
     let stop = Arc::new(AtomicBool::new(false));
     let next_ip = Arc::new(AtomicUsize::new(1));
-    let (tx, rx) = mpsc::channel::<(String, bool)>();
+    let (tx, rx) = mpsc::channel::<(String, Act)>();
     let rx = Arc::new(Mutex::new(rx));
+    // Pods whose containers stopped, removed in this order once their time has come (one
+    // delay for all, so the order of their deadlines is the order they came in).
+    let (later_tx, later_rx) = mpsc::channel::<(Instant, String)>();
     let mut threads = Vec::new();
+    {
+        let (tx, stop) = (tx.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            while let Ok((at, pod)) = later_rx.recv() {
+                while Instant::now() < at {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep((at - Instant::now()).min(Duration::from_millis(200)));
+                }
+                let _ = tx.send((pod, Act::Delete));
+            }
+        }));
+    }
     for _ in 0..8 {
         let (admin, ns, rx, next_ip) = (admin.clone(), ns.clone(), rx.clone(), next_ip.clone());
+        let (later, delay) = (later_tx.clone(), o.kubelet_stop);
         threads.push(std::thread::spawn(move || loop {
-            let Ok((pod, delete)) = rx.lock().unwrap_or_else(|p| p.into_inner()).recv() else {
+            let Ok((pod, act)) = rx.lock().unwrap_or_else(|p| p.into_inner()).recv() else {
                 return;
             };
-            if delete {
+            if act == Act::Stop {
+                // The containers stopped: the status a kubelet writes then.
+                let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+                let not_ready = |t: &str| {
+                    json!({"type": t, "status": "False", "lastTransitionTime": now,
+                        "reason": "ContainersNotReady",
+                        "message": "containers with unready status: [c]"})
+                };
+                let patch = json!({"status": {"conditions":
+                    [not_ready("Ready"), not_ready("ContainersReady")]}});
+                for _ in 0..20 {
+                    match admin.patch(
+                        &PODS,
+                        Some(&ns),
+                        &pod,
+                        PatchType::Merge,
+                        &patch,
+                        Some("status"),
+                    ) {
+                        Ok(_) => break,
+                        Err(e) if e.is_not_found() => break,
+                        Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                    }
+                }
+                let _ = later.send((Instant::now() + delay, pod));
+                continue;
+            }
+            if act == Act::Delete {
                 let now = DeleteOptions {
                     grace_period_seconds: Some(0),
                     ..DeleteOptions::default()
@@ -225,8 +293,10 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     // Writes whose slice shows a terminating endpoint: a pod deleted by its ReplicaSet seen
     // before the bench (its kubelet) removed it.
     let terminating_writes = Arc::new(AtomicUsize::new(0));
+    let endpoints_writes = Arc::new(AtomicUsize::new(0));
     {
         let (a, n, s, sn) = (admin.clone(), ns.clone(), stop.clone(), seen.clone());
+        let stop_first = !o.kubelet_stop.is_zero();
         threads.push(std::thread::spawn(move || {
             // Pods asked to run or to go: once each (a re-list brings them all again).
             let mut started: HashSet<String> = HashSet::new();
@@ -241,7 +311,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
                 }
                 if o["metadata"]["deletionTimestamp"].is_string() {
                     if deleted.insert(name.clone()) {
-                        let _ = tx.send((name, true));
+                        let _ = tx.send((name, if stop_first { Act::Stop } else { Act::Delete }));
                     }
                 } else if started.insert(name.clone()) {
                     let mut seen = sn.lock().unwrap_or_else(|p| p.into_inner());
@@ -249,15 +319,24 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
                         seen.new_pods.insert(name.clone());
                     }
                     drop(seen);
-                    let _ = tx.send((name, false));
+                    let _ = tx.send((name, Act::Start));
                 }
             })
         }));
-        let (a, n, s, sn) = (admin.clone(), ns.clone(), stop.clone(), seen.clone());
+        let (a, n, s, sn, w) = (
+            admin.clone(),
+            ns.clone(),
+            stop.clone(),
+            seen.clone(),
+            endpoints_writes.clone(),
+        );
         threads.push(std::thread::spawn(move || {
-            watch(&a, ENDPOINTS, &n, &s, |_, o| {
+            watch(&a, ENDPOINTS, &n, &s, |t, o| {
                 if o.is_null() {
                     return;
+                }
+                if t.is_some() {
+                    w.fetch_add(1, Ordering::SeqCst);
                 }
                 let ready: Vec<String> = o["subsets"]
                     .as_array()
@@ -339,6 +418,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     p.reset_peak_rss();
     let cpu0 = p.cpu_seconds();
     let writes0 = slice_writes.load(Ordering::SeqCst);
+    let ep_writes0 = endpoints_writes.load(Ordering::SeqCst);
     let t0 = Instant::now();
     parallel(o.services, 8, |i| {
         if let Err(e) = create_app(admin, &ns, &format!("web-{i}"), o.replicas) {
@@ -350,6 +430,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     let converged = wait_complete(o, &seen, t0, false);
     let writes1 = slice_writes.load(Ordering::SeqCst);
     let terminating1 = terminating_writes.load(Ordering::SeqCst);
+    let ep_writes1 = endpoints_writes.load(Ordering::SeqCst);
     // The rolling update: a new template for every Deployment.
     seen.lock().unwrap().rolling = true;
     let t1 = Instant::now();
@@ -381,6 +462,9 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     table.set(row, "slice writes rollout", writes2 - writes1);
     let terminating2 = terminating_writes.load(Ordering::SeqCst);
     table.set(row, "of them terminating", terminating2 - terminating1);
+    let ep_writes2 = endpoints_writes.load(Ordering::SeqCst);
+    table.set(row, "Endpoints writes converge", ep_writes1 - ep_writes0);
+    table.set(row, "Endpoints writes rollout", ep_writes2 - ep_writes1);
     p.stop();
     stop.store(true, Ordering::SeqCst);
     // Empty the namespace for the next controller manager.

@@ -243,8 +243,17 @@ impl Controller for EndpointSliceController {
             });
         }
         let trigger = self.triggers.compute(key, &svc, &pods).map(trigger::format);
+        // Each get decodes the stored node: once per node and sync, not once per pod.
         let nodes = cx.cache.store(NODES);
-        let node = |name: &str| nodes.get(name);
+        let seen_nodes: std::cell::RefCell<HashMap<String, Option<obj::Obj>>> = Default::default();
+        let node = |name: &str| {
+            if let Some(n) = seen_nodes.borrow().get(name) {
+                return n.clone();
+            }
+            let n = nodes.get(name);
+            seen_nodes.borrow_mut().insert(name.to_string(), n.clone());
+            n
+        };
         let input = reconciler::Input {
             svc: &svc,
             pods: &pods,
