@@ -34,6 +34,8 @@
 
 mod claim;
 mod index;
+#[cfg(test)]
+mod index_tests;
 pub mod metrics;
 #[cfg(test)]
 mod tests;
