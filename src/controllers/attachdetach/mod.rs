@@ -80,6 +80,9 @@ pub const POD_WATCH: Watch = Watch::fields(
         "/spec/volumes/*/name",
         "/spec/volumes/*/persistentVolumeClaim",
         "/spec/volumes/*/ephemeral",
+        "/spec/volumes/*/csi/driver",
+        "/spec/volumes/*/fc",
+        "/spec/volumes/*/iscsi",
         "/status/phase",
         "/status/initContainerStatuses/*/state",
         "/status/containerStatuses/*/state",
@@ -92,7 +95,13 @@ pub const PVC_WATCH: Watch = Watch::fields(
 );
 pub const PV_WATCH: Watch = Watch::fields(
     PERSISTENTVOLUMES,
-    &["/spec/csi", "/spec/accessModes", "/spec/claimRef"],
+    &[
+        "/spec/csi",
+        "/spec/fc",
+        "/spec/iscsi",
+        "/spec/accessModes",
+        "/spec/claimRef",
+    ],
 );
 pub const VA_WATCH: Watch = Watch::full(VOLUMEATTACHMENTS);
 pub const DRIVER_WATCH: Watch = Watch::fields(CSIDRIVERS, &["/spec/attachRequired"]);
@@ -685,6 +694,7 @@ impl Controller for AttachDetach {
     }
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
+        self.stats.attach_cache(cache);
         let o = d.object();
         match w.kind {
             k if k == NODES => {
@@ -745,6 +755,7 @@ impl Controller for AttachDetach {
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        self.stats.attach_cache(cx.cache);
         match cx.cache.store_for(&NODE_WATCH).get(key) {
             Some(node) => Ok(self.sync_node(cx, &node)),
             None => Ok(self.gone_node(cx, key)),
