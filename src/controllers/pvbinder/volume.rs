@@ -168,6 +168,18 @@ impl PvBinder {
     /// Delete reclaim: an externally provisioned volume is its provisioner's to delete;
     /// anything else has no deleter here.
     fn delete(&self, cx: &Cx, pv: &Value) -> Result<Outcome> {
+        // Upstream's `getProvisionerNameFromVolume`: an external provisioner's volume is
+        // counted under its class's provisioner, one without a deleter under `N/A`.
+        let external = obj::annotation(pv, kv::ANN_DYNAMICALLY_PROVISIONED)
+            .is_some_and(|p| !p.is_empty() && !p.starts_with("kubernetes.io/"));
+        let plugin = match external {
+            true => Self::class(cx, kv::volume_class(pv))
+                .and_then(|c| c["provisioner"].as_str().map(str::to_string))
+                .unwrap_or_default(),
+            false => String::new(),
+        };
+        self.stats
+            .op_started(obj::name(pv), &plugin, super::metrics::DELETE);
         let Some(fresh) = self.fresh_released(cx, pv)? else {
             return Ok(Outcome::none());
         };
@@ -185,6 +197,7 @@ impl PvBinder {
                 obj::name(pv)
             ),
         };
+        self.stats.op_failed(obj::name(pv));
         Ok(Outcome::with(failed(pv, "VolumeFailedDelete", &err)))
     }
 
