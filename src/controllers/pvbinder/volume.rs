@@ -169,14 +169,19 @@ impl PvBinder {
     /// anything else has no deleter here.
     fn delete(&self, cx: &Cx, pv: &Value) -> Result<Outcome> {
         // Upstream's `getProvisionerNameFromVolume`: an external provisioner's volume is
-        // counted under its class's provisioner, one without a deleter under `N/A`.
-        let external = obj::annotation(pv, kv::ANN_DYNAMICALLY_PROVISIONED)
-            .is_some_and(|p| !p.is_empty() && !p.starts_with("kubernetes.io/"));
-        let plugin = match external {
-            true => Self::class(cx, kv::volume_class(pv))
-                .and_then(|c| c["provisioner"].as_str().map(str::to_string))
-                .unwrap_or_default(),
-            false => String::new(),
+        // counted under its class's provisioner, a host path volume under the in-tree
+        // plugin upstream's controller has for it, anything else under `N/A`.
+        const HOST_PATH: &str = "kubernetes.io/host-path";
+        let plugin = match obj::annotation(pv, kv::ANN_DYNAMICALLY_PROVISIONED) {
+            Some(p) if !p.is_empty() && !p.starts_with("kubernetes.io/") => {
+                Self::class(cx, kv::volume_class(pv))
+                    .and_then(|c| c["provisioner"].as_str().map(str::to_string))
+                    .unwrap_or_default()
+            }
+            Some(HOST_PATH) => HOST_PATH.to_string(),
+            Some(p) if !p.is_empty() => String::new(),
+            _ if pv["spec"]["hostPath"].is_object() => HOST_PATH.to_string(),
+            _ => String::new(),
         };
         self.stats
             .op_started(obj::name(pv), &plugin, super::metrics::DELETE);
