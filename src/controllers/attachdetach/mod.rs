@@ -509,9 +509,13 @@ impl AttachDetach {
                             .attachments_of(&want.pv)
                             .into_iter()
                             .filter(|(_, n)| n != node)
-                            .filter_map(|(va, n)| {
-                                let va = vas.get(&va)?;
-                                Some((n, va["status"]["attached"] == true))
+                            .map(|(va, n)| {
+                                // One this controller created that the cache has not seen
+                                // yet (its watch may lag the pod's) is there, not attached.
+                                let attached = vas
+                                    .get(&va)
+                                    .is_some_and(|v| v["status"]["attached"] == true);
+                                (n, attached)
                             })
                             .collect();
                         if !elsewhere.is_empty() {
@@ -751,6 +755,16 @@ impl Controller for AttachDetach {
                 nodes
             }
             _ => self.index().nodes_with_pods(),
+        }
+    }
+
+    fn applied(&self, _key: &str, action: &Action, result: super::Applied<'_>) {
+        // An attachment created is known at once: a sync of another node that runs before
+        // the watch brings it must not attach a single-node volume there too.
+        if let (Action::Create { kind, .. }, super::Applied::Done(Some(va))) = (action, result) {
+            if *kind == VOLUMEATTACHMENTS {
+                self.index().attachment(obj::name(va), Some(va));
+            }
         }
     }
 

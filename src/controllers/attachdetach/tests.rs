@@ -309,6 +309,35 @@ fn a_single_node_volume_attached_elsewhere_is_a_multi_attach_error() {
 }
 
 #[test]
+fn an_attachment_just_created_keeps_a_single_node_volume_off_other_nodes() {
+    let mut h = setup();
+    let o = h.outcome("n1");
+    let create = o
+        .actions
+        .iter()
+        .find(|a| matches!(a, Action::Create { .. }))
+        .expect("attachment created");
+    let created = va("v", "n1", false);
+    h.ctrl.applied(
+        "n1",
+        create,
+        crate::controllers::Applied::Done(Some(&created)),
+    );
+    // A pod on another node before the watch brings the attachment: nothing attached there.
+    h.add(NODES, node("n2", true));
+    h.add(PODS, pod("q", "n2", "c"));
+    let w = h.sync("n2");
+    assert!(w.creates.is_empty(), "{w:?}");
+    assert!(
+        w.events.is_empty(),
+        "not attached yet: no Multi-Attach error yet"
+    );
+    // Once the watch shows it attached, the Multi-Attach error.
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    assert_eq!(h.sync("n2").events.len(), 1);
+}
+
+#[test]
 fn a_gone_nodes_attachments_are_deleted_and_others_are_left_alone() {
     let mut h = setup();
     h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
