@@ -80,6 +80,9 @@ pub const POD_WATCH: Watch = Watch::fields(
         "/spec/volumes/*/name",
         "/spec/volumes/*/persistentVolumeClaim",
         "/spec/volumes/*/ephemeral",
+        "/spec/volumes/*/csi/driver",
+        "/spec/volumes/*/fc",
+        "/spec/volumes/*/iscsi",
         "/status/phase",
         "/status/initContainerStatuses/*/state",
         "/status/containerStatuses/*/state",
@@ -92,7 +95,13 @@ pub const PVC_WATCH: Watch = Watch::fields(
 );
 pub const PV_WATCH: Watch = Watch::fields(
     PERSISTENTVOLUMES,
-    &["/spec/csi", "/spec/accessModes", "/spec/claimRef"],
+    &[
+        "/spec/csi",
+        "/spec/fc",
+        "/spec/iscsi",
+        "/spec/accessModes",
+        "/spec/claimRef",
+    ],
 );
 pub const VA_WATCH: Watch = Watch::full(VOLUMEATTACHMENTS);
 pub const DRIVER_WATCH: Watch = Watch::fields(CSIDRIVERS, &["/spec/attachRequired"]);
@@ -500,9 +509,13 @@ impl AttachDetach {
                             .attachments_of(&want.pv)
                             .into_iter()
                             .filter(|(_, n)| n != node)
-                            .filter_map(|(va, n)| {
-                                let va = vas.get(&va)?;
-                                Some((n, va["status"]["attached"] == true))
+                            .map(|(va, n)| {
+                                // One this controller created that the cache has not seen
+                                // yet (its watch may lag the pod's) is there, not attached.
+                                let attached = vas
+                                    .get(&va)
+                                    .is_some_and(|v| v["status"]["attached"] == true);
+                                (n, attached)
                             })
                             .collect();
                         if !elsewhere.is_empty() {
@@ -685,6 +698,7 @@ impl Controller for AttachDetach {
     }
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {
+        self.stats.attach_cache(cache);
         let o = d.object();
         match w.kind {
             k if k == NODES => {
@@ -744,7 +758,18 @@ impl Controller for AttachDetach {
         }
     }
 
+    fn applied(&self, _key: &str, action: &Action, result: super::Applied<'_>) {
+        // An attachment created is known at once: a sync of another node that runs before
+        // the watch brings it must not attach a single-node volume there too.
+        if let (Action::Create { kind, .. }, super::Applied::Done(Some(va))) = (action, result) {
+            if *kind == VOLUMEATTACHMENTS {
+                self.index().attachment(obj::name(va), Some(va));
+            }
+        }
+    }
+
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        self.stats.attach_cache(cx.cache);
         match cx.cache.store_for(&NODE_WATCH).get(key) {
             Some(node) => Ok(self.sync_node(cx, &node)),
             None => Ok(self.gone_node(cx, key)),

@@ -309,6 +309,35 @@ fn a_single_node_volume_attached_elsewhere_is_a_multi_attach_error() {
 }
 
 #[test]
+fn an_attachment_just_created_keeps_a_single_node_volume_off_other_nodes() {
+    let mut h = setup();
+    let o = h.outcome("n1");
+    let create = o
+        .actions
+        .iter()
+        .find(|a| matches!(a, Action::Create { .. }))
+        .expect("attachment created");
+    let created = va("v", "n1", false);
+    h.ctrl.applied(
+        "n1",
+        create,
+        crate::controllers::Applied::Done(Some(&created)),
+    );
+    // A pod on another node before the watch brings the attachment: nothing attached there.
+    h.add(NODES, node("n2", true));
+    h.add(PODS, pod("q", "n2", "c"));
+    let w = h.sync("n2");
+    assert!(w.creates.is_empty(), "{w:?}");
+    assert!(
+        w.events.is_empty(),
+        "not attached yet: no Multi-Attach error yet"
+    );
+    // Once the watch shows it attached, the Multi-Attach error.
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    assert_eq!(h.sync("n2").events.len(), 1);
+}
+
+#[test]
 fn a_gone_nodes_attachments_are_deleted_and_others_are_left_alone() {
     let mut h = setup();
     h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
@@ -343,7 +372,7 @@ fn scrape(h: &Harness<AttachDetach>) -> String {
 #[test]
 fn total_volumes_counts_wanted_and_attached_volumes_per_plugin() {
     let mut h = setup();
-    assert!(scrape(&h).is_empty());
+    assert!(!scrape(&h).contains("attachdetach_controller"));
     h.sync("n1");
     let plugin = format!("kubernetes.io/csi:{DRIVER}");
     let text = scrape(&h);
@@ -363,5 +392,76 @@ fn total_volumes_counts_wanted_and_attached_volumes_per_plugin() {
     // The node no longer managed: nothing of it counts; no detach was forced.
     upd(&mut h, NODES, node("n1", false));
     h.sync("n1");
-    assert!(scrape(&h).is_empty());
+    assert!(!scrape(&h).contains("attachdetach_controller"));
+    assert!(!scrape(&h).contains("forced"));
+}
+
+#[test]
+fn volumes_in_use_count_every_scheduled_pods_attachable_volumes_per_node() {
+    let mut h = setup();
+    let plugin = format!("kubernetes.io/csi:{DRIVER}");
+    let line = |node: &str, plugin: &str, n: u32| {
+        format!("storage_count_attachable_volumes_in_use{{node=\"{node}\",volume_plugin=\"{plugin}\"}} {n}")
+    };
+    let text = scrape(&h);
+    assert!(
+        text.contains("# HELP storage_count_attachable_volumes_in_use [ALPHA] Measure number of volumes in use"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE storage_count_attachable_volumes_in_use gauge"),
+        "{text}"
+    );
+    // Counted before any sync, from the cache; the ConfigMap volume is not attachable.
+    assert!(text.contains(&line("n1", &plugin, 1)), "{text}");
+    // A second pod on the same claim counts again; a node that is not managed counts too,
+    // and so does a terminated pod; inline CSI, FC and iSCSI volumes count under their plugins.
+    h.add(PODS, pod("p2", "n1", "c"));
+    let mut done = pod("p3", "n2", "c");
+    done["status"]["phase"] = "Succeeded".into();
+    done["spec"]["volumes"] = json!([
+        {"name": "data", "persistentVolumeClaim": {"claimName": "c"}},
+        {"name": "inline", "csi": {"driver": "inline.example.com"}},
+        {"name": "f", "fc": {"wwids": ["w"]}},
+        {"name": "i", "iscsi": {"targetPortal": "t", "iqn": "q", "lun": 0}},
+        {"name": "e", "emptyDir": {}}]);
+    h.add(PODS, done);
+    // Not counted: unscheduled pods, claims not Bound, volumes bound to another claim's UID.
+    h.add(PODS, pod("pending", "", "c"));
+    let mut unbound = pvc("u", "v2");
+    unbound["status"]["phase"] = "Pending".into();
+    h.add(PERSISTENTVOLUMECLAIMS, unbound);
+    h.add(PODS, pod("p4", "n1", "u"));
+    h.add(PERSISTENTVOLUMES, pv("v3", "other", &["ReadWriteOnce"]));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("w", "v3"));
+    h.add(PODS, pod("p5", "n1", "w"));
+    h.add(PODS, pod("p6", "n1", "missing"));
+    let text = scrape(&h);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("storage_count_attachable_volumes_in_use{"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            line("n1", &plugin, 2).as_str(),
+            line("n2", &plugin, 1).as_str(),
+            line("n2", "kubernetes.io/csi:inline.example.com", 1).as_str(),
+            line("n2", "kubernetes.io/fc", 1).as_str(),
+            line("n2", "kubernetes.io/iscsi", 1).as_str(),
+        ],
+        "{text}"
+    );
+    // A generic ephemeral volume counts through the claim made for the pod, not another.
+    let mut eph = pod("e", "n3", "c");
+    eph["spec"]["volumes"] = json!([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]);
+    h.add(PODS, eph);
+    let mut claim = pvc("e-scratch", "v4");
+    h.add(PERSISTENTVOLUMES, pv("v4", "e-scratch", &["ReadWriteOnce"]));
+    h.add(PERSISTENTVOLUMECLAIMS, claim.clone());
+    assert!(!scrape(&h).contains("node=\"n3\""));
+    claim["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "v1", "kind": "Pod", "name": "e", "uid": "u-e", "controller": true}]);
+    upd(&mut h, PERSISTENTVOLUMECLAIMS, claim);
+    assert!(scrape(&h).contains(&line("n3", &plugin, 1)));
 }

@@ -226,7 +226,7 @@ impl PvBinder {
         Ok(outcome(actions, false))
     }
 
-    fn class(cx: &Cx, name: &str) -> Option<std::sync::Arc<Value>> {
+    pub(super) fn class(cx: &Cx, name: &str) -> Option<std::sync::Arc<Value>> {
         cx.cache.store_for(&CLASS_WATCH).get(name)
     }
 
@@ -395,6 +395,8 @@ impl PvBinder {
                 "no volume plugin matched name: {provisioner}"
             ))];
         }
+        self.stats
+            .op_started(&obj::key(pvc), provisioner, super::metrics::PROVISION);
         let mut actions = Vec::new();
         if obj::annotation(pvc, kv::ANN_STORAGE_PROVISIONER) != Some(provisioner) {
             let mut next = pvc.clone();

@@ -5,12 +5,13 @@
 //! pre-bound to the claim first, then phase Available, the claim's selector, the class).
 //!
 //! The index keeps a small summary of each volume, updated from the watch and from the
-//! answers of the controller's own writes; a match is checked again against the cached
+//! answers of the controller's own writes, filed by class (volumes without a `claimRef`) or by
+//! the claim a `claimRef` names, so a claim reads only the volumes it could take; a match is checked again against the cached
 //! volume before it is bound, so a summary that is behind costs a retry, never a wrong bind.
 
 use crate::controllers::kit::volume as kv;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 /// Access modes in upstream's canonical order (`GetAccessModesAsString`).
@@ -73,10 +74,65 @@ impl Summary {
     }
 }
 
-/// The summaries of every volume, by name.
+/// Where a volume's summary is filed: volumes without a `claimRef` under their class (a
+/// claim only ever takes those of its own class), the others under the claim they name (only
+/// that claim may take them, whatever their class).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Shelf {
+    Class(String),
+    Claim(String, String),
+}
+
+impl Shelf {
+    fn of(s: &Summary) -> Shelf {
+        match &s.claim {
+            None => Shelf::Class(s.class.clone()),
+            Some((ns, name, _)) => Shelf::Claim(ns.clone(), name.clone()),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Shelves {
+    /// Each volume's shelf, by volume name.
+    at: HashMap<String, Shelf>,
+    /// The summaries on each shelf, by volume name (name order is upstream's list order).
+    shelves: HashMap<Shelf, BTreeMap<String, Summary>>,
+}
+
+impl Shelves {
+    fn insert(&mut self, name: String, s: Summary) {
+        let shelf = Shelf::of(&s);
+        if let Some(old) = self.at.get(&name) {
+            if *old != shelf {
+                let old = old.clone();
+                self.take(&old, &name);
+            }
+        }
+        self.at.insert(name.clone(), shelf.clone());
+        self.shelves.entry(shelf).or_default().insert(name, s);
+    }
+
+    fn remove(&mut self, name: &str) {
+        if let Some(shelf) = self.at.remove(name) {
+            self.take(&shelf, name);
+        }
+    }
+
+    fn take(&mut self, shelf: &Shelf, name: &str) {
+        if let Some(m) = self.shelves.get_mut(shelf) {
+            m.remove(name);
+            if m.is_empty() {
+                self.shelves.remove(shelf);
+            }
+        }
+    }
+}
+
+/// The summaries of every volume, filed by class or by the claim they name.
 #[derive(Default)]
 pub struct VolumeIndex {
-    volumes: Mutex<BTreeMap<String, Summary>>,
+    volumes: Mutex<Shelves>,
 }
 
 /// What a claim asks for, as matching reads it.
@@ -108,7 +164,7 @@ impl<'a> Wanted<'a> {
 }
 
 impl VolumeIndex {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Summary>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shelves> {
         self.volumes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -124,46 +180,51 @@ impl VolumeIndex {
     /// The summaries rebuilt from `volumes` when they do not count as many volumes (the
     /// watch handlers had not run for all of them yet, as at start-up).
     pub fn catch_up(&self, volumes: &crate::cache::Store) {
-        if self.lock().len() == volumes.len() {
+        if self.lock().at.len() == volumes.len() {
             return;
         }
-        let all: BTreeMap<String, Summary> = volumes
-            .list()
-            .iter()
-            .map(|v| (crate::obj::name(v).to_string(), Summary::of(v)))
-            .collect();
+        let mut all = Shelves::default();
+        for v in volumes.list().iter() {
+            all.insert(crate::obj::name(v).to_string(), Summary::of(v));
+        }
         *self.lock() = all;
     }
 
     /// The best volume for the claim (upstream's `findBestMatchForClaim`), by name.
+    ///
+    /// Upstream walks the access-mode groups that offer all the claim asks for, fewest modes
+    /// first (then in the order of [`MODES`] bits), and in each group every volume in name
+    /// order: a usable volume pre-bound to the claim is taken at once, else the smallest
+    /// Available one of the claim's class (the first of equal sizes). Only the claim's own
+    /// shelves can hold either, so only they are read, with the same outcome.
     pub fn best_match(&self, w: &Wanted<'_>, delay_binding: bool) -> Option<String> {
         let vols = self.lock();
-        // The access-mode groups that offer all the claim asks for, fewest modes first.
-        let mut groups: Vec<u8> = vols
-            .values()
-            .map(|s| s.modes)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .filter(|g| g & w.modes == w.modes)
-            .collect();
-        groups.sort_by_key(|g| g.count_ones());
-        for g in groups {
-            let mut smallest: Option<(&String, i128)> = None;
-            for (name, s) in vols.iter().filter(|(_, s)| s.modes == g) {
-                if s.claim.is_some() && !s.bound_to(w.namespace, w.name, w.uid) {
+        let usable =
+            |s: &Summary| s.capacity >= w.request && s.volume_mode == w.volume_mode && !s.deleting;
+        // Per access-mode group: the first usable volume pre-bound to the claim.
+        let mut prebound: BTreeMap<u8, &String> = BTreeMap::new();
+        let claim_shelf = Shelf::Claim(w.namespace.to_string(), w.name.to_string());
+        for (name, s) in vols.shelves.get(&claim_shelf).into_iter().flatten() {
+            if s.modes & w.modes == w.modes && s.bound_to(w.namespace, w.name, w.uid) && usable(s) {
+                prebound.entry(s.modes).or_insert(name);
+            }
+        }
+        // Per group: the smallest Available volume of the class the claim may take.
+        let mut smallest: BTreeMap<u8, (&String, i128)> = BTreeMap::new();
+        if !delay_binding {
+            let class_shelf = Shelf::Class(w.class.to_string());
+            let empty = serde_json::Map::new();
+            for (name, s) in vols.shelves.get(&class_shelf).into_iter().flatten() {
+                if s.modes & w.modes != w.modes || !usable(s) || s.phase != "Available" {
                     continue;
                 }
-                if s.capacity < w.request || s.volume_mode != w.volume_mode || s.deleting {
-                    continue;
-                }
-                if s.bound_to(w.namespace, w.name, w.uid) {
-                    return Some(name.clone());
-                }
-                if delay_binding || s.phase != "Available" {
+                if smallest
+                    .get(&s.modes)
+                    .is_some_and(|&(_, q)| q <= s.capacity)
+                {
                     continue;
                 }
                 if let Some(sel) = w.selector {
-                    let empty = serde_json::Map::new();
                     let labels = s.labels.as_ref().unwrap_or(&empty);
                     if !crate::obj::selector_matches_with(sel, |k| {
                         labels.get(k).and_then(Value::as_str)
@@ -171,17 +232,17 @@ impl VolumeIndex {
                         continue;
                     }
                 }
-                if s.class != w.class {
-                    continue;
-                }
-                if smallest.is_none_or(|(_, q)| q > s.capacity) {
-                    smallest = Some((name, s.capacity));
-                }
-            }
-            if let Some((name, _)) = smallest {
-                return Some(name.clone());
+                smallest.insert(s.modes, (name, s.capacity));
             }
         }
-        None
+        let mut groups: Vec<u8> = prebound.keys().chain(smallest.keys()).copied().collect();
+        groups.sort_by_key(|g| (g.count_ones(), *g));
+        groups.dedup();
+        groups.into_iter().find_map(|g| {
+            prebound
+                .get(&g)
+                .map(|n| (*n).clone())
+                .or_else(|| smallest.get(&g).map(|(n, _)| (*n).clone()))
+        })
     }
 }

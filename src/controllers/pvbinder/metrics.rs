@@ -3,12 +3,32 @@
 //! volume and claim (its watch, and the answers of its own writes), and the
 //! `retroactive_storageclass_total` / `retroactive_storageclass_errors_total` counters of the
 //! default class assignment.
+//!
+//! Operations, as upstream's `OperationStartTimeCache`: a provisioning hand-off (key: the
+//! claim, plugin: the class's provisioner) or a Delete reclaim (key: the volume, plugin: the
+//! class's provisioner of an externally provisioned volume, else `N/A`) is remembered from
+//! its first attempt; each failed attempt counts in `volume_operation_total_errors`, and its
+//! end (the claim bound, the volume gone) is observed once in `volume_operation_total_seconds`
+//! (`pkg/volume/util`'s histogram). A deleted claim forgets its provisioning.
 
 use crate::metrics::{Family, MetricType};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+/// Upstream's operation names.
+pub const PROVISION: &str = "provision";
+pub const DELETE: &str = "delete";
+
+/// `volume_operation_total_seconds` buckets (`pkg/volume/util/metrics.go`).
+const OPERATION_BUCKETS: [f64; 13] = [
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0,
+];
+
+/// (plugin, operation)
+type OpLabels = (&'static str, &'static str);
 
 /// What the gauges read of one volume.
 struct Vol {
@@ -26,6 +46,10 @@ pub struct Stats {
     claims: Mutex<HashMap<String, (String, bool)>>,
     retroactive: AtomicU64,
     retroactive_errors: AtomicU64,
+    /// Operations under way: key -> (plugin, operation, first attempt).
+    ops: Mutex<HashMap<String, (&'static str, &'static str, Instant)>>,
+    op_errors: Mutex<BTreeMap<OpLabels, u64>>,
+    op_seconds: Mutex<BTreeMap<OpLabels, crate::queue::Histogram>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -105,6 +129,47 @@ impl Stats {
         }
     }
 
+    /// An operation's attempt starts (upstream's `AddIfNotExist`: the first one counts).
+    pub fn op_started(&self, key: &str, plugin: &str, op: &'static str) {
+        let plugin = intern(if plugin.is_empty() {
+            "N/A".into()
+        } else {
+            plugin.into()
+        });
+        lock(&self.ops)
+            .entry(key.to_string())
+            .or_insert_with(|| (plugin, op, Instant::now()));
+    }
+
+    /// An attempt of the operation under way for `key` failed (nothing under way: nothing).
+    pub fn op_failed(&self, key: &str) {
+        let Some(&(plugin, op, _)) = lock(&self.ops).get(key) else {
+            return;
+        };
+        *lock(&self.op_errors).entry((plugin, op)).or_default() += 1;
+    }
+
+    /// The operation under way for `key` is over: its time since the first attempt.
+    pub fn op_done(&self, key: &str) {
+        let Some((plugin, op, started)) = lock(&self.ops).remove(key) else {
+            return;
+        };
+        lock(&self.op_seconds)
+            .entry((plugin, op))
+            .or_insert_with(|| crate::queue::Histogram::new(&OPERATION_BUCKETS))
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Forget the operation under way for `key` (a deleted claim's provisioning).
+    pub fn op_forget(&self, key: &str) {
+        lock(&self.ops).remove(key);
+    }
+
+    /// Whether an operation of `op` is under way for `key`.
+    pub fn op_pending(&self, key: &str, op: &str) -> bool {
+        lock(&self.ops).get(key).is_some_and(|o| o.1 == op)
+    }
+
     /// The families of a scrape (a gauge family appears with its first series, as upstream's
     /// collector; the counters always).
     pub fn families(&self) -> Vec<Family> {
@@ -182,6 +247,33 @@ impl Stats {
         .into_iter()
         .filter(|f| !f.samples.is_empty())
         .collect();
+        let mut errors = Family::alpha(
+            "volume_operation_total_errors",
+            "Total volume operation errors",
+            MetricType::Counter,
+        );
+        for ((plugin, op), n) in lock(&self.op_errors).iter() {
+            errors.push(
+                &[("plugin_name", plugin), ("operation_name", op)],
+                *n as f64,
+            );
+        }
+        let mut seconds = Family::alpha(
+            "volume_operation_total_seconds",
+            "Storage operation end to end duration in seconds",
+            MetricType::Histogram,
+        );
+        for ((plugin, op), h) in lock(&self.op_seconds).iter() {
+            seconds.push_histogram(
+                &[("plugin_name", plugin), ("operation_name", op)],
+                h.clone(),
+            );
+        }
+        out.extend(
+            [errors, seconds]
+                .into_iter()
+                .filter(|f| !f.samples.is_empty()),
+        );
         out.push(counter(
             "retroactive_storageclass_total",
             "Total number of retroactive StorageClass assignments to persistent volume claim",

@@ -34,6 +34,8 @@
 
 mod claim;
 mod index;
+#[cfg(test)]
+mod index_tests;
 pub mod metrics;
 #[cfg(test)]
 mod tests;
@@ -92,6 +94,17 @@ pub struct PvBinder {
 }
 
 impl PvBinder {
+    /// A claim seen Bound ends its provisioning, if one is under way (upstream records it
+    /// when its bind completes).
+    fn provisioned_claim_bound(&self, pvc: &Value) {
+        if pvc["status"]["phase"] == "Bound" {
+            let key = crate::obj::key(pvc);
+            if self.stats.op_pending(&key, metrics::PROVISION) {
+                self.stats.op_done(&key);
+            }
+        }
+    }
+
     pub fn new(sync_period: Duration, dynamic_provisioning: bool) -> Self {
         PvBinder {
             sync_period,
@@ -194,8 +207,10 @@ impl Controller for PvBinder {
                 let vol = o["spec"]["volumeName"].as_str().filter(|v| !v.is_empty());
                 if d.kind == DeltaKind::Deleted {
                     self.stats.claim_gone(&crate::obj::key(o));
+                    self.stats.op_forget(&crate::obj::key(o));
                 } else {
                     self.stats.claim(o);
+                    self.provisioned_claim_bound(o);
                 }
                 match d.kind {
                     // Upstream's deleteClaim: the volume is synced (it may be released).
@@ -216,6 +231,7 @@ impl Controller for PvBinder {
                 if d.kind == DeltaKind::Deleted {
                     self.volumes.remove(crate::obj::name(o));
                     self.stats.volume_gone(crate::obj::name(o));
+                    self.stats.op_done(crate::obj::name(o));
                     // Upstream's deleteVolume: the claim is synced (it may be lost).
                     return claim_ref_key(o).into_iter().collect();
                 }
@@ -240,6 +256,10 @@ impl Controller for PvBinder {
         let (Action::Update { kind, .. } | Action::UpdateSubresource { kind, .. }) = action else {
             return;
         };
+        // A failed write of a claim's hand-off or bind is a failed provisioning attempt.
+        if matches!(result, Applied::Failed(_)) && is_claim_key(key) {
+            self.stats.op_failed(key);
+        }
         if matches!(action, Action::Update { .. }) && *kind == PERSISTENTVOLUMECLAIMS {
             let assigned = self
                 .assigning
@@ -257,6 +277,7 @@ impl Controller for PvBinder {
                 self.stats.volume(v);
             } else if *kind == PERSISTENTVOLUMECLAIMS {
                 self.stats.claim(v);
+                self.provisioned_claim_bound(v);
             }
         }
     }

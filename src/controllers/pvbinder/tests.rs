@@ -400,3 +400,72 @@ fn a_default_class_assignment_is_counted_once_written() {
         "{text}"
     );
 }
+
+#[test]
+fn provisioning_and_delete_operations_are_timed_and_their_failures_counted() {
+    let mut h = binder();
+    h.add(STORAGECLASSES, sc("fast", "csi.example.com", "Immediate"));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", Some("fast")));
+    let o = h.outcome("ns/c");
+    let Action::Reported { action, .. } = &o.actions[0] else {
+        panic!("{o:?}")
+    };
+    let err = crate::Error::config("conflict");
+    h.ctrl.applied("ns/c", action, Applied::Failed(&err));
+    let text = scrape(&h);
+    assert!(
+        text.contains("# HELP volume_operation_total_errors [ALPHA] Total volume operation errors"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE volume_operation_total_errors counter"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "volume_operation_total_errors{operation_name=\"provision\",plugin_name=\"csi.example.com\"} 1"
+    ));
+    assert!(!text.contains("volume_operation_total_seconds"), "{text}");
+    // The provisioner's volume, pre-bound to the claim, is bound: the provisioning is over.
+    let mut v = pv("v", "1Gi", "fast");
+    v["spec"]["claimRef"] = json!({"namespace": "ns", "name": "c", "uid": "uid-c"});
+    v["spec"]["persistentVolumeReclaimPolicy"] = "Delete".into();
+    v["metadata"]["annotations"] = json!({"pv.kubernetes.io/provisioned-by": "csi.example.com"});
+    h.add(PERSISTENTVOLUMES, v);
+    drive(&mut h, "ns/c");
+    let text = scrape(&h);
+    assert!(
+        text.contains("# HELP volume_operation_total_seconds [ALPHA] Storage operation end to end duration in seconds"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "volume_operation_total_seconds_bucket{operation_name=\"provision\",plugin_name=\"csi.example.com\",le=\"0.1\"} 1"
+    ), "{text}");
+    assert!(text.contains(
+        "volume_operation_total_seconds_bucket{operation_name=\"provision\",plugin_name=\"csi.example.com\",le=\"600\"} 1"
+    ), "{text}");
+    assert!(text.contains(
+        "volume_operation_total_seconds_count{operation_name=\"provision\",plugin_name=\"csi.example.com\"} 1"
+    ), "{text}");
+    // Bound once more (a resync): nothing more is observed.
+    drive(&mut h, "ns/c");
+    assert!(scrape(&h).contains("plugin_name=\"csi.example.com\"} 1"));
+    // A reclaim of an externally provisioned volume (left to its provisioner) is timed until
+    // the volume is gone. (The live re-read of the reclaim fails here, as nothing serves it.)
+    let mut x = pv("x", "1Gi", "fast");
+    x["spec"]["claimRef"] = json!({"namespace": "ns", "name": "gone", "uid": "uid-gone"});
+    x["spec"]["persistentVolumeReclaimPolicy"] = "Delete".into();
+    x["metadata"]["annotations"] = json!({"pv.kubernetes.io/provisioned-by": "csi.example.com"});
+    x["status"] = json!({"phase": "Failed"});
+    h.add(PERSISTENTVOLUMES, x.clone());
+    h.sync("x");
+    assert!(h.ctrl.stats.op_pending("x", super::metrics::DELETE));
+    h.delete(PERSISTENTVOLUMES, x);
+    assert!(scrape(&h).contains(
+        "volume_operation_total_seconds_count{operation_name=\"delete\",plugin_name=\"csi.example.com\"} 1"
+    ));
+    // A claim deleted before its provisioning ended: nothing is observed for it.
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("d", "1Gi", Some("fast")));
+    h.sync("ns/d");
+    h.delete(PERSISTENTVOLUMECLAIMS, pvc("d", "1Gi", Some("fast")));
+    assert!(!h.ctrl.stats.op_pending("ns/d", super::metrics::PROVISION));
+}

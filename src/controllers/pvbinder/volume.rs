@@ -168,6 +168,23 @@ impl PvBinder {
     /// Delete reclaim: an externally provisioned volume is its provisioner's to delete;
     /// anything else has no deleter here.
     fn delete(&self, cx: &Cx, pv: &Value) -> Result<Outcome> {
+        // Upstream's `getProvisionerNameFromVolume`: an external provisioner's volume is
+        // counted under its class's provisioner, a host path volume under the in-tree
+        // plugin upstream's controller has for it, anything else under `N/A`.
+        const HOST_PATH: &str = "kubernetes.io/host-path";
+        let plugin = match obj::annotation(pv, kv::ANN_DYNAMICALLY_PROVISIONED) {
+            Some(p) if !p.is_empty() && !p.starts_with("kubernetes.io/") => {
+                Self::class(cx, kv::volume_class(pv))
+                    .and_then(|c| c["provisioner"].as_str().map(str::to_string))
+                    .unwrap_or_default()
+            }
+            Some(HOST_PATH) => HOST_PATH.to_string(),
+            Some(p) if !p.is_empty() => String::new(),
+            _ if pv["spec"]["hostPath"].is_object() => HOST_PATH.to_string(),
+            _ => String::new(),
+        };
+        self.stats
+            .op_started(obj::name(pv), &plugin, super::metrics::DELETE);
         let Some(fresh) = self.fresh_released(cx, pv)? else {
             return Ok(Outcome::none());
         };
@@ -185,6 +202,7 @@ impl PvBinder {
                 obj::name(pv)
             ),
         };
+        self.stats.op_failed(obj::name(pv));
         Ok(Outcome::with(failed(pv, "VolumeFailedDelete", &err)))
     }
 
