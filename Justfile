@@ -63,7 +63,8 @@ bench-node-ipam *args:
 
 # Benchmark: 20 namespaces with a quota, 300 Deployments x 5 with requests spread over them, then
 # deleted; time until every quota's usage is right, CPU and RSS (KCM_BENCH_UPSTREAM and
-# KCM_E2E_KUBECONFIG: upstream on the same server)
+# KCM_E2E_KUBECONFIG: upstream on the same server; --floor: also a bare API client making the
+# same requests, the floor of their cost)
 bench-quota *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_quota
@@ -113,7 +114,8 @@ bench-workloads *args:
 # Benchmark: 500 PersistentVolumeClaims bound to 500 PersistentVolumes (binder and the PVC/PV
 # protection controllers); time to all Bound, CPU, RSS and, on a real server, the writes it
 # counted (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server;
-# --qps=N: --kube-api-qps and --kube-api-burst for both)
+# --qps=N: --kube-api-qps and --kube-api-burst for both; --floor: also a bare API client
+# making the same requests, the floor of their cost)
 bench-pv *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_pv

@@ -22,10 +22,13 @@
 //! edgekcm on a fresh copy of the workload.
 //!
 //! Flags: `--claims=N` (500), `--timeout=SECONDS` (300), `--qps=N` (the managers' default),
-//! `--skip-edgekcm`.
+//! `--skip-edgekcm`, `--floor`: also run a bare client (see `pv_floor`) on the same workload,
+//! after the managers.
 
 #[path = "benchkit/mod.rs"]
 mod benchkit;
+#[path = "pv_floor/mod.rs"]
+mod floor;
 
 use benchkit::{parallel, Args, Cluster, Proc, Res, Table};
 use edgekcm::api::client::{ListOptions, PatchType};
@@ -40,6 +43,7 @@ struct Opts {
     timeout: Duration,
     qps: Option<u64>,
     skip_edgekcm: bool,
+    floor: bool,
 }
 
 fn parse_opts() -> Res<Opts> {
@@ -52,6 +56,7 @@ fn parse_opts() -> Res<Opts> {
             n => Some(n),
         },
         skip_edgekcm: a.flag("--skip-edgekcm")?,
+        floor: a.flag("--floor")?,
     };
     a.done()?;
     Ok(o)
@@ -196,6 +201,10 @@ fn run(c: &Cluster, m: &benchkit::Manager, o: &Opts, table: &mut Table) -> Res<(
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(floor::CHILD_FLAG) {
+        return benchkit::main(|| floor::child(args.get(2).map(String::as_str).unwrap_or("")));
+    }
     benchkit::main(|| {
         let o = parse_opts()?;
         let c = Cluster::from_env("bench-pv")?;
@@ -211,7 +220,11 @@ fn main() {
             extra.push(format!("--kube-api-burst={q}"));
         }
         let mut table = Table::default();
-        for m in c.managers(&extra, o.skip_edgekcm)? {
+        let mut managers = c.managers(&extra, o.skip_edgekcm)?;
+        if o.floor {
+            managers.push(floor::manager(&c)?);
+        }
+        for m in managers {
             run(&c, &m, &o, &mut table)?;
         }
         table.print(&format!(

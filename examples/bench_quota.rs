@@ -17,10 +17,13 @@
 //!
 //! Flags: `--namespaces=N` (20), `--deployments=D` (300), `--replicas=R` (5),
 //! `--sync-period=SECONDS` (300 on a real apiserver, 10 on the sandbox),
-//! `--timeout=SECONDS` (600), `--skip-edgekcm`.
+//! `--timeout=SECONDS` (600), `--skip-edgekcm`, `--floor`: also run a bare client (see
+//! `quota_floor`) on the same workload, after the managers.
 
 #[path = "benchkit/mod.rs"]
 mod benchkit;
+#[path = "quota_floor/mod.rs"]
+mod floor;
 
 use benchkit::{parallel, Args, Cluster, Proc, Res, Table};
 use edgekcm::api::client::{Client, DeleteOptions, ListOptions};
@@ -37,6 +40,7 @@ struct Opts {
     sync_period: Option<u64>,
     timeout: Duration,
     skip_edgekcm: bool,
+    floor: bool,
 }
 
 fn parse_opts() -> Res<Opts> {
@@ -48,6 +52,7 @@ fn parse_opts() -> Res<Opts> {
         sync_period: Some(a.num("--sync-period", 0)?).filter(|s| *s > 0),
         timeout: a.secs("--timeout", 600)?,
         skip_edgekcm: a.flag("--skip-edgekcm")?,
+        floor: a.flag("--floor")?,
     };
     a.done()?;
     Ok(o)
@@ -253,6 +258,10 @@ fn run(c: &Cluster, m: &benchkit::Manager, o: &Opts, table: &mut Table) -> Res<(
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(floor::CHILD_FLAG) {
+        return benchkit::main(|| floor::child(args.get(2).map(String::as_str).unwrap_or("")));
+    }
     benchkit::main(|| {
         let o = parse_opts()?;
         let c = Cluster::from_env("bench-quota")?;
@@ -264,7 +273,11 @@ fn main() {
             "--secure-port=0".to_string(),
         ];
         let mut table = Table::default();
-        for m in c.managers(&extra, o.skip_edgekcm)? {
+        let mut managers = c.managers(&extra, o.skip_edgekcm)?;
+        if o.floor {
+            managers.push(floor::manager(&c)?);
+        }
+        for m in managers {
             run(&c, &m, &o, &mut table)?;
         }
         table.print(&format!(
