@@ -271,6 +271,23 @@ pub struct Manager {
     pub cmd: Vec<String>,
 }
 
+/// The first argument that runs a bench binary as its bare-client floor (`--floor`).
+pub const FLOOR_CHILD_FLAG: &str = "--floor-child";
+
+/// A bench's bare client (`--floor`) as a "manager" of the bench: this binary again, in
+/// child mode.
+pub fn floor_manager(c: &Cluster) -> Res<Manager> {
+    let me = std::env::current_exe()?;
+    Ok(Manager {
+        name: "bare client".into(),
+        cmd: vec![
+            me.display().to_string(),
+            FLOOR_CHILD_FLAG.to_string(),
+            c.kubeconfig.display().to_string(),
+        ],
+    })
+}
+
 /// A running controller manager, its output in `<work>/<name>.log`; stopped when dropped.
 pub struct Proc {
     child: Child,

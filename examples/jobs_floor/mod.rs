@@ -10,7 +10,8 @@
 //! controller logic. Run as a child process of the bench (`--floor`), so its CPU and RSS are
 //! measured as a manager's.
 
-use crate::benchkit::{Cluster, Manager, Res};
+use crate::benchkit::Res;
+pub use crate::benchkit::{floor_manager as manager, FLOOR_CHILD_FLAG as CHILD_FLAG};
 use edgekcm::api::client::{Client, PatchType, WatchOptions};
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{Kind, EVENTS, JOBS, PODS};
@@ -21,21 +22,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{channel, Sender};
 
-pub const CHILD_FLAG: &str = "--floor-child";
 const FINALIZER: &str = "batch.kubernetes.io/job-tracking";
-
-/// The bare client as a "manager" of the bench: this binary again, in child mode.
-pub fn manager(c: &Cluster) -> Res<Manager> {
-    let me = std::env::current_exe()?;
-    Ok(Manager {
-        name: "bare client".into(),
-        cmd: vec![
-            me.display().to_string(),
-            CHILD_FLAG.to_string(),
-            c.kubeconfig.display().to_string(),
-        ],
-    })
-}
 
 #[derive(Default)]
 struct JobState {

@@ -9,7 +9,8 @@
 //! cost before any controller logic. Run as a child process of the bench (`--floor`), so its
 //! CPU and RSS are measured as a manager's.
 
-use crate::benchkit::{Cluster, Manager, Res};
+use crate::benchkit::Res;
+pub use crate::benchkit::{floor_manager as manager, FLOOR_CHILD_FLAG as CHILD_FLAG};
 use edgekcm::api::client::{Client, WatchOptions};
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{
@@ -21,21 +22,6 @@ use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::mpsc::{channel, Sender};
-
-pub const CHILD_FLAG: &str = "--floor-child";
-
-/// The bare client as a "manager" of the bench: this binary again, in child mode.
-pub fn manager(c: &Cluster) -> Res<Manager> {
-    let me = std::env::current_exe()?;
-    Ok(Manager {
-        name: "bare client".into(),
-        cmd: vec![
-            me.display().to_string(),
-            CHILD_FLAG.to_string(),
-            c.kubeconfig.display().to_string(),
-        ],
-    })
-}
 
 fn s(v: &Value, p: &str) -> String {
     v.at(p).and_then(Value::as_str).unwrap_or("").to_string()

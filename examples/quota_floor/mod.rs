@@ -17,7 +17,8 @@
 //! logic. Run as a child process of the bench (`--floor`), so its CPU and RSS are measured as
 //! a manager's.
 
-use crate::benchkit::{Cluster, Manager, Res};
+use crate::benchkit::Res;
+pub use crate::benchkit::{floor_manager as manager, FLOOR_CHILD_FLAG as CHILD_FLAG};
 use edgekcm::api::client::{Client, DeleteOptions, WatchOptions};
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{Kind, DEPLOYMENTS, EVENTS, PODS, REPLICASETS, RESOURCEQUOTAS};
@@ -31,7 +32,6 @@ use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 
-pub const CHILD_FLAG: &str = "--floor-child";
 /// Status writes per Deployment and per ReplicaSet: about what edgekcm makes in the bench
 /// (apiserver audit log, 300 x 5 workload: 545 and 300; upstream 697 and 600, and 302
 /// conflicts on Deployments).
@@ -50,19 +50,6 @@ const POD_FIELDS: &[&str] = &[
     "/spec/affinity/podAffinity",
     "/spec/affinity/podAntiAffinity",
 ];
-
-/// The bare client as a "manager" of the bench: this binary again, in child mode.
-pub fn manager(c: &Cluster) -> Res<Manager> {
-    let me = std::env::current_exe()?;
-    Ok(Manager {
-        name: "bare client".into(),
-        cmd: vec![
-            me.display().to_string(),
-            CHILD_FLAG.to_string(),
-            c.kubeconfig.display().to_string(),
-        ],
-    })
-}
 
 fn s(v: &Value, p: &str) -> String {
     v.at(p).and_then(Value::as_str).unwrap_or("").to_string()
