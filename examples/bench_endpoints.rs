@@ -179,6 +179,24 @@ enum Act {
     Delete,
 }
 
+/// The kubelet's status write of a pod, tried again while it fails (a pod gone is left).
+fn patch_status(admin: &Client, ns: &str, pod: &str, patch: &Value) {
+    for _ in 0..20 {
+        match admin.patch(
+            &PODS,
+            Some(ns),
+            pod,
+            PatchType::Merge,
+            patch,
+            Some("status"),
+        ) {
+            Ok(_) => break,
+            Err(e) if e.is_not_found() => break,
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
 fn pod_names(list: Option<&Vec<Value>>, path: &str) -> Vec<String> {
     list.map(|a| {
         a.iter()
@@ -235,20 +253,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
                 };
                 let patch = json!({"status": {"conditions":
                     [not_ready("Ready"), not_ready("ContainersReady")]}});
-                for _ in 0..20 {
-                    match admin.patch(
-                        &PODS,
-                        Some(&ns),
-                        &pod,
-                        PatchType::Merge,
-                        &patch,
-                        Some("status"),
-                    ) {
-                        Ok(_) => break,
-                        Err(e) if e.is_not_found() => break,
-                        Err(_) => std::thread::sleep(Duration::from_millis(100)),
-                    }
-                }
+                patch_status(&admin, &ns, &pod, &patch);
                 let _ = later.send((Instant::now() + delay, pod));
                 continue;
             }
@@ -272,20 +277,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
             let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
             let patch = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
                 "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}});
-            for _ in 0..20 {
-                match admin.patch(
-                    &PODS,
-                    Some(&ns),
-                    &pod,
-                    PatchType::Merge,
-                    &patch,
-                    Some("status"),
-                ) {
-                    Ok(_) => break,
-                    Err(e) if e.is_not_found() => break,
-                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
-                }
-            }
+            patch_status(&admin, &ns, &pod, &patch);
         }));
     }
     let seen: Arc<Mutex<Seen>> = Arc::default();
