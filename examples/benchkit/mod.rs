@@ -21,11 +21,13 @@
 
 #![allow(dead_code)]
 
-use edgekcm::api::client::{Client, DeleteOptions, ListOptions};
+use edgekcm::api::client::{Client, DeleteOptions, ListOptions, WatchOptions};
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{Kind, NAMESPACES, SERVICEACCOUNTS};
+use edgekcm::api::trim::Shape;
+use edgekcm::api::watch::EventType;
 use edgekcm::sandbox::{Sandbox, SandboxOptions};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -286,6 +288,45 @@ pub fn floor_manager(c: &Cluster) -> Res<Manager> {
             c.kubeconfig.display().to_string(),
         ],
     })
+}
+
+/// A floor's watch of `kind` (shaped to `fields` when given), on a thread of its own, each
+/// event but bookmarks handed to `each` until it returns false; a watch that breaks or ends is
+/// started again (a second later when refused) from the last resourceVersion seen.
+pub fn floor_watch(
+    c: Client,
+    kind: Kind,
+    fields: Option<&'static [&'static str]>,
+    mut each: impl FnMut(EventType, Value) -> bool + Send + 'static,
+) {
+    std::thread::spawn(move || {
+        let mut rv = String::new();
+        loop {
+            let opts = WatchOptions {
+                timeout_seconds: 3600,
+                resource_version: rv.clone(),
+                shape: fields.map(|f| Shape {
+                    fields: Some(f.into()),
+                }),
+                ..WatchOptions::default()
+            };
+            let Ok(w) = c.watch(&kind, None, &opts) else {
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            };
+            for e in w.events.flatten() {
+                if e.kind == EventType::Bookmark {
+                    continue;
+                }
+                if let Some(v) = e.object["metadata"]["resourceVersion"].as_str() {
+                    rv = v.to_string();
+                }
+                if !each(e.kind, e.object) {
+                    return;
+                }
+            }
+        }
+    });
 }
 
 /// A running controller manager, its output in `<work>/<name>.log`; stopped when dropped.

@@ -12,10 +12,9 @@
 
 use crate::benchkit::Res;
 pub use crate::benchkit::{floor_manager as manager, FLOOR_CHILD_FLAG as CHILD_FLAG};
-use edgekcm::api::client::{Client, PatchType, WatchOptions};
+use edgekcm::api::client::{Client, PatchType};
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{Kind, EVENTS, JOBS, PODS};
-use edgekcm::api::trim::Shape;
 use edgekcm::api::watch::EventType;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -57,26 +56,10 @@ fn event(job: &Value, reason: &str, message: String) -> Value {
         "reportingComponent": "job-controller", "reportingInstance": ""})
 }
 
+/// Added and changed Jobs and pods, as (is a Job, object).
 fn watch(c: Client, kind: Kind, fields: &'static [&'static str], tx: Sender<(bool, Value)>) {
-    std::thread::spawn(move || loop {
-        let opts = WatchOptions {
-            timeout_seconds: 3600,
-            shape: Some(Shape {
-                fields: Some(fields.into()),
-            }),
-            ..WatchOptions::default()
-        };
-        let Ok(w) = c.watch(&kind, None, &opts) else {
-            std::thread::sleep(std::time::Duration::from_secs(1));
-            continue;
-        };
-        for e in w.events.flatten() {
-            if matches!(e.kind, EventType::Added | EventType::Modified)
-                && tx.send((kind == JOBS, e.object)).is_err()
-            {
-                return;
-            }
-        }
+    crate::benchkit::floor_watch(c, kind, Some(fields), move |t, o| {
+        !matches!(t, EventType::Added | EventType::Modified) || tx.send((kind == JOBS, o)).is_ok()
     });
 }
 

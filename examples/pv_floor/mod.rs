@@ -11,7 +11,7 @@
 
 use crate::benchkit::Res;
 pub use crate::benchkit::{floor_manager as manager, FLOOR_CHILD_FLAG as CHILD_FLAG};
-use edgekcm::api::client::{Client, WatchOptions};
+use edgekcm::api::client::Client;
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{
     Kind, PERSISTENTVOLUMECLAIMS as PVCS, PERSISTENTVOLUMES as PVS, PODS, STORAGECLASSES,
@@ -32,30 +32,8 @@ fn rv(v: &Value) -> u64 {
 }
 
 fn watch(c: Client, kind: Kind, tx: Sender<(Kind, Value)>) {
-    std::thread::spawn(move || {
-        let mut from = String::new();
-        loop {
-            let opts = WatchOptions {
-                timeout_seconds: 3600,
-                resource_version: from.clone(),
-                ..WatchOptions::default()
-            };
-            let Ok(w) = c.watch(&kind, None, &opts) else {
-                std::thread::sleep(std::time::Duration::from_secs(1));
-                continue;
-            };
-            for e in w.events.flatten() {
-                if e.kind == EventType::Bookmark {
-                    continue;
-                }
-                from = s(&e.object, "/metadata/resourceVersion");
-                if matches!(e.kind, EventType::Added | EventType::Modified)
-                    && tx.send((kind, e.object)).is_err()
-                {
-                    return;
-                }
-            }
-        }
+    crate::benchkit::floor_watch(c, kind, None, move |t, o| {
+        !matches!(t, EventType::Added | EventType::Modified) || tx.send((kind, o)).is_ok()
     });
 }
 

@@ -19,10 +19,9 @@
 
 use crate::benchkit::Res;
 pub use crate::benchkit::{floor_manager as manager, FLOOR_CHILD_FLAG as CHILD_FLAG};
-use edgekcm::api::client::{Client, DeleteOptions, WatchOptions};
+use edgekcm::api::client::{Client, DeleteOptions};
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{Kind, DEPLOYMENTS, EVENTS, PODS, REPLICASETS, RESOURCEQUOTAS};
-use edgekcm::api::trim::Shape;
 use edgekcm::api::watch::EventType;
 use edgekcm::controllers::resourcequota::quantity::Quantity;
 use edgekcm::obj::At;
@@ -75,32 +74,7 @@ fn event(kind: &str, api: &str, o: &Value, reason: &str, message: String, by: &s
 type Tx = Sender<(EventType, Value)>;
 
 fn watch(c: Client, kind: Kind, fields: Option<&'static [&'static str]>, tx: Tx) {
-    std::thread::spawn(move || {
-        let mut rv = String::new();
-        loop {
-            let opts = WatchOptions {
-                timeout_seconds: 3600,
-                resource_version: rv.clone(),
-                shape: fields.map(|f| Shape {
-                    fields: Some(f.into()),
-                }),
-                ..WatchOptions::default()
-            };
-            let Ok(w) = c.watch(&kind, None, &opts) else {
-                std::thread::sleep(std::time::Duration::from_secs(1));
-                continue;
-            };
-            for e in w.events.flatten() {
-                if e.kind == EventType::Bookmark {
-                    continue;
-                }
-                rv = s(&e.object, "/metadata/resourceVersion");
-                if tx.send((e.kind, e.object)).is_err() {
-                    return;
-                }
-            }
-        }
-    });
+    crate::benchkit::floor_watch(c, kind, fields, move |t, o| tx.send((t, o)).is_ok());
 }
 
 fn client(cfg: &kubeconfig::RestConfig, who: &str) -> Res<Client> {
