@@ -9,7 +9,9 @@ mod common;
 use common::nodes::*;
 use common::*;
 use edgekcm::api::client::{Client, ListOptions, PatchType};
-use edgekcm::api::resources::{EVENTS, LEASES, NAMESPACES, NODES};
+use edgekcm::api::resources::{
+    ENDPOINTS, ENDPOINTSLICES, EVENTS, LEASES, NAMESPACES, NODES, PODS, SERVICES,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,7 +96,20 @@ impl Drop for Heartbeats {
 
 /// A running pod on `node` with a Ready condition, tolerating `tolerations`.
 fn running_pod(admin: &Client, ns: &str, name: &str, node: &str, tolerations: Value) {
-    let p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+    running_pod_with(admin, ns, name, node, tolerations, json!({}), None);
+}
+
+/// As `running_pod`, with `labels` and a pod IP.
+fn running_pod_with(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    node: &str,
+    tolerations: Value,
+    labels: Value,
+    ip: Option<&str>,
+) {
+    let p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
         "spec": {"nodeName": node, "tolerations": tolerations,
             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}});
     admin
@@ -105,6 +120,10 @@ fn running_pod(admin: &Client, ns: &str, name: &str, node: &str, tolerations: Va
     p["status"]["conditions"] = json!([
         {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2024-01-01T00:00:00Z"},
         {"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-01T00:00:00Z"}]);
+    if let Some(ip) = ip {
+        p["status"]["podIP"] = json!(ip);
+        p["status"]["podIPs"] = json!([{"ip": ip}]);
+    }
     admin
         .update_subresource(&edgekcm::api::resources::PODS, &p, "status")
         .expect("pod status");
@@ -334,6 +353,113 @@ fn scenario_dark_node_evicts_its_pods(t: &Target) {
     });
 }
 
+/// The pods the controller marks not ready on a dark node leave their Services' ready
+/// endpoints: endpoint and endpointslice controllers in the same edgekcm hear of the pod
+/// status another of its controllers wrote.
+fn scenario_dark_node_pods_leave_ready_endpoints(t: &Target) {
+    let ns = Ns::with_cleanup(t, "e2e-nlc-ep", &[]);
+    let _pods = PodsGone {
+        admin: ns.admin.clone(),
+        ns: ns.name.clone(),
+    };
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let mut nodes = Nodes::new(admin.clone());
+    let mut beats = Heartbeats::new(admin);
+    let (alive, dark) = (unique("alive"), unique("dark"));
+    for name in [&alive, &dark] {
+        ready_node(&mut nodes, name);
+        beats.start(name);
+    }
+    let web = json!({"app": "web"});
+    running_pod_with(
+        admin,
+        n,
+        "on-dark",
+        &dark,
+        unreachable_for(None),
+        web.clone(),
+        Some("10.9.0.1"),
+    );
+    running_pod_with(
+        admin,
+        n,
+        "on-alive",
+        &alive,
+        json!([]),
+        web,
+        Some("10.9.0.2"),
+    );
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "protocol": "TCP"}]}});
+    admin.create(&SERVICES, Some(n), &svc).expect("service");
+    let mut f = flags("5s");
+    f[0] = "--controllers=node-lifecycle-controller,endpoint,endpointslice".into();
+    let f: Vec<&str> = f.iter().map(String::as_str).collect();
+    let _kcm = Kcm::start(t, "nlc-endpoints", &f);
+    // (ready IPs, not-ready IPs) of the Endpoints and of the slices.
+    let endpoints = || {
+        let e = admin.get(&ENDPOINTS, Some(n), "web").ok()?;
+        let ips = |field: &str| -> Vec<String> {
+            let mut v: Vec<String> = e["subsets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|s| s[field].as_array().cloned().unwrap_or_default())
+                .filter_map(|a| a["ip"].as_str().map(str::to_string))
+                .collect();
+            v.sort();
+            v
+        };
+        Some((ips("addresses"), ips("notReadyAddresses")))
+    };
+    let slices = || {
+        let l = admin
+            .list(
+                &ENDPOINTSLICES,
+                Some(n),
+                &ListOptions {
+                    label_selector: Some("kubernetes.io/service-name=web".into()),
+                    ..Default::default()
+                },
+            )
+            .ok()?;
+        let (mut ready, mut not) = (vec![], vec![]);
+        for e in l
+            .items
+            .iter()
+            .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        {
+            let ip = e["addresses"][0].as_str().unwrap_or("").to_string();
+            if e["conditions"]["ready"] == true {
+                ready.push(ip);
+            } else {
+                not.push(ip);
+            }
+        }
+        ready.sort();
+        not.sort();
+        Some((ready, not))
+    };
+    let both_ready = (vec!["10.9.0.1".to_string(), "10.9.0.2".into()], vec![]);
+    eventually(
+        Duration::from_secs(20),
+        "both pods ready in Endpoints and slices",
+        || (endpoints()? == both_ready && slices()? == both_ready).then_some(()),
+    );
+    beats.stop(&dark);
+    eventually(Duration::from_secs(20), "on-dark marked not ready", || {
+        let p = get_pod(admin, n, "on-dark")?;
+        (condition(&p, "Ready")?["status"] == "False").then_some(())
+    });
+    let split = (vec!["10.9.0.2".to_string()], vec!["10.9.0.1".to_string()]);
+    eventually(
+        Duration::from_secs(10),
+        "on-dark not ready in Endpoints and slices",
+        || (endpoints()? == split && slices()? == split).then_some(()),
+    );
+    let _ = admin.delete(&PODS, Some(n), "on-dark", &Default::default());
+}
+
 /// A node not ready (False) gets the not-ready taints; pressure conditions and
 /// `spec.unschedulable` get their NoSchedule taints; the beta OS label follows the stable one.
 fn scenario_conditions_become_taints(t: &Target) {
@@ -496,6 +622,7 @@ fn outage(t: &Target) {
 
 scenarios! {
     dark_node_evicts_its_pods => scenario_dark_node_evicts_its_pods,
+    dark_node_pods_leave_ready_endpoints => scenario_dark_node_pods_leave_ready_endpoints,
     conditions_become_taints => scenario_conditions_become_taints,
     restart_loses_nothing => scenario_restart_loses_nothing,
     user_taint => scenario_user_taint,

@@ -93,6 +93,7 @@ impl Entry {
 }
 
 /// A stored object's text, decoded outside the store's lock.
+#[derive(Clone)]
 struct Text(Arc<[u8]>);
 
 impl Text {
@@ -181,9 +182,15 @@ struct Inner {
     /// key -> UID of objects we deleted ourselves whose DELETED event has not come yet: a late
     /// event about them must not bring them back (unless it shows them terminating).
     tombstones: HashMap<String, Box<str>>,
+    /// key -> what was stored before our own writes (`observe_write`) whose watch event has
+    /// not come yet (None: nothing was). That event is handed to the handlers as the change
+    /// from it, as it would be without the write: the other controllers sharing the store
+    /// see an update by one of ours as an update (and a create as an add), not as nothing.
+    before_write: HashMap<String, Option<Text>>,
 }
 
-/// Tombstones are dropped wholesale past this many (their DELETED events went missing).
+/// Tombstones are dropped wholesale past this many (their DELETED events went missing);
+/// so are the states before our own writes.
 const MAX_TOMBSTONES: usize = 4096;
 
 impl Inner {
@@ -219,6 +226,7 @@ impl Inner {
         old
     }
     fn take(&mut self, key: &str) -> Option<Entry> {
+        self.before_write.remove(key);
         let old = self.objects.remove(key)?;
         self.unindex(key, &old);
         Some(old)
@@ -467,15 +475,19 @@ impl Store {
                                 return None;
                             }
                         }
-                        Some(g.put(key, packed).map(|e| e.text()))
+                        let before = g.before_write.remove(&key);
+                        let stored = g.put(key, packed).map(|e| e.text());
+                        Some(before.unwrap_or(stored))
                     }
-                    // The echo of our own write: the stored version is this one.
-                    None => None,
+                    // The echo of our own write: the stored version is this one, the change
+                    // is from what was stored before the write.
+                    None => g.before_write.remove(&key),
                 };
                 drop(g);
                 let new = Arc::new(o);
                 let old = match previous {
                     Some(text) => text.and_then(|t| t.decode_metadata()),
+                    // An echo of a write whose former state is not known any more.
                     None => Some(new.clone()),
                 };
                 let kind = if old.is_some() {
@@ -525,7 +537,13 @@ impl Store {
                 None => {}
             }
         }
-        g.put(key, packed);
+        let before = g.put(key.clone(), packed).map(|e| e.text());
+        if !g.before_write.contains_key(&key) {
+            if g.before_write.len() >= MAX_TOMBSTONES {
+                g.before_write.clear();
+            }
+            g.before_write.insert(key, before);
+        }
     }
 
     /// Forget an object we deleted ourselves.
@@ -594,6 +612,9 @@ impl Store {
                     .is_none_or(|n| n.rv_number().is_some_and(|n| n < rv))
                 {
                     g.put(k.clone(), e.clone());
+                    if let Some(before) = old.before_write.get(k) {
+                        g.before_write.insert(k.clone(), before.clone());
+                    }
                     kept.push(k.clone());
                 }
             }
@@ -607,11 +628,27 @@ impl Store {
         drop(g);
         let mut changes = Vec::new();
         for (k, o) in &old.objects {
+            // An own write whose event had not come: the change is from the state before it
+            // (absent before it: an add).
+            let (o, last) = match old.before_write.get(k) {
+                Some(Some(before)) => (before.clone(), o.text()),
+                Some(None) => {
+                    if let Some(n) = now.remove(k) {
+                        changes.push(Change {
+                            kind: DeltaKind::Added,
+                            old: None,
+                            new: Some(n),
+                        });
+                    }
+                    continue;
+                }
+                None => (o.text(), o.text()),
+            };
             match now.remove(k) {
                 // No final state was seen: the last one known.
                 None => changes.push(Change {
                     kind: DeltaKind::Deleted,
-                    old: Some(o.text()),
+                    old: Some(last),
                     new: None,
                 }),
                 // Changed, or not: every listed object is handed to the handlers again, as
@@ -620,7 +657,7 @@ impl Store {
                 // left to its backoff).
                 Some(n) => changes.push(Change {
                     kind: DeltaKind::Updated,
-                    old: Some(o.text()),
+                    old: Some(o),
                     new: Some(n),
                 }),
             }

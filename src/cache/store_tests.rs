@@ -192,14 +192,14 @@ fn own_writes_never_go_backwards() {
 fn the_echo_of_our_own_write_is_told_but_not_stored_again() {
     let s = Store::new();
     s.observe_write(with_uid(pod("a", "p", "9", None), "u1"));
-    // The watch's ADDED of the object we created: the handlers hear of it as an update
-    // from that same version (told from the event itself: one resourceVersion is one
-    // content, so the stored text is not decoded), and the store keeps what it had.
+    // The watch's ADDED of the object we created: the handlers hear of it as an add (as
+    // they would without the write: other controllers share the store), told from the
+    // event itself (one resourceVersion is one content), and the store keeps what it had.
     let mut echo = with_uid(pod("a", "p", "9", None), "u1");
     echo["metadata"]["labels"] = json!({"seen": "watch"});
     let d = s.apply_shaped(DeltaKind::Added, echo).expect("delta");
-    assert_eq!(d.kind, DeltaKind::Updated);
-    assert_eq!(d.old.as_deref().map(obj::resource_version), Some("9"));
+    assert_eq!(d.kind, DeltaKind::Added);
+    assert!(d.old.is_none());
     assert_eq!(
         d.new
             .as_deref()
@@ -273,4 +273,64 @@ fn late_events_do_not_undo_our_own_writes() {
     assert!(s
         .apply(DeltaKind::Added, with_uid(pod("a", "p", "15", None), "u2"))
         .is_some());
+}
+
+#[test]
+fn the_echo_of_our_own_update_is_the_change_from_before_it() {
+    let s = Store::new();
+    s.apply(DeltaKind::Added, pod("a", "p", "5", None));
+    // Two writes of ours (say two controllers'), then their events.
+    s.observe_write(pod("a", "p", "7", None));
+    s.observe_write(pod("a", "p", "8", None));
+    // The first write's event is older than what is stored: nothing to tell.
+    assert!(s
+        .apply(DeltaKind::Updated, pod("a", "p", "7", None))
+        .is_none());
+    // The last one's: the change since before both writes, once.
+    let d = s
+        .apply(DeltaKind::Updated, pod("a", "p", "8", None))
+        .expect("delta");
+    assert_eq!(d.kind, DeltaKind::Updated);
+    assert_eq!(d.old.as_deref().map(obj::resource_version), Some("5"));
+    assert_eq!(d.new.as_deref().map(obj::resource_version), Some("8"));
+    // Later events are changes from the stored version again.
+    s.observe_write(pod("a", "p", "9", None));
+    let d = s
+        .apply(DeltaKind::Updated, pod("a", "p", "10", None))
+        .expect("delta");
+    assert_eq!(d.old.as_deref().map(obj::resource_version), Some("8"));
+    // A deletion forgets a write's former state.
+    s.observe_write(pod("a", "p", "11", None));
+    s.apply(DeltaKind::Deleted, pod("a", "p", "12", None));
+    let d = s
+        .apply(DeltaKind::Added, pod("a", "p", "13", None))
+        .expect("delta");
+    assert_eq!(d.kind, DeltaKind::Added);
+}
+
+#[test]
+fn a_relist_before_our_writes_echo_reports_the_change_from_before_them() {
+    let s = Store::new();
+    s.apply(DeltaKind::Added, pod("a", "p", "5", None));
+    s.observe_write(pod("a", "p", "7", None));
+    s.observe_write(pod("a", "created", "8", None));
+    let deltas = s.replace(
+        vec![pod("a", "p", "7", None), pod("a", "created", "8", None)],
+        "9",
+    );
+    let of = |name: &str| {
+        deltas
+            .iter()
+            .find(|d| d.object()["metadata"]["name"] == name)
+            .map(|d| {
+                (
+                    d.kind,
+                    d.old
+                        .as_deref()
+                        .map(|o| obj::resource_version(o).to_string()),
+                )
+            })
+    };
+    assert_eq!(of("p"), Some((DeltaKind::Updated, Some("5".into()))));
+    assert_eq!(of("created"), Some((DeltaKind::Added, None)));
 }

@@ -250,20 +250,27 @@ fn apply_leaf(
             options,
         } => {
             let ns = opt(namespace);
-            let res = client.delete(kind, ns.as_deref(), name, options);
-            if let Err(e) = &res {
-                if !e.is_not_found() {
-                    return Err(e.clone());
-                }
-            }
+            let shape = cache.write_shape(*kind);
+            let (remains, res) =
+                match client.delete_shaped(kind, ns.as_deref(), name, options, shape.as_deref()) {
+                    Ok(r) => (r, Ok(None)),
+                    Err(e) if e.is_not_found() => (None, Err(e)),
+                    Err(e) => return Err(e),
+                };
             log::debug!(
                 "{}: deleted {} {}",
                 ctrl.name(),
                 kind,
                 crate::obj::make_key(namespace, name)
             );
-            cache.observe_delete(*kind, namespace, name);
-            res.map(|_| None)
+            match &remains {
+                // Deleted gracefully or held by finalizers: it is still there, terminating
+                // (removing it from the cache would have every other controller sync as if
+                // it were gone until its next event put it back).
+                Some(o) => cache.observe_write(*kind, o),
+                None => cache.observe_delete(*kind, namespace, name),
+            }
+            res
         }
         Action::Apply {
             kind,

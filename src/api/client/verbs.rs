@@ -390,6 +390,27 @@ impl Client {
             .map(|_| ())
     }
 
+    /// DELETE, and what the answer says is left: the object when it is still there (being
+    /// deleted gracefully, or held by finalizers: the answer is the object with its
+    /// `deletionTimestamp`), decoded with `fields` as `update_shaped`; None when it is gone
+    /// (the answer is a Status).
+    pub fn delete_shaped(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+        fields: Option<&[&str]>,
+    ) -> Result<Option<Value>> {
+        let body = opts.body();
+        let b = body.as_deref().map(|b| ("application/json", b));
+        let v = self.json_shaped("DELETE", &kind.object_path(ns, name), b, fields)?;
+        let remains = v.get("kind").and_then(Value::as_str) != Some("Status")
+            && crate::obj::is_deleting(&v)
+            && !crate::obj::name(&v).is_empty();
+        Ok(remains.then_some(v))
+    }
+
     /// POST to a subresource (`serviceaccounts/<n>/token`, ...).
     pub fn create_subresource(
         &self,

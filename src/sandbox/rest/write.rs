@@ -101,7 +101,19 @@ pub(super) fn delete(shared: &Shared, req: &Request, kind: Kind, ns: &str, name:
     match res {
         Ok(Deleted::Pending(o)) => Reply::Json(200, (*o).clone()),
         Ok(Deleted::Now(o)) => {
-            if kind.plural == "pods" || kind.plural == "namespaces" {
+            // The kinds whose storage returns the deleted object (`ReturnDeletedObject`);
+            // the others answer with a Status (pods too: only a pod still terminating is
+            // answered with itself).
+            const RETURN_DELETED: &[&str] = &[
+                "namespaces",
+                "persistentvolumes",
+                "persistentvolumeclaims",
+                "serviceaccounts",
+                "resourcequotas",
+            ];
+            if kind.group.is_empty() && RETURN_DELETED.contains(&kind.plural)
+                || kind.plural == "csidrivers"
+            {
                 Reply::Json(200, (*o).clone())
             } else {
                 let uid = meta::meta_str(&o, "uid").unwrap_or("");
