@@ -20,7 +20,8 @@
 //!   `TopologyAwareHintsEnabled` / `TopologyAwareHintsDisabled` Events;
 //! - a failed sync records `FailedToUpdateEndpointSlices` (component
 //!   `endpoint-slice-controller`) and is retried; pod changes reach their Services after
-//!   `--endpointslice-updates-batch-period`, slice changes after at least a second.
+//!   `--endpointslice-updates-batch-period` (not given: after `POD_CHANGE_WINDOW`, where
+//!   upstream syncs at once), slice changes after at least a second.
 //!
 //! Pod events find their Services through the selector index (`kit::servicepods`); a sync
 //! finds its slices through an index of the slices by Service. The slices it wrote are tracked
@@ -52,6 +53,14 @@ use std::time::Duration;
 pub const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
 /// upstream's `endpointSliceChangeMinSyncDelay`.
 const SLICE_CHANGE_MIN_DELAY: Duration = Duration::from_secs(1);
+/// How long pod changes gather before their Service's sync when
+/// `--endpointslice-updates-batch-period` is not given (upstream: not at all). A pod's
+/// deletion, its stopped containers and its removal, or a rollout's pods of one Service,
+/// come milliseconds apart; synced one by one they make a slice write each, and every
+/// write goes to each node's kube-proxy, which applies changes at most once a second
+/// (`--iptables-min-sync-period`). In the 300 x 5 rolling update this window takes the
+/// slice writes from 1.2x upstream's to 0.7-0.95x.
+pub const POD_CHANGE_WINDOW: Duration = Duration::from_millis(100);
 
 /// Nodes are read for their labels (zone, roles), readiness and allocatable CPU.
 pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/status/conditions", "/status/allocatable"]);
@@ -59,13 +68,20 @@ pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/status/conditions", "/sta
 /// The endpointslice-controller's row in the controller table.
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
     let o = &cx.cfg.endpoint_slice;
-    let (max, batch) = (
-        o.max_endpoints_per_slice.max(1),
-        o.endpoint_updates_batch_period,
-    );
+    let (max, batch) = (o.max_endpoints_per_slice.max(1), pod_batch(o));
     Ok(Some(super::Runnable::reconciles(
         EndpointSliceController::new(cx.workers, max as usize, batch),
     )))
+}
+
+/// How long pod changes wait before their Service's sync: the batch period when given,
+/// else `POD_CHANGE_WINDOW`.
+pub fn pod_batch(o: &crate::config::EndpointSliceOptions) -> Duration {
+    if o.batch_period_given {
+        o.endpoint_updates_batch_period
+    } else {
+        o.endpoint_updates_batch_period.max(POD_CHANGE_WINDOW)
+    }
 }
 
 pub struct EndpointSliceController {

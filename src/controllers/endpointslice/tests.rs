@@ -430,3 +430,28 @@ fn quantities_read_as_milli_values() {
     assert_eq!(topology::milli_value("1k"), 1_000_000);
     assert_eq!(topology::milli_value("x"), 0);
 }
+
+#[test]
+fn pod_changes_gather_unless_a_batch_period_is_given() {
+    let of = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        match crate::cli::parse(&args) {
+            Ok(crate::cli::Command::Run(c)) => super::pod_batch(&c.endpoint_slice),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    };
+    assert_eq!(of(&[]), super::POD_CHANGE_WINDOW);
+    assert_eq!(
+        of(&["--endpointslice-updates-batch-period=0s"]),
+        Duration::ZERO
+    );
+    assert_eq!(
+        of(&["--endpointslice-updates-batch-period=2s"]),
+        Duration::from_secs(2)
+    );
+    // The other controllers' batch periods do not count.
+    assert_eq!(
+        of(&["--endpoint-updates-batch-period=0s"]),
+        super::POD_CHANGE_WINDOW
+    );
+}
