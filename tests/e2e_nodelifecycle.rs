@@ -211,24 +211,48 @@ fn start(t: &Target, tag: &str, grace: &str) -> Kcm {
     Kcm::start(t, tag, &f)
 }
 
+/// A fresh namespace (its pods deleted at the end) and two ready nodes named from
+/// `prefixes`, their leases renewed.
+struct TwoNodes {
+    beats: Heartbeats,
+    _nodes: Nodes,
+    _pods: PodsGone,
+    ns: Ns,
+    names: [String; 2],
+}
+
+impl TwoNodes {
+    fn new(t: &Target, ns_prefix: &str, prefixes: [&str; 2]) -> TwoNodes {
+        let ns = Ns::with_cleanup(t, ns_prefix, &[]);
+        let pods = PodsGone {
+            admin: ns.admin.clone(),
+            ns: ns.name.clone(),
+        };
+        let mut nodes = Nodes::new(ns.admin.clone());
+        let mut beats = Heartbeats::new(&ns.admin);
+        let names = prefixes.map(unique);
+        for name in &names {
+            ready_node(&mut nodes, name);
+            beats.start(name);
+        }
+        TwoNodes {
+            beats,
+            _nodes: nodes,
+            _pods: pods,
+            ns,
+            names,
+        }
+    }
+}
+
 /// A node whose lease stops being renewed goes Unknown, is tainted unreachable (NoSchedule
 /// and NoExecute), its pods are marked not ready; a pod tolerating it for 0 s is deleted at
 /// once (with `DisruptionTarget`), one tolerating for 6 s after 6 s, one tolerating for ever
 /// stays; the other node and its pods are left alone. Back to life, the taints go.
 fn scenario_dark_node_evicts_its_pods(t: &Target) {
-    let ns = Ns::with_cleanup(t, "e2e-nlc", &[]);
-    let _pods = PodsGone {
-        admin: ns.admin.clone(),
-        ns: ns.name.clone(),
-    };
-    let (admin, n) = (&ns.admin, ns.name.as_str());
-    let mut nodes = Nodes::new(admin.clone());
-    let mut beats = Heartbeats::new(admin);
-    let (alive, dark) = (unique("alive"), unique("dark"));
-    for name in [&alive, &dark] {
-        ready_node(&mut nodes, name);
-        beats.start(name);
-    }
+    let two = TwoNodes::new(t, "e2e-nlc", ["alive", "dark"]);
+    let (admin, n, beats) = (&two.ns.admin, two.ns.name.as_str(), &two.beats);
+    let [alive, dark] = two.names.clone();
     // A real apiserver gives pods without them 300 s tolerations of both NoExecute taints
     // (DefaultTolerationSeconds): this one tolerates for zero seconds, which is at once.
     running_pod(admin, n, "plain", &dark, unreachable_for(Some(0)));
@@ -357,19 +381,9 @@ fn scenario_dark_node_evicts_its_pods(t: &Target) {
 /// endpoints: endpoint and endpointslice controllers in the same edgekcm hear of the pod
 /// status another of its controllers wrote.
 fn scenario_dark_node_pods_leave_ready_endpoints(t: &Target) {
-    let ns = Ns::with_cleanup(t, "e2e-nlc-ep", &[]);
-    let _pods = PodsGone {
-        admin: ns.admin.clone(),
-        ns: ns.name.clone(),
-    };
-    let (admin, n) = (&ns.admin, ns.name.as_str());
-    let mut nodes = Nodes::new(admin.clone());
-    let mut beats = Heartbeats::new(admin);
-    let (alive, dark) = (unique("alive"), unique("dark"));
-    for name in [&alive, &dark] {
-        ready_node(&mut nodes, name);
-        beats.start(name);
-    }
+    let two = TwoNodes::new(t, "e2e-nlc-ep", ["alive", "dark"]);
+    let (admin, n, beats) = (&two.ns.admin, two.ns.name.as_str(), &two.beats);
+    let [alive, dark] = two.names.clone();
     let web = json!({"app": "web"});
     running_pod_with(
         admin,
@@ -508,19 +522,9 @@ fn scenario_conditions_become_taints(t: &Target) {
 /// The apiserver restarts while a pod's toleration runs: it is still deleted when its time
 /// is over, and the pod tolerating for ever stays.
 fn scenario_restart_loses_nothing(t: &Target) {
-    let ns = Ns::with_cleanup(t, "e2e-nlc-rs", &[]);
-    let _pods = PodsGone {
-        admin: ns.admin.clone(),
-        ns: ns.name.clone(),
-    };
-    let (admin, n) = (&ns.admin, ns.name.as_str());
-    let mut nodes = Nodes::new(admin.clone());
-    let mut beats = Heartbeats::new(admin);
-    let (alive, dark) = (unique("alive"), unique("dark"));
-    for name in [&alive, &dark] {
-        ready_node(&mut nodes, name);
-        beats.start(name);
-    }
+    let two = TwoNodes::new(t, "e2e-nlc-rs", ["alive", "dark"]);
+    let (admin, n, beats) = (&two.ns.admin, two.ns.name.as_str(), &two.beats);
+    let [_, dark] = two.names.clone();
     running_pod(admin, n, "for25", &dark, unreachable_for(Some(25)));
     running_pod(admin, n, "forever", &dark, unreachable_for(None));
     let _kcm = start(t, "nlc-restart", "30s");
@@ -548,19 +552,9 @@ fn scenario_restart_loses_nothing(t: &Target) {
 /// deleted at once, one tolerating it for 30 s is scheduled and the deletion cancelled (with
 /// its Event) when the taint goes, one tolerating it for ever stays.
 fn scenario_user_taint(t: &Target) {
-    let ns = Ns::with_cleanup(t, "e2e-nlc-ut", &[]);
-    let _pods = PodsGone {
-        admin: ns.admin.clone(),
-        ns: ns.name.clone(),
-    };
-    let (admin, n) = (&ns.admin, ns.name.as_str());
-    let mut nodes = Nodes::new(admin.clone());
-    let mut beats = Heartbeats::new(admin);
-    let (a, b) = (unique("ut-a"), unique("ut-b"));
-    for name in [&a, &b] {
-        ready_node(&mut nodes, name);
-        beats.start(name);
-    }
+    let two = TwoNodes::new(t, "e2e-nlc-ut", ["ut-a", "ut-b"]);
+    let (admin, n) = (&two.ns.admin, two.ns.name.as_str());
+    let [a, _] = two.names.clone();
     let tol = |secs: Option<i64>| {
         let mut t =
             json!({"key": "example.com/drain", "operator": "Exists", "effect": "NoExecute"});
