@@ -42,10 +42,6 @@ pub struct EndpointSliceOptions {
     pub max_endpoints_per_slice: i32,
     /// `--endpointslice-updates-batch-period` (negative values act as zero).
     pub endpoint_updates_batch_period: Duration,
-    /// `--endpointslice-updates-batch-period` was given. When it was not, the endpointslice
-    /// controller still lets pod changes gather for a moment before a sync (its
-    /// `POD_CHANGE_WINDOW`); given, even as 0s, its value is used as it is.
-    pub batch_period_given: bool,
     /// `--mirroring-max-endpoints-per-subset`, 1 to 1000.
     pub mirroring_max_endpoints_per_subset: i32,
     /// `--mirroring-endpointslice-updates-batch-period` (negative values act as zero).

@@ -164,7 +164,6 @@ impl Default for Config {
             endpoint_slice: EndpointSliceOptions {
                 max_endpoints_per_slice: 100,
                 endpoint_updates_batch_period: Duration::ZERO,
-                batch_period_given: false,
                 mirroring_max_endpoints_per_subset: 1000,
                 mirroring_endpoint_updates_batch_period: Duration::ZERO,
             },
@@ -311,7 +310,6 @@ impl Config {
             "namespace-sync-period",
             f.namespace_sync_period,
         )?;
-        c.endpoint_slice.batch_period_given = f.endpointslice_updates_batch_period.is_some();
         for (flag, v, slot) in [
             (
                 "endpoint-updates-batch-period",

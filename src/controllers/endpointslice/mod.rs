@@ -20,8 +20,8 @@
 //!   `TopologyAwareHintsEnabled` / `TopologyAwareHintsDisabled` Events;
 //! - a failed sync records `FailedToUpdateEndpointSlices` (component
 //!   `endpoint-slice-controller`) and is retried; pod changes reach their Services after
-//!   `--endpointslice-updates-batch-period` (not given: after `POD_CHANGE_WINDOW`, where
-//!   upstream syncs at once), slice changes after at least a second.
+//!   `--endpointslice-updates-batch-period`, at least `POD_CHANGE_WINDOW` (upstream: at
+//!   once by default), slice changes after at least a second.
 //!
 //! Pod events find their Services through the selector index (`kit::servicepods`); a sync
 //! finds its slices through an index of the slices by Service. The slices it wrote are tracked
@@ -53,8 +53,8 @@ use std::time::Duration;
 pub const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
 /// upstream's `endpointSliceChangeMinSyncDelay`.
 const SLICE_CHANGE_MIN_DELAY: Duration = Duration::from_secs(1);
-/// How long pod changes gather before their Service's sync when
-/// `--endpointslice-updates-batch-period` is not given (upstream: not at all). A pod's
+/// How long pod changes gather at least before their Service's sync, whatever
+/// `--endpointslice-updates-batch-period` says below it (upstream: 0 by default). A pod's
 /// deletion, its stopped containers and its removal, or a rollout's pods of one Service,
 /// come milliseconds apart; synced one by one they make a slice write each, and every
 /// write goes to each node's kube-proxy, which applies changes at most once a second
@@ -74,14 +74,10 @@ pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable
     )))
 }
 
-/// How long pod changes wait before their Service's sync: the batch period when given,
-/// else `POD_CHANGE_WINDOW`.
+/// How long pod changes wait before their Service's sync: the batch period, at least
+/// `POD_CHANGE_WINDOW`.
 pub fn pod_batch(o: &crate::config::EndpointSliceOptions) -> Duration {
-    if o.batch_period_given {
-        o.endpoint_updates_batch_period
-    } else {
-        o.endpoint_updates_batch_period.max(POD_CHANGE_WINDOW)
-    }
+    o.endpoint_updates_batch_period.max(POD_CHANGE_WINDOW)
 }
 
 pub struct EndpointSliceController {

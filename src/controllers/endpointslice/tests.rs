@@ -432,7 +432,7 @@ fn quantities_read_as_milli_values() {
 }
 
 #[test]
-fn pod_changes_gather_unless_a_batch_period_is_given() {
+fn pod_changes_gather_for_at_least_the_window() {
     let of = |args: &[&str]| {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         match crate::cli::parse(&args) {
@@ -443,15 +443,10 @@ fn pod_changes_gather_unless_a_batch_period_is_given() {
     assert_eq!(of(&[]), super::POD_CHANGE_WINDOW);
     assert_eq!(
         of(&["--endpointslice-updates-batch-period=0s"]),
-        Duration::ZERO
+        super::POD_CHANGE_WINDOW
     );
     assert_eq!(
         of(&["--endpointslice-updates-batch-period=2s"]),
         Duration::from_secs(2)
-    );
-    // The other controllers' batch periods do not count.
-    assert_eq!(
-        of(&["--endpoint-updates-batch-period=0s"]),
-        super::POD_CHANGE_WINDOW
     );
 }
