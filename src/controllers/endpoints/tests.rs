@@ -503,3 +503,21 @@ fn trigger_time_format_is_rfc3339_nano() {
     let t = crate::timefmt::parse_rfc3339(T0).unwrap();
     assert_eq!(trigger::format(t), T0);
 }
+
+#[test]
+fn pod_changes_gather_for_at_least_the_window() {
+    let of = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        match crate::cli::parse(&args) {
+            Ok(crate::cli::Command::Run(c)) => super::pod_batch(&c.endpoint_controller),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    };
+    let window = crate::controllers::endpointslice::POD_CHANGE_WINDOW;
+    assert_eq!(of(&[]), window);
+    assert_eq!(of(&["--endpoint-updates-batch-period=0s"]), window);
+    assert_eq!(
+        of(&["--endpoint-updates-batch-period=2s"]),
+        Duration::from_secs(2)
+    );
+}
