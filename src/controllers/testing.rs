@@ -20,6 +20,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// The configuration a command line gives (`edgekcm run` with `args`).
+pub fn config(args: &[&str]) -> crate::config::Config {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    match crate::cli::parse(&args) {
+        Ok(crate::cli::Command::Run(c)) => *c,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
 /// A cache filled with `objects` (no handlers run) and a client that is never contacted.
 pub fn cx_with(objects: &[(Kind, Value)]) -> (Arc<Cache>, Client) {
     let (cache, client) = empty();

@@ -507,11 +507,7 @@ fn trigger_time_format_is_rfc3339_nano() {
 #[test]
 fn pod_changes_gather_for_at_least_the_window() {
     let of = |args: &[&str]| {
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        match crate::cli::parse(&args) {
-            Ok(crate::cli::Command::Run(c)) => super::pod_batch(&c.endpoint_controller),
-            other => panic!("{args:?}: {other:?}"),
-        }
+        super::pod_batch(&crate::controllers::testing::config(args).endpoint_controller)
     };
     let window = crate::controllers::endpointslice::POD_CHANGE_WINDOW;
     assert_eq!(of(&[]), window);

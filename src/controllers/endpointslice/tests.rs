@@ -433,13 +433,8 @@ fn quantities_read_as_milli_values() {
 
 #[test]
 fn pod_changes_gather_for_at_least_the_window() {
-    let of = |args: &[&str]| {
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        match crate::cli::parse(&args) {
-            Ok(crate::cli::Command::Run(c)) => super::pod_batch(&c.endpoint_slice),
-            other => panic!("{args:?}: {other:?}"),
-        }
-    };
+    let of =
+        |args: &[&str]| super::pod_batch(&crate::controllers::testing::config(args).endpoint_slice);
     assert_eq!(of(&[]), super::POD_CHANGE_WINDOW);
     assert_eq!(
         of(&["--endpointslice-updates-batch-period=0s"]),
