@@ -38,7 +38,7 @@ mod sync;
 pub use repack::MAX_CAPACITY;
 pub use sync::{HEADLESS_LABEL, OVER_CAPACITY, TRIGGER_TIME};
 
-use super::kit::servicepods::{selector, ServicePods};
+use super::kit::servicepods::{pod_change_delay, selector, ServicePods};
 use super::kit::trigger;
 use super::{Action, Controller, Cx, ObjectRef, OnError, Outcome, Report, Watch};
 use crate::api::client::DeleteOptions;
@@ -69,17 +69,8 @@ pub const SERVICE_WATCH: Watch = Watch::fields(SERVICES, &["/spec"]);
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(EndpointsController::new(
         cx.workers,
-        pod_batch(&cx.cfg.endpoint_controller),
+        pod_change_delay(cx.cfg.endpoint_controller.endpoint_updates_batch_period),
     ))))
-}
-
-/// How long pod changes wait before their Service's sync: `--endpoint-updates-batch-period`,
-/// at least the endpointslice controller's `POD_CHANGE_WINDOW` (upstream: 0 by default),
-/// for the same reason: the changes of a pod's end come milliseconds apart, and synced one
-/// by one they cost a write each (and a decode of the Service's pods per sync).
-pub fn pod_batch(o: &crate::config::EndpointOptions) -> Duration {
-    o.endpoint_updates_batch_period
-        .max(crate::controllers::endpointslice::POD_CHANGE_WINDOW)
 }
 
 pub struct EndpointsController {

@@ -503,17 +503,3 @@ fn trigger_time_format_is_rfc3339_nano() {
     let t = crate::timefmt::parse_rfc3339(T0).unwrap();
     assert_eq!(trigger::format(t), T0);
 }
-
-#[test]
-fn pod_changes_gather_for_at_least_the_window() {
-    let of = |args: &[&str]| {
-        super::pod_batch(&crate::controllers::testing::config(args).endpoint_controller)
-    };
-    let window = crate::controllers::endpointslice::POD_CHANGE_WINDOW;
-    assert_eq!(of(&[]), window);
-    assert_eq!(of(&["--endpoint-updates-batch-period=0s"]), window);
-    assert_eq!(
-        of(&["--endpoint-updates-batch-period=2s"]),
-        Duration::from_secs(2)
-    );
-}

@@ -20,8 +20,8 @@
 //!   `TopologyAwareHintsEnabled` / `TopologyAwareHintsDisabled` Events;
 //! - a failed sync records `FailedToUpdateEndpointSlices` (component
 //!   `endpoint-slice-controller`) and is retried; pod changes reach their Services after
-//!   `--endpointslice-updates-batch-period`, at least `POD_CHANGE_WINDOW` (upstream: at
-//!   once by default), slice changes after at least a second.
+//!   `--endpointslice-updates-batch-period`, at least `kit::servicepods::POD_CHANGE_WINDOW`
+//!   (upstream: at once by default), slice changes after at least a second.
 //!
 //! Pod events find their Services through the selector index (`kit::servicepods`); a sync
 //! finds its slices through an index of the slices by Service. The slices it wrote are tracked
@@ -32,7 +32,7 @@ pub mod model;
 pub mod reconciler;
 pub mod topology;
 
-use super::kit::servicepods::{selector, ServicePods};
+use super::kit::servicepods::{pod_change_delay, selector, ServicePods};
 use super::kit::slicetracker::{self, SliceIndex, SliceTracker};
 use super::kit::trigger;
 use super::{
@@ -53,14 +53,6 @@ use std::time::Duration;
 pub const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
 /// upstream's `endpointSliceChangeMinSyncDelay`.
 const SLICE_CHANGE_MIN_DELAY: Duration = Duration::from_secs(1);
-/// How long pod changes gather at least before their Service's sync, whatever
-/// `--endpointslice-updates-batch-period` says below it (upstream: 0 by default). A pod's
-/// deletion, its stopped containers and its removal, or a rollout's pods of one Service,
-/// come milliseconds apart; synced one by one they make a slice write each, and every
-/// write goes to each node's kube-proxy, which applies changes at most once a second
-/// (`--iptables-min-sync-period`). In the 300 x 5 rolling update this window takes the
-/// slice writes from 1.2x upstream's to 0.7-0.95x.
-pub const POD_CHANGE_WINDOW: Duration = Duration::from_millis(100);
 
 /// Nodes are read for their labels (zone, roles), readiness and allocatable CPU.
 pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/status/conditions", "/status/allocatable"]);
@@ -68,16 +60,13 @@ pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/status/conditions", "/sta
 /// The endpointslice-controller's row in the controller table.
 pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
     let o = &cx.cfg.endpoint_slice;
-    let (max, batch) = (o.max_endpoints_per_slice.max(1), pod_batch(o));
+    let (max, batch) = (
+        o.max_endpoints_per_slice.max(1),
+        pod_change_delay(o.endpoint_updates_batch_period),
+    );
     Ok(Some(super::Runnable::reconciles(
         EndpointSliceController::new(cx.workers, max as usize, batch),
     )))
-}
-
-/// How long pod changes wait before their Service's sync: the batch period, at least
-/// `POD_CHANGE_WINDOW`.
-pub fn pod_batch(o: &crate::config::EndpointSliceOptions) -> Duration {
-    o.endpoint_updates_batch_period.max(POD_CHANGE_WINDOW)
 }
 
 pub struct EndpointSliceController {

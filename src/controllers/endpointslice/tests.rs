@@ -430,18 +430,3 @@ fn quantities_read_as_milli_values() {
     assert_eq!(topology::milli_value("1k"), 1_000_000);
     assert_eq!(topology::milli_value("x"), 0);
 }
-
-#[test]
-fn pod_changes_gather_for_at_least_the_window() {
-    let of =
-        |args: &[&str]| super::pod_batch(&crate::controllers::testing::config(args).endpoint_slice);
-    assert_eq!(of(&[]), super::POD_CHANGE_WINDOW);
-    assert_eq!(
-        of(&["--endpointslice-updates-batch-period=0s"]),
-        super::POD_CHANGE_WINDOW
-    );
-    assert_eq!(
-        of(&["--endpointslice-updates-batch-period=2s"]),
-        Duration::from_secs(2)
-    );
-}

