@@ -127,7 +127,7 @@ dist:
     #!/usr/bin/env bash
     set -euo pipefail
     targets="x86_64-unknown-linux-musl aarch64-unknown-linux-musl"
-    max_bytes=6000000
+    max_bytes=6500000
     version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
     epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
