@@ -38,7 +38,7 @@ mod sync;
 pub use repack::MAX_CAPACITY;
 pub use sync::{HEADLESS_LABEL, OVER_CAPACITY, TRIGGER_TIME};
 
-use super::kit::servicepods::{pod_change_delay, selector, ServicePods};
+use super::kit::servicepods::{pod_change_delay, selector, ServicePods, SYNC_FIELDS};
 use super::kit::trigger;
 use super::{Action, Controller, Cx, ObjectRef, OnError, Outcome, Report, Watch};
 use crate::api::client::DeleteOptions;
@@ -49,18 +49,10 @@ use crate::obj::{self, At as _};
 use serde_json::Value;
 use std::time::Duration;
 
-/// What is read of a pod beyond its metadata: where it runs, its hostname and subdomain, its
-/// containers' ports (named target ports) and its status (phase, IPs, readiness).
-pub const POD_WATCH: Watch = Watch::fields(
-    PODS,
-    &[
-        "/spec/nodeName",
-        "/spec/hostname",
-        "/spec/subdomain",
-        "/spec/containers/*/ports",
-        "/status",
-    ],
-);
+/// What is read of a pod beyond its metadata, by the pod handlers and the syncs alike: where
+/// it runs, its hostname and subdomain, its containers' ports (named target ports), its phase,
+/// IPs and conditions.
+pub const POD_WATCH: Watch = Watch::fields(PODS, SYNC_FIELDS);
 
 /// Services are read for their labels, creation time and spec.
 pub const SERVICE_WATCH: Watch = Watch::fields(SERVICES, &["/spec"]);

@@ -30,9 +30,10 @@ pub fn pod_change_delay(batch_period: Duration) -> Duration {
     batch_period.max(POD_CHANGE_WINDOW)
 }
 
-/// What a sync reads of its Service's pods beyond their metadata (the predicates below and
-/// the endpoints and slices built from them). A sync decodes only these: the rest of a stored
-/// pod (its containers' images, env and mounts, its containers' statuses) is skipped by the
+/// What the two Service controllers read of a pod beyond its metadata: the pod index
+/// (`PodInfo`), the predicates below and the endpoints and slices built from them. Their pod
+/// watch keeps these (`endpoints::POD_WATCH`), and a sync decodes only these: what other
+/// controllers have the cache keep of a pod (its containers' statuses, say) is skipped by the
 /// parser, where decoding whole pods was a sixth of the CPU of a rolling update behind
 /// Services.
 pub const SYNC_FIELDS: &[&str] = &[
