@@ -14,6 +14,7 @@ pub mod events;
 #[cfg(test)]
 mod fuzz;
 pub mod gofmt;
+pub mod heap;
 pub mod leader;
 pub mod logging;
 pub mod manager;

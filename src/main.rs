@@ -44,63 +44,12 @@ fn limit_malloc_arenas() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn limit_malloc_arenas() {}
 
-/// The static musl builds allocate with dlmalloc: musl's own malloc serialises every call on
-/// one lock with heavy per-call bookkeeping, which cost edgekcm about a fifth of its CPU under
-/// load (`just bench`: 2.4 -> 1.6-2.2 CPU-s converge, peak RSS unchanged at ~22 MB).
+/// The static musl builds allocate with dlmalloc behind small per-thread-group caches
+/// (`edgekcm::heap`): musl's own malloc serialises every call on one lock with heavy per-call
+/// bookkeeping, which cost edgekcm about a fifth of its CPU under load.
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOCATOR: heap::Heap = heap::Heap;
-
-/// dlmalloc behind std's futex mutex. dlmalloc's own global wrapper takes a pthread mutex
-/// around every call; musl's pthread mutex is a general one (type, robustness and owner
-/// checks on each lock and unlock) and was about 5 % of the converge profile. std's mutex is
-/// one atomic each way when uncontended, spins briefly before sleeping, and never allocates.
-#[cfg(target_env = "musl")]
-mod heap {
-    use std::alloc::{GlobalAlloc, Layout};
-    use std::sync::{Mutex, MutexGuard};
-
-    struct Arena(dlmalloc::Dlmalloc);
-
-    // SAFETY: dlmalloc's state holds raw pointers into memory it mapped itself; it is only
-    // ever used with the mutex held, from whichever thread holds it.
-    unsafe impl Send for Arena {}
-
-    static ARENA: Mutex<Arena> = Mutex::new(Arena(dlmalloc::Dlmalloc::new()));
-
-    fn arena() -> MutexGuard<'static, Arena> {
-        // Nothing in dlmalloc panics while the lock is held; if something ever did, its
-        // state is as consistent as dlmalloc leaves it, so poisoning is not a reason to stop.
-        ARENA.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub struct Heap;
-
-    // SAFETY: every call forwards to dlmalloc with the arguments GlobalAlloc guarantees
-    // (a non-zero size and a valid alignment; pointers it returned, with their layout),
-    // under the one lock that serialises all use of the arena.
-    unsafe impl GlobalAlloc for Heap {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            unsafe { arena().0.malloc(layout.size(), layout.align()) }
-        }
-
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            unsafe { arena().0.free(ptr, layout.size(), layout.align()) }
-        }
-
-        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-            unsafe { arena().0.calloc(layout.size(), layout.align()) }
-        }
-
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            unsafe {
-                arena()
-                    .0
-                    .realloc(ptr, layout.size(), layout.align(), new_size)
-            }
-        }
-    }
-}
+static ALLOCATOR: edgekcm::heap::Heap = edgekcm::heap::Heap::new();
 
 fn main() {
     limit_malloc_arenas();
