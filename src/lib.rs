@@ -18,6 +18,7 @@ pub mod heap;
 pub mod leader;
 pub mod logging;
 pub mod manager;
+pub mod memops;
 pub mod metrics;
 pub mod notify;
 pub mod obj;
