@@ -40,11 +40,11 @@ pub const SHARDS: usize = 16;
 /// Blocks a class of a cache holds before it hands half of them to the depot.
 const BLOCKS_PER_CLASS: u32 = 64;
 /// Bytes a cache holds before it hands blocks of its fullest class to the depot.
-const BYTES_PER_SHARD: usize = 256 * 1024;
+const BYTES_PER_SHARD: usize = 64 * 1024;
 /// Blocks an empty class takes from dlmalloc at once.
 const REFILL: usize = 16;
 /// Bytes the depot holds before what comes to it goes back to dlmalloc.
-const DEPOT_BYTES: usize = 2 * 1024 * 1024;
+const DEPOT_BYTES: usize = 1024 * 1024;
 
 /// The size class of a request of `size` bytes (`size <= MAX_SMALL`).
 pub const fn class_of(size: usize) -> usize {
@@ -252,6 +252,29 @@ thread_local! {
     static SLOT: Cell<usize> = const { Cell::new(0) };
 }
 
+/// The allocator of the static musl builds (`src/main.rs` makes `Global` the global
+/// allocator).
+pub static HEAP: Heap = Heap::new();
+
+/// `HEAP` as a `GlobalAlloc`.
+pub struct Global;
+
+// SAFETY: forwards every call to `HEAP` with the same arguments.
+unsafe impl GlobalAlloc for Global {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        unsafe { HEAP.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        unsafe { HEAP.dealloc(p, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        unsafe { HEAP.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        unsafe { HEAP.realloc(p, layout, new_size) }
+    }
+}
+
 impl Heap {
     pub const fn new() -> Heap {
         Heap {
@@ -396,6 +419,51 @@ impl Heap {
         }
     }
 
+    /// Hand every cached block back to dlmalloc and let it return what it can to the
+    /// system: for a process going idle, so its resident set is not held up by blocks kept
+    /// for a load that has passed. A cache held by a thread right now is skipped.
+    pub fn release(&self) {
+        let mut arena = self.arena();
+        let mut free_all = |b: &mut Blocks| {
+            for c in 0..CLASSES {
+                while !b.bins[c].head.is_null() {
+                    let p = b.pop(c);
+                    // SAFETY: a cached block came from dlmalloc with its class's size.
+                    unsafe { arena.0.free(p, class_size(c), ALIGN) };
+                }
+            }
+        };
+        for s in &self.shards {
+            if let Some(mut g) = s.try_take() {
+                free_all(g.blocks());
+            }
+        }
+        {
+            let mut d = self.depot();
+            for c in 0..CLASSES {
+                let mut first = d.magazines[c].head;
+                while !first.is_null() {
+                    // SAFETY: each magazine's first block links the next and its blocks are
+                    // linked by `next`, all from dlmalloc with the class's size.
+                    unsafe {
+                        let next_magazine = (*first).next_magazine;
+                        let mut b = first;
+                        while !b.is_null() {
+                            let next = (*b).next;
+                            arena.0.free(b.cast(), class_size(c), ALIGN);
+                            b = next;
+                        }
+                        first = next_magazine;
+                    }
+                }
+                d.magazines[c] = EMPTY_BIN;
+            }
+            d.bytes = 0;
+        }
+        // SAFETY: trimming only gives back memory dlmalloc holds free.
+        unsafe { arena.0.trim(0) };
+    }
+
     /// Blocks in the caches and the depot, and the bytes they hold (for tests).
     pub fn cached(&self) -> (usize, usize) {
         let mut blocks = 0;
@@ -538,6 +606,8 @@ mod tests {
             }
             let (blocks, bytes) = heap.cached();
             assert!(bytes <= BYTES_PER_SHARD + DEPOT_BYTES, "{bytes}");
+            heap.release();
+            assert_eq!(heap.cached(), (0, 0));
             assert!(
                 blocks > BLOCKS_PER_CLASS as usize,
                 "the depot took magazines: {blocks}"

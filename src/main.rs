@@ -49,7 +49,7 @@ fn limit_malloc_arenas() {}
 /// bookkeeping, which cost edgekcm about a fifth of its CPU under load.
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOCATOR: edgekcm::heap::Heap = edgekcm::heap::Heap::new();
+static ALLOCATOR: edgekcm::heap::Global = edgekcm::heap::Global;
 
 /// musl's x86_64 string functions, replaced for the static build (`edgekcm::memops`: they
 /// were a sixth of its CPU under load). Defined here, the linker takes these and never pulls

@@ -120,6 +120,10 @@ fn helper(slot: Arc<Slot>) {
                     break;
                 }
                 list.retain(|s| !Arc::ptr_eq(s, &slot));
+                drop(list);
+                // A helper idle this long means the load has passed: what the allocator
+                // keeps cached for it goes back (static musl builds; nothing otherwise).
+                crate::heap::HEAP.release();
                 return;
             }
         }

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use std::sync::mpsc;
 
 #[global_allocator]
-static ALLOCATOR: edgekcm::heap::Heap = edgekcm::heap::Heap::new();
+static ALLOCATOR: edgekcm::heap::Global = edgekcm::heap::Global;
 
 fn object(i: usize) -> Value {
     json!({
@@ -70,6 +70,8 @@ fn json_crosses_threads_intact_on_the_heap() {
     }
     let seen: usize = consumers.into_iter().map(|c| c.join().unwrap()).sum();
     assert_eq!(seen, 4000);
-    let (_, bytes) = ALLOCATOR.cached();
+    let (_, bytes) = edgekcm::heap::HEAP.cached();
     assert!(bytes <= 16 * 256 * 1024 + 2 * 1024 * 1024, "{bytes}");
+    edgekcm::heap::HEAP.release();
+    assert_eq!(edgekcm::heap::HEAP.cached(), (0, 0));
 }
