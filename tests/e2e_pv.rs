@@ -180,13 +180,18 @@ fn scenario_static_binding(t: &Target) {
     admin
         .create(&PVS, None, &pv(&names[3], "1Gi", &cls, "Retain"))
         .expect("pv");
+    let _kcm = Kcm::start(t, "pv-static", &[BINDER]);
+    // The claims come once every volume is Available: a volume still Pending is passed over
+    // (as upstream does), so a claim synced first could take a bigger one.
+    for name in &names {
+        wait_phase(admin, &PVS, None, name, "Available");
+    }
     admin
         .create(&PVCS, Some(n), &pvc("data", "1500Mi", Some(&cls)))
         .expect("pvc");
     let mut mismatch = pvc("named", "5Gi", Some(&cls));
     mismatch["spec"]["volumeName"] = names[3].clone().into();
     admin.create(&PVCS, Some(n), &mismatch).expect("pvc");
-    let _kcm = Kcm::start(t, "pv-static", &[BINDER]);
 
     let c = wait_phase(admin, &PVCS, Some(n), "data", "Bound");
     assert_eq!(c["spec"]["volumeName"], names[1].as_str());
