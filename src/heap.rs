@@ -9,11 +9,14 @@
 //! waking and handing over.
 //!
 //! Here each thread is tied to one of `SHARDS` caches. A block of up to `MAX_SMALL` bytes is
-//! taken from, and given back to, its thread's cache when that cache's lock is free at once
-//! (it is never waited for); only what the caches cannot serve goes to dlmalloc. A cache
-//! holds at most `BLOCKS_PER_CLASS` blocks of a size class and `BYTES_PER_SHARD` bytes in
-//! all, so the memory they hold is bounded (about 1 MiB in all) however many threads come and
-//! go, and nothing needs a thread-exit hook.
+//! taken from, and given back to, its thread's cache when that cache is free at once (it is
+//! never waited for); only what the caches cannot serve goes to dlmalloc. An empty class of a
+//! cache fills from the depot, magazines of blocks other caches handed on, or else with a
+//! batch from dlmalloc; a class past `BLOCKS_PER_CLASS` blocks, or a cache past
+//! `BYTES_PER_SHARD`, hands half the blocks of that class (of its fullest class) to the
+//! depot, which keeps up to `DEPOT_BYTES` and gives the rest to dlmalloc. So the memory held
+//! for reuse is bounded (2 MiB in all) however many threads come and go, and nothing needs a
+//! thread-exit hook; `Heap::release` hands all of it back when the process goes idle.
 //!
 //! Small blocks are handed out by size class: a request is rounded up to its class's size,
 //! which is exactly what a dlmalloc chunk of that class holds (16-byte steps plus the chunk's
