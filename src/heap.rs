@@ -102,14 +102,9 @@ impl Blocks {
     /// `p` is a block of class `c` that nothing uses any more.
     unsafe fn push(&mut self, p: *mut u8, c: usize) {
         let block = p.cast::<Free>();
-        // SAFETY: every class has room for a `Free` at its (16-byte aligned) start.
-        unsafe {
-            block.write(Free {
-                next: self.bins[c].head,
-                next_magazine: ptr::null_mut(),
-                count: 0,
-            })
-        };
+        // SAFETY: every class has room for a `Free` at its (16-byte aligned) start; only the
+        // link is written here (`detach` and the depot write the other two words).
+        unsafe { ptr::addr_of_mut!((*block).next).write(self.bins[c].head) };
         self.bins[c].head = block;
         self.bins[c].len += 1;
         self.bytes += class_size(c);
@@ -409,17 +404,8 @@ impl Heap {
                 return;
             }
         }
-        let mut arena = self.arena();
-        let mut b = first;
-        while !b.is_null() {
-            // SAFETY: each block of the magazine came from dlmalloc with its class's size;
-            // its link is read before it is freed.
-            unsafe {
-                let next = (*b).next;
-                arena.0.free(b.cast(), class_size(c), ALIGN);
-                b = next;
-            }
-        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { free_magazine(&mut self.arena(), c, first) };
     }
 
     /// Hand every cached block back to dlmalloc and let it return what it can to the
@@ -446,16 +432,11 @@ impl Heap {
             for c in 0..CLASSES {
                 let mut first = d.magazines[c].head;
                 while !first.is_null() {
-                    // SAFETY: each magazine's first block links the next and its blocks are
-                    // linked by `next`, all from dlmalloc with the class's size.
+                    // SAFETY: each magazine's first block links the next; the depot's
+                    // magazines are unused blocks of class `c`.
                     unsafe {
                         let next_magazine = (*first).next_magazine;
-                        let mut b = first;
-                        while !b.is_null() {
-                            let next = (*b).next;
-                            arena.0.free(b.cast(), class_size(c), ALIGN);
-                            b = next;
-                        }
+                        free_magazine(&mut arena, c, first);
                         first = next_magazine;
                     }
                 }
@@ -487,6 +468,23 @@ impl Heap {
         blocks += d.magazines.iter().map(|m| m.len as usize).sum::<usize>();
         bytes += d.bytes;
         (blocks, bytes)
+    }
+}
+
+/// Give the blocks of a magazine back to dlmalloc.
+///
+/// # Safety
+/// `first` heads a list of unused blocks of class `c` linked by `next`, each from dlmalloc
+/// with its class's size.
+unsafe fn free_magazine(arena: &mut Arena, c: usize, first: *mut Free) {
+    let mut b = first;
+    while !b.is_null() {
+        // SAFETY: as the caller promises; the link is read before the block is freed.
+        unsafe {
+            let next = (*b).next;
+            arena.0.free(b.cast(), class_size(c), ALIGN);
+            b = next;
+        }
     }
 }
 
