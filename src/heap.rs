@@ -413,18 +413,16 @@ impl Heap {
     /// for a load that has passed. A cache held by a thread right now is skipped.
     pub fn release(&self) {
         let mut arena = self.arena();
-        let mut free_all = |b: &mut Blocks| {
-            for c in 0..CLASSES {
-                while !b.bins[c].head.is_null() {
-                    let p = b.pop(c);
-                    // SAFETY: a cached block came from dlmalloc with its class's size.
-                    unsafe { arena.0.free(p, class_size(c), ALIGN) };
-                }
-            }
-        };
         for s in &self.shards {
             if let Some(mut g) = s.try_take() {
-                free_all(g.blocks());
+                let b = g.blocks();
+                for c in 0..CLASSES {
+                    // SAFETY: a class's blocks are linked by `next`, each unused and from
+                    // dlmalloc with its class's size.
+                    unsafe { free_magazine(&mut arena, c, b.bins[c].head) };
+                    b.bins[c] = EMPTY_BIN;
+                }
+                b.bytes = 0;
             }
         }
         {
