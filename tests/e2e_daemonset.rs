@@ -436,7 +436,11 @@ fn scenario_restart_nodes_added(t: &Target) {
     // Settled: still one each a moment later.
     std::thread::sleep(Duration::from_secs(2));
     wait_one_per_node(&admin, &n, &uid, &refs);
-    let created = messages(&admin, &n, "agent", "SuccessfulCreate");
+    // Events are sent at low priority, after the writes they report: wait for them.
+    let created = eventually(LIMIT, "four SuccessfulCreate Events", || {
+        let m = messages(&admin, &n, "agent", "SuccessfulCreate");
+        (m.len() >= 4).then_some(m)
+    });
     assert_eq!(created.len(), 4, "{created:?}");
     assert!(kcm.exited().is_none(), "edgekcm exited");
 }
