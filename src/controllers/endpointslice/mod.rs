@@ -235,7 +235,7 @@ impl Controller for EndpointSliceController {
         let Some(sel) = selector(&svc) else {
             return Ok(Outcome::none());
         };
-        let pods = self.index.selected(cx.cache, ns, sel);
+        // The cache behind our own slice writes: retried before the pods are decoded.
         let slices = self.slices.slices(cx.cache, key, false);
         if self.tracker.stale(key, &slices) {
             return Ok(Outcome {
@@ -243,6 +243,7 @@ impl Controller for EndpointSliceController {
                 ..Outcome::none()
             });
         }
+        let pods = self.index.selected(cx.cache, ns, sel);
         let trigger = self.triggers.compute(key, &svc, &pods).map(trigger::format);
         // Each get decodes the stored node: once per node and sync, not once per pod.
         let nodes = cx.cache.store(NODES);
