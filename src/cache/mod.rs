@@ -1,6 +1,7 @@
 //! The shared watch cache: one reflector per kind, shared by every controller that reads it.
 //! Reflectors are tasks on the watch threads (`crate::reactor`), not a thread each.
 
+mod memo;
 pub mod monitors;
 pub mod reflector;
 pub mod store;

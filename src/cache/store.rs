@@ -238,6 +238,8 @@ pub struct Store {
     inner: RwLock<Inner>,
     /// The parts kept beyond metadata (JSON pointers); None keeps whole objects.
     projection: RwLock<Option<Arc<[&'static str]>>>,
+    /// The last decodes of `get_fields_shared`.
+    memo: super::memo::Memo,
 }
 
 /// Parse a resourceVersion for ordering; unparsable ones compare as "unknown" (None).
@@ -298,6 +300,15 @@ impl Store {
     pub fn get_fields(&self, key: &str, fields: &[&str]) -> Option<Obj> {
         let text = self.read().objects.get(key)?.text();
         text.decode_as(Some(fields))
+    }
+
+    /// As `get_fields`, for readers that decode the same objects again within moments (both
+    /// Service controllers reading a Service's pods): an unchanged object decoded with the
+    /// same fields a moment ago is handed out again (`memo`).
+    pub fn get_fields_shared(&self, key: &str, fields: &'static [&'static str]) -> Option<Obj> {
+        let text = self.read().objects.get(key)?.text();
+        self.memo
+            .get_or_decode(&text.0, fields, || text.decode_as(Some(fields)))
     }
 
     /// The stored object's UID, without decoding it.

@@ -352,7 +352,7 @@ impl ServicePods {
         let store = cache.store(crate::api::resources::PODS);
         names
             .iter()
-            .filter_map(|n| store.get_fields(&obj::make_key(ns, n), SYNC_FIELDS))
+            .filter_map(|n| store.get_fields_shared(&obj::make_key(ns, n), SYNC_FIELDS))
             .collect()
     }
 }
