@@ -62,12 +62,17 @@ impl Memo {
             }
         }
         let obj = decode()?;
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots[i] = Some(Slot {
+        let slot = Slot {
             text: text.clone(),
             fields,
             obj: obj.clone(),
-        });
+        };
+        let before = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots[i].replace(slot)
+        };
+        // The decode it held is freed (when no reader holds it) after the lock is released.
+        drop(before);
         Some(obj)
     }
 }
