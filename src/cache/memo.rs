@@ -24,23 +24,19 @@ struct Slot {
     obj: Obj,
 }
 
+/// The slots, allocated at the first decode kept: stores no reader asks this of (most of
+/// them) hold none.
+#[derive(Default)]
 pub(super) struct Memo {
     slots: Mutex<Vec<Option<Slot>>>,
 }
 
-impl Default for Memo {
-    fn default() -> Self {
-        Memo {
-            slots: Mutex::new((0..SLOTS).map(|_| None).collect()),
-        }
-    }
-}
-
 /// The slot of a text: by its allocation's address (blocks are at least 16-byte aligned).
 fn slot_of(text: &Arc<[u8]>) -> usize {
-    let addr = text.as_ptr() as usize >> 4;
-    // Fibonacci hashing spreads neighbouring allocations over the slots.
-    (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % SLOTS
+    let addr = (text.as_ptr() as usize >> 4) as u64;
+    // Fibonacci hashing spreads neighbouring allocations over the slots (in 64 bits, so the
+    // same on 32-bit targets).
+    (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % SLOTS
 }
 
 impl Memo {
@@ -55,7 +51,7 @@ impl Memo {
         let i = slot_of(text);
         {
             let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(s) = &slots[i] {
+            if let Some(Some(s)) = slots.get(i) {
                 if Arc::ptr_eq(&s.text, text) && s.fields == fields {
                     return Some(s.obj.clone());
                 }
@@ -69,6 +65,9 @@ impl Memo {
         };
         let before = {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            if slots.is_empty() {
+                slots.resize_with(SLOTS, || None);
+            }
             slots[i].replace(slot)
         };
         // The decode it held is freed (when no reader holds it) after the lock is released.
@@ -89,6 +88,7 @@ mod tests {
     #[test]
     fn a_slot_answers_only_for_its_own_text_and_fields() {
         let memo = Memo::default();
+        assert!(memo.slots.lock().unwrap().is_empty(), "no slots until used");
         let decodes = Cell::new(0);
         let decode = |v: serde_json::Value| {
             decodes.set(decodes.get() + 1);
