@@ -37,7 +37,19 @@ impl Shape {
 
 /// Decode `bytes` (one JSON object) with `Trim`.
 pub fn from_slice(bytes: &[u8], fields: Option<&[&str]>) -> serde_json::Result<Value> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    decode(serde_json::Deserializer::from_slice(bytes), fields)
+}
+
+/// As `from_slice`, for text known to be UTF-8 (the cache's): its strings are not checked
+/// again as they are decoded.
+pub fn from_str(text: &str, fields: Option<&[&str]>) -> serde_json::Result<Value> {
+    decode(serde_json::Deserializer::from_str(text), fields)
+}
+
+fn decode<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    fields: Option<&[&str]>,
+) -> serde_json::Result<Value> {
     let v = Trim { fields }.deserialize(&mut de)?;
     de.end()?;
     Ok(v)
@@ -280,6 +292,9 @@ mod tests {
                 {"name": "a", "image": "i", "ports": [{"name": "http", "containerPort": 80}]},
                 {"name": "b"}, 7, null, [1], {"ports": null}], "*": {"x": 1}, "y": [{"x": 2}]},
                 "status": [[1], {"a": 1}, []]}),
+            // Escapes and text beyond ASCII.
+            json!({"metadata": {"name": "t", "annotations": {"q": "a \"b\"\\\n\u{1}", "u": "zoné ✓ 🙂"}},
+                "spec": {"nodeName": "nœud"}}),
         ]
     }
 
@@ -298,6 +313,11 @@ mod tests {
             for fields in field_sets {
                 let got = from_slice(text.as_bytes(), fields).unwrap();
                 assert_eq!(got, reference(&o, fields), "{text} with {fields:?}");
+                assert_eq!(
+                    from_str(&text, fields).unwrap(),
+                    got,
+                    "{text} with {fields:?}"
+                );
             }
         }
     }
@@ -334,5 +354,7 @@ mod tests {
         assert!(from_slice(br#"{"metadata":{},"spec":{"x":[1,}}"#, Some(&["/status"])).is_err());
         assert!(from_slice(br#"{"metadata":{}} trailing"#, None).is_err());
         assert!(from_slice(b"", None).is_err());
+        assert!(from_str(r#"{"metadata":{},"spec":{"x":[1,}}"#, Some(&["/status"])).is_err());
+        assert!(from_str("", None).is_err());
     }
 }

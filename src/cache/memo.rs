@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 const SLOTS: usize = 64;
 
 struct Slot {
-    text: Arc<[u8]>,
+    text: Arc<str>,
     fields: &'static [&'static str],
     obj: Obj,
 }
@@ -32,7 +32,7 @@ pub(super) struct Memo {
 }
 
 /// The slot of a text: by its allocation's address (blocks are at least 16-byte aligned).
-fn slot_of(text: &Arc<[u8]>) -> usize {
+fn slot_of(text: &Arc<str>) -> usize {
     let addr = (text.as_ptr() as usize >> 4) as u64;
     // Fibonacci hashing spreads neighbouring allocations over the slots (in 64 bits, so the
     // same on 32-bit targets).
@@ -44,7 +44,7 @@ impl Memo {
     /// in the slot for the next reader).
     pub(super) fn get_or_decode(
         &self,
-        text: &Arc<[u8]>,
+        text: &Arc<str>,
         fields: &'static [&'static str],
         decode: impl FnOnce() -> Option<Obj>,
     ) -> Option<Obj> {
@@ -94,7 +94,7 @@ mod tests {
             decodes.set(decodes.get() + 1);
             Some(Arc::new(v))
         };
-        let a: Arc<[u8]> = Arc::from(&b"{\"a\":1}"[..]);
+        let a: Arc<str> = Arc::from("{\"a\":1}");
         let first = memo.get_or_decode(&a, F, || decode(json!({"a": 1})));
         let again = memo.get_or_decode(&a, F, || decode(json!({"other": 1})));
         assert_eq!(decodes.get(), 1);
@@ -107,12 +107,12 @@ mod tests {
         assert_eq!(g.unwrap().as_ref(), &json!({"g": 1}));
         assert_eq!(decodes.get(), 2);
         // Equal bytes in another allocation (a changed object stored anew): decoded.
-        let b: Arc<[u8]> = Arc::from(&b"{\"a\":1}"[..]);
+        let b: Arc<str> = Arc::from("{\"a\":1}");
         let other = memo.get_or_decode(&b, F, || decode(json!({"b": 1})));
         assert_eq!(other.unwrap().as_ref(), &json!({"b": 1}));
         assert_eq!(decodes.get(), 3);
         // A failed decode keeps nothing and answers None.
-        let c: Arc<[u8]> = Arc::from(&b"{"[..]);
+        let c: Arc<str> = Arc::from("{");
         assert!(memo.get_or_decode(&c, F, || None).is_none());
         assert!(memo
             .get_or_decode(&c, F, || decode(json!({"c": 1})))

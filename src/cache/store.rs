@@ -50,7 +50,7 @@ fn unreachable_empty() -> &'static Obj {
 /// its text (every small map is a B-tree node of ~630 bytes); readers decode on demand.
 #[derive(Clone)]
 struct Entry {
-    json: Arc<[u8]>,
+    json: Arc<str>,
     uid: Box<str>,
     resource_version: Box<str>,
     /// UIDs named in ownerReferences; the controller's first when there is one.
@@ -68,7 +68,7 @@ impl Entry {
         let controlled = refs.first().is_some_and(|(c, _)| *c);
         let owners: Vec<Box<str>> = refs.into_iter().map(|(_, uid)| uid).collect();
         Entry {
-            json: serde_json::to_vec(o).unwrap_or_default().into(),
+            json: serde_json::to_string(o).unwrap_or_default().into(),
             uid: obj::uid(o).into(),
             resource_version: obj::resource_version(o).into(),
             owners: owners.into_boxed_slice(),
@@ -94,7 +94,7 @@ impl Entry {
 
 /// A stored object's text, decoded outside the store's lock.
 #[derive(Clone)]
-struct Text(Arc<[u8]>);
+struct Text(Arc<str>);
 
 impl Text {
     fn decode(&self) -> Option<Obj> {
@@ -107,7 +107,7 @@ impl Text {
     }
 
     fn decode_as(&self, fields: Option<&[&str]>) -> Option<Obj> {
-        match crate::api::trim::from_slice(&self.0, fields) {
+        match crate::api::trim::from_str(&self.0, fields) {
             Ok(v) => Some(Arc::new(v)),
             Err(e) => {
                 log::error!("cache: a stored object does not decode: {e}");
