@@ -1,6 +1,7 @@
 //! Talking to the API server: configuration, the HTTP client, watch framing, the kind table.
 
 pub mod client;
+mod direct;
 pub mod discovery;
 pub mod fence;
 pub mod kubeconfig;
