@@ -3,6 +3,7 @@
 pub mod client;
 mod direct;
 pub mod discovery;
+pub mod echo;
 pub mod fence;
 pub mod kubeconfig;
 pub mod labels;

@@ -5,6 +5,7 @@
 //! and dropped without being kept, so a stream that never sends a newline cannot grow the
 //! buffer without bound.
 
+use super::echo::{EchoSource, Echoes};
 use super::trim::Trim;
 use crate::error::Error;
 use serde::de::DeserializeSeed as _;
@@ -22,7 +23,11 @@ pub enum EventType {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WatchEvent {
     pub kind: EventType,
+    /// Null when `echo` is given.
     pub object: Value,
+    /// The object, when it is the answer to our own write an [`EchoSource`] held (the
+    /// event's own text was not decoded).
+    pub echo: Option<std::sync::Arc<Value>>,
 }
 
 /// Turn an `ERROR` event's `Status` (or any Status body) into an `Error::Api`.
@@ -73,10 +78,11 @@ struct Envelope<'a> {
 enum Body<'a> {
     Decoded(Value),
     Raw(&'a serde_json::value::RawValue),
+    Echo(std::sync::Arc<Value>),
 }
 
-/// Decodes an [`Envelope`] with the watch's shape.
-struct EnvelopeSeed<'s>(Option<Trim<'s>>);
+/// Decodes an [`Envelope`] with the watch's shape, and its echoes.
+struct EnvelopeSeed<'s>(Option<Trim<'s>>, Option<&'s dyn EchoSource>);
 
 impl<'de> serde::de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
     type Value = Envelope<'de>;
@@ -102,6 +108,22 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeSeed<'_> {
                     env.object = Some(match (env.kind.as_deref(), self.0) {
                         (None, _) => Body::Raw(m.next_value()?),
                         (Some("ERROR"), _) | (Some(_), None) => Body::Decoded(m.next_value()?),
+                        (Some("ADDED" | "MODIFIED"), Some(tr))
+                            if self.1.is_some_and(|e| e.waiting()) =>
+                        {
+                            let raw: &serde_json::value::RawValue = m.next_value()?;
+                            let held = self.1.and_then(|e| {
+                                let (ns, name, rv) = super::echo::peek_meta(raw.get())?;
+                                e.take(&ns, &name, &rv)
+                            });
+                            match held {
+                                Some(o) => Body::Echo(o),
+                                None => Body::Decoded(
+                                    super::trim::from_str(raw.get(), tr.fields)
+                                        .map_err(serde::de::Error::custom)?,
+                                ),
+                            }
+                        }
                         (Some(_), Some(tr)) => Body::Decoded(m.next_value_seed(tr)?),
                     })
                 }
@@ -117,15 +139,27 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeSeed<'_> {
 /// As `parse_frame`; with `shape`, the objects of ADDED/MODIFIED/DELETED/BOOKMARK events are
 /// decoded already trimmed (see `trim`). An ERROR event's Status is always decoded whole.
 pub fn parse_frame_as(line: &[u8], shape: Option<Trim<'_>>) -> Frame {
+    parse_frame_echoed(line, shape, None)
+}
+
+/// As `parse_frame_as`; the object of an ADDED or MODIFIED event that `echoes` holds is
+/// taken from it instead of being decoded (`api::echo`).
+pub fn parse_frame_echoed(
+    line: &[u8],
+    shape: Option<Trim<'_>>,
+    echoes: Option<&dyn EchoSource>,
+) -> Frame {
     let trimmed = line.trim_ascii();
     if trimmed.is_empty() {
         return Frame::Empty;
     }
     let mut de = serde_json::Deserializer::from_slice(trimmed);
-    let env = match EnvelopeSeed(shape).deserialize(&mut de).and_then(|e| {
-        de.end()?;
-        Ok(e)
-    }) {
+    let env = match EnvelopeSeed(shape, echoes)
+        .deserialize(&mut de)
+        .and_then(|e| {
+            de.end()?;
+            Ok(e)
+        }) {
         Ok(v) => v,
         Err(e) => return Frame::Malformed(format!("invalid JSON: {e}")),
     };
@@ -133,9 +167,16 @@ pub fn parse_frame_as(line: &[u8], shape: Option<Trim<'_>>) -> Frame {
         return Frame::Malformed("event without a type".into());
     };
     let mut body = env.object;
+    let echo = match body.take() {
+        Some(Body::Echo(o)) => Some(o),
+        other => {
+            body = other;
+            None
+        }
+    };
     let mut decode = |shape: Option<Trim<'_>>| -> Value {
         match (body.take(), shape) {
-            (None, _) => Value::Null,
+            (None, _) | (Some(Body::Echo(_)), _) => Value::Null,
             (Some(Body::Decoded(v)), _) => v,
             (Some(Body::Raw(r)), Some(tr)) => {
                 super::trim::from_slice(r.get().as_bytes(), tr.fields).unwrap_or(Value::Null)
@@ -151,6 +192,13 @@ pub fn parse_frame_as(line: &[u8], shape: Option<Trim<'_>>) -> Frame {
         "ERROR" => return Frame::Error(status_error(&decode(None), 500)),
         other => return Frame::Malformed(format!("unknown event type {other:?}")),
     };
+    if let Some(o) = echo {
+        return Frame::Event(WatchEvent {
+            kind,
+            object: Value::Null,
+            echo: Some(o),
+        });
+    }
     let object = decode(shape);
     let has_meta = object
         .get("metadata")
@@ -158,7 +206,11 @@ pub fn parse_frame_as(line: &[u8], shape: Option<Trim<'_>>) -> Frame {
     if !object.is_object() || !has_meta {
         return Frame::Malformed(format!("{t} event without metadata.resourceVersion"));
     }
-    Frame::Event(WatchEvent { kind, object })
+    Frame::Event(WatchEvent {
+        kind,
+        object,
+        echo: None,
+    })
 }
 
 /// The longest watch event line decoded. The apiserver stores objects of at most about
@@ -181,6 +233,8 @@ pub type Item = Result<WatchEvent, Error>;
 pub struct Decoder {
     /// Decode objects trimmed to what the cache keeps (None: whole).
     pub shape: Option<super::trim::Shape>,
+    /// Answers to our own writes, for the events that echo them (with `shape` only).
+    pub echoes: Option<Echoes>,
     /// The start of a line whose end has not arrived.
     buf: Vec<u8>,
     /// The length so far of a line longer than `max_line`, dropped as it goes by.
@@ -195,6 +249,7 @@ impl Decoder {
     pub fn new(label: impl Into<String>) -> Self {
         Decoder {
             shape: None,
+            echoes: None,
             // Grown when a line spans pieces; an idle watch keeps none.
             buf: Vec::new(),
             dropping: None,
@@ -244,7 +299,11 @@ impl Decoder {
     fn line_end(&mut self, last: &[u8]) -> Option<Item> {
         let frame = if self.dropping.is_none() && self.buf.is_empty() && last.len() <= self.max_line
         {
-            parse_frame_as(last, self.shape.as_ref().map(|s| s.trim()))
+            parse_frame_echoed(
+                last,
+                self.shape.as_ref().map(|s| s.trim()),
+                self.echoes.as_ref().map(|e| &*e.0),
+            )
         } else {
             self.keep(last);
             if let Some(n) = self.dropping.take() {
@@ -256,7 +315,11 @@ impl Decoder {
                 );
                 return None;
             }
-            let frame = parse_frame_as(&self.buf, self.shape.as_ref().map(|s| s.trim()));
+            let frame = parse_frame_echoed(
+                &self.buf,
+                self.shape.as_ref().map(|s| s.trim()),
+                self.echoes.as_ref().map(|e| &*e.0),
+            );
             self.buf.clear();
             if self.buf.capacity() > KEEP_BUFFER_BYTES {
                 self.buf = Vec::new();

@@ -1,6 +1,7 @@
 //! The shared watch cache: one reflector per kind, shared by every controller that reads it.
 //! Reflectors are tasks on the watch threads (`crate::reactor`), not a thread each.
 
+mod echo;
 mod memo;
 pub mod monitors;
 pub mod reflector;
@@ -260,6 +261,19 @@ impl Cache {
     /// Record the answer to our own write, so the next reconcile sees it at once. `o` is the
     /// answer as decoded with `write_shape(kind)`: when one store holds the kind that is its
     /// own shape, and the answer is packed without a copy.
+    /// As `observe_write`, for an answer shared as an `Obj`: it is also held for the watch
+    /// event that will echo it, whose object then is not decoded again (`api::echo`).
+    pub fn observe_write_shared(&self, kind: Kind, o: &crate::obj::Obj) {
+        match &self.stores_admitting(kind, crate::obj::name(o))[..] {
+            [only] => only.observe_write_held(o),
+            several => {
+                for s in several {
+                    s.observe_write((**o).clone());
+                }
+            }
+        }
+    }
+
     pub fn observe_write(&self, kind: Kind, o: &serde_json::Value) {
         match &self.stores_admitting(kind, crate::obj::name(o))[..] {
             [only] => only.observe_write_shaped(o),

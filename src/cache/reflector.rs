@@ -434,6 +434,12 @@ impl Informer {
     async fn watch(&self, client: &Client) -> Result<()> {
         self.watches.fetch_add(1, Ordering::Relaxed);
         let (lo, hi) = self.watch_timeout;
+        // The echoes of our own writes come decoded from the store, in its shape (not for a
+        // metadata-only watch, whose objects are PartialObjectMetadata).
+        let echoes = (!self.metadata_only()).then(|| {
+            self.store.hold_echoes();
+            crate::api::echo::Echoes(self.store.clone())
+        });
         let opts = WatchOptions {
             resource_version: self.store.resource_version(),
             timeout_seconds: fastrand::u64(lo..hi.max(lo + 1)),
@@ -441,6 +447,7 @@ impl Informer {
             field_selector: self.selector(),
             metadata_only: self.metadata_only(),
             shape: Some(self.shape()),
+            echoes,
             ..Default::default()
         };
         // Boxed, as what opening needs is not kept for the life of the task.
@@ -455,8 +462,16 @@ impl Informer {
                     }
                     None
                 }
-                EventType::Added => self.store.apply_shaped(DeltaKind::Added, ev.object),
-                EventType::Modified => self.store.apply_shaped(DeltaKind::Updated, ev.object),
+                EventType::Added | EventType::Modified => {
+                    let kind = match ev.kind {
+                        EventType::Added => DeltaKind::Added,
+                        _ => DeltaKind::Updated,
+                    };
+                    match ev.echo {
+                        Some(o) => self.store.apply_obj(kind, o),
+                        None => self.store.apply_shaped(kind, ev.object),
+                    }
+                }
                 EventType::Deleted => self.store.apply_shaped(DeltaKind::Deleted, ev.object),
             };
             if let Some(d) = delta {

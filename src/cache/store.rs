@@ -240,6 +240,8 @@ pub struct Store {
     projection: RwLock<Option<Arc<[&'static str]>>>,
     /// The last decodes of `get_fields_shared`.
     memo: super::memo::Memo,
+    /// Answers to our own writes, for their watch events (`observe_write_held`).
+    held: super::echo::Held,
 }
 
 /// Parse a resourceVersion for ordering; unparsable ones compare as "unknown" (None).
@@ -262,6 +264,12 @@ impl Store {
     /// Keep only metadata and these parts of objects from now on (None: whole objects).
     pub fn set_projection(&self, fields: Option<Vec<&'static str>>) {
         *self.projection.write().unwrap_or_else(|p| p.into_inner()) = fields.map(Arc::from);
+        self.held.clear();
+    }
+
+    /// A watch takes the objects of events echoing our writes from here from now on.
+    pub fn hold_echoes(&self) {
+        self.held.want();
     }
 
     /// The parts kept beyond metadata; None for whole objects.
@@ -437,6 +445,11 @@ impl Store {
     /// As `apply`, for an object already decoded in this store's shape (`api::trim` with
     /// `projection()`, as the reflector does): it is not shaped a second time.
     pub fn apply_shaped(&self, kind: DeltaKind, o: Value) -> Option<Delta> {
+        self.apply_obj(kind, Arc::new(o))
+    }
+
+    /// As `apply_shaped`, for an object decoded already (an answer held for its echo).
+    pub fn apply_obj(&self, kind: DeltaKind, o: Obj) -> Option<Delta> {
         let key = obj::key(&o);
         if obj::name(&o).is_empty() {
             log::warn!("cache: skipping an object without metadata.name");
@@ -466,7 +479,7 @@ impl Store {
                 g.take(&key);
                 Some(Delta {
                     kind: DeltaKind::Deleted,
-                    old: Some(Arc::new(o)),
+                    old: Some(o),
                     new: None,
                 })
             }
@@ -495,7 +508,7 @@ impl Store {
                     None => g.before_write.remove(&key),
                 };
                 drop(g);
-                let new = Arc::new(o);
+                let new = o;
                 let old = match previous {
                     Some(text) => text.and_then(|t| t.decode_metadata()),
                     // An echo of a write whose former state is not known any more.
@@ -525,6 +538,19 @@ impl Store {
     /// As `observe_write`, for an answer already decoded in this store's shape (`api::trim`
     /// with `projection()`): it is packed as it is, without a copy to shape.
     pub fn observe_write_shaped(&self, o: &Value) {
+        self.observe_stored(o, None);
+    }
+
+    /// As `observe_write_shaped`, keeping the answer for the watch event that will echo it
+    /// (`api::echo`) when a watch takes them (`hold_echoes`).
+    pub fn observe_write_held(&self, o: &Obj) {
+        self.observe_stored(o, Some(o));
+    }
+
+    /// Store our write's answer (unless the store has seen a newer version already), and
+    /// hold it for its echo: before the lock is released, so that the watch cannot pass the
+    /// echo before it is held.
+    fn observe_stored(&self, o: &Value, hold: Option<&Obj>) {
         if obj::name(o).is_empty() {
             return;
         }
@@ -553,7 +579,10 @@ impl Store {
             if g.before_write.len() >= MAX_TOMBSTONES {
                 g.before_write.clear();
             }
-            g.before_write.insert(key, before);
+            g.before_write.insert(key.clone(), before);
+        }
+        if let Some(h) = hold {
+            self.held.hold(&key, obj::resource_version(o), h);
         }
     }
 
@@ -690,3 +719,13 @@ impl Store {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+impl crate::api::echo::EchoSource for Store {
+    fn waiting(&self) -> bool {
+        self.held.waiting()
+    }
+
+    fn take(&self, namespace: &str, name: &str, resource_version: &str) -> Option<Obj> {
+        self.held.take(namespace, name, resource_version)
+    }
+}

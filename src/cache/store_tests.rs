@@ -217,6 +217,32 @@ fn the_echo_of_our_own_write_is_told_but_not_stored_again() {
 }
 
 #[test]
+fn an_answer_held_for_its_echo_is_the_echos_object() {
+    use crate::api::echo::EchoSource;
+    let s = Store::new();
+    s.apply(DeltaKind::Added, with_uid(pod("a", "p", "5", None), "u1"));
+    let answer: Obj = Arc::new(with_uid(pod("a", "p", "9", Some("n1")), "u1"));
+    // Nothing is held until a watch takes echoes.
+    s.observe_write_held(&answer);
+    assert!(!s.waiting());
+    s.hold_echoes();
+    let newer: Obj = Arc::new(with_uid(pod("a", "p", "10", Some("n2")), "u1"));
+    s.observe_write_held(&newer);
+    // An answer older than what the store has is not held: its event has gone by.
+    s.observe_write_held(&answer);
+    assert!(s.take("a", "p", "9").is_none());
+    let held = s.take("a", "p", "10").expect("held");
+    assert!(Arc::ptr_eq(&held, &newer));
+    assert!(!s.waiting());
+    // Its event: the change from before the write, the answer itself as the object.
+    let d = s.apply_obj(DeltaKind::Updated, held).expect("delta");
+    assert_eq!(d.kind, DeltaKind::Updated);
+    assert!(Arc::ptr_eq(d.new.as_ref().unwrap(), &newer));
+    assert_eq!(obj::resource_version(d.old.as_ref().unwrap()), "5");
+    assert_eq!(obj::resource_version(&s.get("a/p").unwrap()), "10");
+}
+
+#[test]
 fn nameless_objects_are_skipped() {
     let s = Store::new();
     assert!(s.apply(DeltaKind::Added, json!({"metadata":{}})).is_none());

@@ -150,7 +150,7 @@ fn apply_leaf(
     recorder: &Recorder,
     ctrl: &dyn Controller,
     action: &Action,
-) -> crate::Result<Option<Value>> {
+) -> crate::Result<Option<crate::obj::Obj>> {
     let opt = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
     match action {
         Action::Create {
@@ -188,14 +188,16 @@ fn apply_leaf(
                 kind,
                 crate::obj::key(&created)
             );
-            cache.observe_write(*kind, &created);
+            let created = std::sync::Arc::new(created);
+            cache.observe_write_shared(*kind, &created);
             Ok(Some(created))
         }
         Action::Update { kind, object } => {
             let shape = cache.write_shape(*kind);
             let v = client.update_shaped(kind, object, None, shape.as_deref())?;
             log::debug!("{}: updated {} {}", ctrl.name(), kind, crate::obj::key(&v));
-            cache.observe_write(*kind, &v);
+            let v = std::sync::Arc::new(v);
+            cache.observe_write_shared(*kind, &v);
             Ok(Some(v))
         }
         Action::UpdateSubresource {
@@ -212,7 +214,8 @@ fn apply_leaf(
                 crate::obj::key(&v),
                 subresource
             );
-            cache.observe_write(*kind, &v);
+            let v = std::sync::Arc::new(v);
+            cache.observe_write_shared(*kind, &v);
             Ok(Some(v))
         }
         Action::Patch {
@@ -240,7 +243,8 @@ fn apply_leaf(
                 kind,
                 crate::obj::make_key(namespace, name)
             );
-            cache.observe_write(*kind, &v);
+            let v = std::sync::Arc::new(v);
+            cache.observe_write_shared(*kind, &v);
             Ok(Some(v))
         }
         Action::Delete {
@@ -307,7 +311,8 @@ fn apply_leaf(
                 kind,
                 crate::obj::make_key(namespace, name)
             );
-            cache.observe_write(*kind, &v);
+            let v = std::sync::Arc::new(v);
+            cache.observe_write_shared(*kind, &v);
             Ok(Some(v))
         }
         Action::Event(spec) => {
@@ -401,11 +406,11 @@ impl Run<'_> {
     }
 
     /// Tell the controller, classify a failure. False when the failure counts.
-    fn settle(&self, action: &Action, res: crate::Result<Option<Value>>) -> bool {
+    fn settle(&self, action: &Action, res: crate::Result<Option<crate::obj::Obj>>) -> bool {
         match res {
             Ok(v) => {
                 self.ctrl
-                    .applied(self.key, action, Applied::Done(v.as_ref()));
+                    .applied(self.key, action, Applied::Done(v.as_deref()));
                 true
             }
             Err(e) => {

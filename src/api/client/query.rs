@@ -52,6 +52,8 @@ pub struct WatchOptions {
     pub metadata_only: bool,
     /// Decode objects trimmed to what the cache keeps.
     pub shape: Option<crate::api::trim::Shape>,
+    /// Where the objects of events echoing our own writes are found decoded (`api::echo`).
+    pub echoes: Option<crate::api::echo::Echoes>,
 }
 
 #[derive(Debug, Clone, Default)]

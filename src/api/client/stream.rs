@@ -118,6 +118,7 @@ impl Client {
             if status == 200 {
                 body.decoder = Decoder::new(kind.to_string());
                 body.decoder.shape = opts.shape.clone();
+                body.decoder.echoes = opts.echoes.clone();
                 return Ok(AsyncWatch {
                     source: Source::Socket(body),
                 });

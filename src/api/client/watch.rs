@@ -41,6 +41,7 @@ impl Client {
                         let mut r =
                             EventReader::new(BufReader::with_capacity(8 * 1024, reader), label);
                         r.decoder.shape = opts.shape.clone();
+                        r.decoder.echoes = opts.echoes.clone();
                         r
                     },
                     canceller: WatchCanceller {
