@@ -1,6 +1,6 @@
-//! The API client's own TCP and TLS transport (`src/api/direct.rs`) against an in-process
-//! TLS server: bodies of any size, keep-alive, and pooled connections the server closed or
-//! sent more on.
+//! The API client's own requests (`src/api/client/exchange.rs`, `src/api/direct.rs`) against
+//! an in-process TLS server: bodies of any size, keep-alive, pooled connections the server
+//! closed or sent more on, and the request timeout.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -73,10 +73,25 @@ fn serve() -> TestServer {
                         std::thread::sleep(Duration::from_secs(3));
                     }
                     let answer = format!(r#"{{"conn":{conn_no},"n":{n},"len":{length}}}"#);
-                    let resp = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
-                        answer.len()
-                    );
+                    let resp = match path.as_str() {
+                        // In chunks, with an extension and a trailer.
+                        "/chunked" => {
+                            let (a, b) = answer.split_at(5);
+                            format!(
+                                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x};x=y\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\nT: 1\r\n\r\n",
+                                a.len(),
+                                b.len()
+                            )
+                        }
+                        "/close-header" => format!(
+                            "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        ),
+                        _ => format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        ),
+                    };
                     let w = tls.get_mut();
                     if w.write_all(resp.as_bytes())
                         .and_then(|_| w.flush())
@@ -133,10 +148,9 @@ fn bodies_of_any_size_go_over_one_kept_connection() {
     let c = client(&srv, Duration::from_secs(10));
     let (conn, n, len) = call(&c, "GET", "/a", None);
     assert_eq!((n, len), (1, 0));
-    let mut at = 2;
     // Around the output buffer (4 KiB), what is held back before sending (16 KiB) and a TLS
     // record (16 KiB), and well past them.
-    for size in [
+    let sizes = [
         10,
         4095,
         4096,
@@ -145,14 +159,14 @@ fn bodies_of_any_size_go_over_one_kept_connection() {
         16 * 1024,
         16 * 1024 + 1,
         300_000,
-    ] {
+    ];
+    for (at, size) in (2..).zip(sizes) {
         let body = format!("\"{}\"", "x".repeat(size - 2));
         assert_eq!(
             call(&c, "PUT", "/b", Some(&body)),
             (conn, at, size as u64),
             "a body of {size} bytes"
         );
-        at += 1;
     }
 }
 
@@ -173,6 +187,23 @@ fn a_connection_the_server_closed_or_sent_more_on_is_not_used_again() {
     );
     assert_eq!(n, 1);
     assert_eq!(call(&c, "GET", "/a", None), (third, 2, 0));
+}
+
+#[test]
+fn chunked_answers_and_connection_close() {
+    let srv = serve();
+    let c = client(&srv, Duration::from_secs(10));
+    let (conn, n, _) = call(&c, "GET", "/chunked", None);
+    assert_eq!(n, 1);
+    // Read to its end: the connection is taken again.
+    assert_eq!(call(&c, "POST", "/chunked", Some("{}")), (conn, 2, 2));
+    assert_eq!(call(&c, "GET", "/close-header", None), (conn, 3, 0));
+    let (next, n, _) = call(&c, "GET", "/a", None);
+    assert_ne!(
+        next, conn,
+        "a connection the answer said was closing was not taken again"
+    );
+    assert_eq!(n, 1);
 }
 
 #[test]

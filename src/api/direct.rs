@@ -1,156 +1,55 @@
-//! The connection of a request that no proxy stands in front of: TCP, with TLS on it for an
-//! https server, as one ureq transport.
+//! A connection of the client's own requests (`api::client::exchange`): TCP, with TLS on it
+//! for an https server.
 //!
-//! ureq's own TCP transport under a TLS transport costs system calls that add up at a
-//! controller's request rate: TLS output goes to the socket as it is made, so a request's
-//! head and its body are two writes and two TCP segments (and anything over the TCP
-//! transport's 4 KiB buffer more); every check that a pooled connection is still open (ureq
-//! makes two per request) switches the socket to non-blocking and back around a read; and a
-//! request's timeout is set on the socket again before every read and write. Here a request
-//! is encrypted as it is handed over and sent in one `writev` when its answer is awaited, the
-//! check is one `recv` that peeks without waiting, a timeout is set on the socket only when it
-//! moves by more than a second, and the socket is read 8 KiB at a time into a buffer of the
-//! connection's own (rustls asks for 4 KiB at most), in place of the TCP transport's buffers.
-//!
-//! Behind a proxy (`HTTPS_PROXY` and the others), ureq's connectors make the tunnel and
-//! `api::tls` puts TLS on it as before.
+//! Under ureq, a request over TLS cost system calls that add up at a controller's request
+//! rate: TLS output went to the socket as it was made, so a request's head and its body were
+//! two writes and two TCP segments (and more for anything over the TCP transport's 4 KiB
+//! buffer); every check that a pooled connection was still open (two per request) switched
+//! the socket to non-blocking and back around a read; and the request's timeout was set on
+//! the socket again before every read and write. Here a request is encrypted whole and sent
+//! in one `writev`, the check is one `recv` that peeks without waiting, a timeout is set on
+//! the socket only when it moves by more than a second, and the socket is read 8 KiB at a
+//! time into a buffer of the connection's own (rustls asks for 4 KiB at most).
 
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use std::time::Duration;
-use ureq::unversioned::transport::{
-    Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, ShutdownHandle,
-    Transport,
-};
 
 /// What is read from the socket at once, at most: most answers in one read (a TLS record is
 /// at most 16 KiB and some bytes).
 const READ_AHEAD: usize = 8 * 1024;
-/// Encrypted bytes held back for the request's next part before they are sent anyway.
+/// Encrypted bytes held before they are sent, for a large request (rustls holds 64 KiB at
+/// most).
 const HOLD_AT_MOST: usize = 16 * 1024;
 
-/// TCP (and TLS for https) to the resolved address, unless an earlier connector (a proxy's)
-/// made the connection already.
-#[derive(Debug)]
-pub(crate) struct DirectConnector(pub(crate) Arc<OnceLock<Arc<ClientConfig>>>);
-
-impl<In: Transport> Connector<In> for DirectConnector {
-    type Out = Either<In, Direct>;
-
-    fn connect(
-        &self,
-        details: &ConnectionDetails,
-        chained: Option<In>,
-    ) -> Result<Option<Self::Out>, ureq::Error> {
-        if let Some(c) = chained {
-            return Ok(Some(Either::A(c)));
-        }
-        let tls = match details.needs_tls() {
-            true => Some(client_connection(&self.0, details)?),
-            false => None,
-        };
-        let stream = Arc::new(connect_tcp(details)?);
-        (details.register_shutdown)(Arc::downgrade(&stream) as Weak<dyn ShutdownHandle>)?;
-        let mut sock = Sock {
-            stream,
-            read_timeout: None,
-            write_timeout: None,
-            ahead: Vec::new(),
-            ahead_at: 0,
-            ahead_end: 0,
-        };
-        let mut tls = tls;
-        if let Some(conn) = &mut tls {
-            // The connect timeout counts from the start of the connection, TCP included.
-            let timeout = remaining(details);
-            sock.set_read_timeout(timeout)?;
-            sock.set_write_timeout(timeout)?;
-            conn.complete_io(&mut sock)
-                .map_err(|e| io_error(e, details.timeout))?;
-        }
-        let buffers = LazyBuffers::new(
-            details.config.input_buffer_size(),
-            details.config.output_buffer_size(),
-        );
-        Ok(Some(Either::B(Direct {
-            sock,
-            tls,
-            held: 0,
-            buffers,
-        })))
-    }
-}
-
-fn client_connection(
-    config: &OnceLock<Arc<ClientConfig>>,
-    details: &ConnectionDetails,
-) -> Result<ClientConnection, ureq::Error> {
-    let config = config
-        .get()
-        .ok_or(ureq::Error::Tls("no TLS configuration for an https URL"))?
-        .clone();
-    let host = details
-        .uri
-        .authority()
-        .ok_or(ureq::Error::Tls("https URL without a host"))?
-        .host();
-    // IPv6 literals come bracketed.
-    let bare = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    let name = ServerName::try_from(bare)
-        .map_err(|_| ureq::Error::Tls("invalid server name for TLS"))?
-        .to_owned();
-    Ok(ClientConnection::new(config, name)?)
-}
-
-/// What is left of the connect timeout (None: none set).
-fn remaining(details: &ConnectionDetails) -> Option<Duration> {
-    use ureq::unversioned::transport::time::{Duration as D, Instant as I};
-    let mut t = details.timeout;
-    if let (D::Exact(after), I::Exact(now), I::Exact(start)) =
-        (t.after, (details.current_time)(), details.now)
-    {
-        t.after = D::Exact(after.saturating_sub(now.saturating_duration_since(start)));
-    }
-    t.not_zero().map(|d| *d)
-}
-
 /// The addresses in turn, each with its share of the connect timeout (the first half of it,
-/// the next a quarter, ...; ureq's split), the first that answers kept.
-fn connect_tcp(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
-    let total = details.timeout.not_zero().map(|d| *d);
-    let n = details.addrs.len() as i32;
+/// the next a quarter, ...; ureq's split), the first that answers kept. A timeout is an error
+/// of kind `TimedOut`.
+fn connect_addrs(addrs: &[SocketAddr], total: Option<Duration>) -> io::Result<TcpStream> {
+    let n = addrs.len() as i32;
     let weights = 2.0 * (1.0 - 0.5_f64.powi(n));
     let mut weight = 1.0_f64;
-    let mut last: Option<ureq::Error> = None;
-    for addr in details.addrs.iter() {
+    let mut last: Option<io::Error> = None;
+    for addr in addrs {
         let per_addr = total.map(|t| {
             Duration::from_secs_f64(t.as_secs_f64() * weight / weights)
                 .max(Duration::from_millis(10))
         });
         match connect_one(*addr, per_addr) {
             Ok(s) => {
-                if details.config.no_delay() {
-                    s.set_nodelay(true)?;
-                }
+                s.set_nodelay(true)?;
                 return Ok(s);
             }
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                last = Some(ureq::Error::Timeout(details.timeout.reason));
-            }
-            Err(e) if addr_specific(&e) => last = Some(e.into()),
-            Err(e) => return Err(e.into()),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut || addr_specific(&e) => last = Some(e),
+            Err(e) => return Err(e),
         }
         weight /= 2.0;
     }
-    Err(last.unwrap_or_else(|| {
-        io::Error::new(io::ErrorKind::ConnectionRefused, "Connection refused").into()
-    }))
+    Err(last
+        .unwrap_or_else(|| io::Error::new(io::ErrorKind::ConnectionRefused, "Connection refused")))
 }
 
 fn connect_one(addr: SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
@@ -170,17 +69,9 @@ fn addr_specific(e: &io::Error) -> bool {
     )
 }
 
-/// An I/O error as ureq reports it: a socket timeout as the timeout it was set for.
-fn io_error(e: io::Error, timeout: NextTimeout) -> ureq::Error {
-    match e.kind() {
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => ureq::Error::Timeout(timeout.reason),
-        _ => e.into(),
-    }
-}
-
 /// The socket, with the timeouts set on it and what was read ahead of rustls.
 struct Sock {
-    stream: Arc<TcpStream>,
+    stream: TcpStream,
     read_timeout: Option<Duration>,
     write_timeout: Option<Duration>,
     /// Bytes read ahead of rustls: `ahead[ahead_at..ahead_end]` (allocated at the first read).
@@ -231,7 +122,7 @@ impl Sock {
         }
         let mut one = [0u8; 1];
         match recv(
-            &*self.stream,
+            &self.stream,
             &mut one,
             RecvFlags::PEEK | RecvFlags::DONTWAIT,
         ) {
@@ -272,11 +163,11 @@ fn read_retrying(mut s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
 
 impl Write for Sock {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self.stream).write(buf)
+        (&self.stream).write(buf)
     }
 
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        (&*self.stream).write_vectored(bufs)
+        (&self.stream).write_vectored(bufs)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -284,13 +175,12 @@ impl Write for Sock {
     }
 }
 
-/// A connection made by `DirectConnector`.
+/// A connection of the client's own requests (`api::client::exchange`).
 pub(crate) struct Direct {
     sock: Sock,
     tls: Option<ClientConnection>,
     /// Plaintext encrypted but not sent yet.
     held: usize,
-    buffers: LazyBuffers,
 }
 
 impl std::fmt::Debug for Direct {
@@ -303,96 +193,85 @@ impl std::fmt::Debug for Direct {
 }
 
 impl Direct {
-    /// Send what TLS holds.
-    fn send_held(&mut self) -> io::Result<()> {
-        if let Some(conn) = &mut self.tls {
-            while conn.wants_write() {
-                if conn.write_tls(&mut self.sock)? == 0 {
-                    return Err(io::ErrorKind::WriteZero.into());
-                }
+    /// A connection over `stream`, with TLS when `tls` is given (its handshake done within
+    /// `timeout`).
+    fn handshake(
+        stream: TcpStream,
+        mut tls: Option<ClientConnection>,
+        timeout: Option<Duration>,
+    ) -> io::Result<Direct> {
+        let mut sock = Sock {
+            stream,
+            read_timeout: None,
+            write_timeout: None,
+            ahead: Vec::new(),
+            ahead_at: 0,
+            ahead_end: 0,
+        };
+        if let Some(conn) = &mut tls {
+            sock.set_read_timeout(timeout)?;
+            sock.set_write_timeout(timeout)?;
+            conn.complete_io(&mut sock)?;
+        }
+        Ok(Direct { sock, tls, held: 0 })
+    }
+
+    /// Connect to the first of `addrs` that answers, with TLS to `server_name` when `tls` is
+    /// given, all within `timeout`.
+    pub(crate) fn open(
+        addrs: &[SocketAddr],
+        tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+        timeout: Duration,
+    ) -> io::Result<Direct> {
+        let started = std::time::Instant::now();
+        let tls = match tls {
+            Some((config, name)) => {
+                Some(ClientConnection::new(config, name).map_err(io::Error::other)?)
             }
-        }
-        self.held = 0;
-        Ok(())
-    }
-}
-
-impl Transport for Direct {
-    fn buffers(&mut self) -> &mut dyn Buffers {
-        &mut self.buffers
+            None => None,
+        };
+        let stream = connect_addrs(addrs, Some(timeout))?;
+        let left = timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(10));
+        Direct::handshake(stream, tls, Some(left))
     }
 
-    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
-        let t = timeout.for_write();
-        if self.tls.is_none() {
-            self.sock.set_write_timeout(t.not_zero().map(|d| *d))?;
-            let out = &self.buffers.output()[..amount];
-            return (&*self.sock.stream)
-                .write_all(out)
-                .map_err(|e| io_error(e, t));
-        }
-        // Encrypted now, sent with the rest of the request when its answer is awaited (or
-        // once too much is held).
-        let mut at = 0;
-        while at < amount {
-            let n = match &mut self.tls {
-                Some(conn) => conn
-                    .writer()
-                    .write(&self.buffers.output()[at..amount])
-                    .map_err(|e| io_error(e, t))?,
-                None => 0,
-            };
-            at += n;
-            self.held += n;
-            if n == 0 || self.held >= HOLD_AT_MOST {
-                self.send_held_for(t)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
-        if self.held > 0 || self.tls.as_ref().is_some_and(|c| c.wants_write()) {
-            self.send_held_for(timeout.for_write())?;
-        }
-        let t = timeout.for_read();
-        self.sock.set_read_timeout(t.not_zero().map(|d| *d))?;
-        let input = self.buffers.input_append_buf();
-        let n = match &mut self.tls {
-            None => self.sock.read(input).map_err(|e| io_error(e, t))?,
-            Some(conn) => loop {
-                match conn.reader().read(input) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(io_error(e, t)),
-                }
-                // No plaintext yet: read more of the connection.
-                if conn.read_tls(&mut self.sock).map_err(|e| io_error(e, t))? == 0 {
-                    // The server closed without close_notify: the reader says so next.
-                    conn.process_new_packets()
-                        .map_err(|e| io_error(io::Error::new(io::ErrorKind::InvalidData, e), t))?;
-                    match conn.reader().read(input) {
-                        Ok(n) => break n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
-                        Err(e) => return Err(io_error(e, t)),
+    /// Send `bytes` (a whole request) within `timeout`.
+    pub(crate) fn send(&mut self, bytes: &[u8], timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.set_write_timeout(timeout)?;
+        match &mut self.tls {
+            None => (&self.sock.stream).write_all(bytes),
+            Some(_) => {
+                let mut at = 0;
+                while at < bytes.len() {
+                    let n = match &mut self.tls {
+                        Some(conn) => conn.writer().write(&bytes[at..])?,
+                        None => 0,
+                    };
+                    at += n;
+                    self.held += n;
+                    if n == 0 || self.held >= HOLD_AT_MOST {
+                        self.send_held()?;
                     }
                 }
-                if let Err(e) = conn.process_new_packets() {
-                    // An alert describing the failure, when there is one, as a last word.
-                    let _ = conn.write_tls(&mut self.sock);
-                    return Err(io_error(io::Error::new(io::ErrorKind::InvalidData, e), t));
-                }
-                // Whatever TLS wants to answer (a key update) goes out at once.
-                while conn.wants_write() {
-                    conn.write_tls(&mut self.sock).map_err(|e| io_error(e, t))?;
-                }
-            },
-        };
-        self.buffers.input_appended(n);
-        Ok(n > 0)
+                self.send_held()
+            }
+        }
     }
 
-    fn is_open(&mut self) -> bool {
+    /// Read what has arrived of the answer (0: the server closed), waiting at most `timeout`.
+    pub(crate) fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
+        if self.held > 0 || self.tls.as_ref().is_some_and(|c| c.wants_write()) {
+            self.send_held()?;
+        }
+        self.sock.set_read_timeout(timeout)?;
+        read_plain(&mut self.sock, &mut self.tls, buf)
+    }
+
+    /// Fit for another request: idle and open (see `Sock::idle_open`), nothing unsent or
+    /// unread.
+    pub(crate) fn reusable(&mut self) -> bool {
         if self.held > 0 {
             return false;
         }
@@ -412,15 +291,55 @@ impl Transport for Direct {
         self.sock.idle_open()
     }
 
-    fn is_tls(&self) -> bool {
-        self.tls.is_some()
+    /// Send what TLS holds.
+    fn send_held(&mut self) -> io::Result<()> {
+        if let Some(conn) = &mut self.tls {
+            while conn.wants_write() {
+                if conn.write_tls(&mut self.sock)? == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+            }
+        }
+        self.held = 0;
+        Ok(())
     }
 }
 
-impl Direct {
-    fn send_held_for(&mut self, t: NextTimeout) -> Result<(), ureq::Error> {
-        self.sock.set_write_timeout(t.not_zero().map(|d| *d))?;
-        self.send_held().map_err(|e| io_error(e, t))
+/// Plaintext off the connection into `buf`: what TLS has decrypted, else what the next read
+/// of the socket brings (0 at the end).
+fn read_plain(
+    sock: &mut Sock,
+    tls: &mut Option<ClientConnection>,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    let Some(conn) = tls else {
+        return sock.read(buf);
+    };
+    loop {
+        match conn.reader().read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        // No plaintext yet: read more of the connection.
+        if conn.read_tls(sock)? == 0 {
+            // The server closed without close_notify: the reader says so next.
+            conn.process_new_packets()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            return match conn.reader().read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                r => r,
+            };
+        }
+        if let Err(e) = conn.process_new_packets() {
+            // An alert describing the failure, when there is one, as a last word.
+            let _ = conn.write_tls(sock);
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+        // Whatever TLS wants to answer (a key update) goes out at once.
+        while conn.wants_write() {
+            conn.write_tls(sock)?;
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use ureq::unversioned::transport::time::{Duration, Instant};
 use ureq::unversioned::transport::{
     Buffers, ConnectProxyConnector, ConnectionDetails, Connector as UreqConnector, LazyBuffers,
-    NextTimeout, Transport, TransportAdapter,
+    NextTimeout, TcpConnector, Transport, TransportAdapter,
 };
 
 use crate::api::kubeconfig::RestConfig;
@@ -185,9 +185,9 @@ impl ServerCertVerifier for NoVerification {
     }
 }
 
-/// ureq's HTTP CONNECT proxy connector, then our own TCP and TLS (`api::direct`), then TLS
-/// on a proxy's tunnel, all with our configuration, which `Connector::set_config` gives once
-/// (connections made before fail).
+/// ureq's connector chain (HTTP CONNECT proxy, TCP) followed by TLS with our configuration,
+/// which `Connector::set_config` gives once (connections made before fail). Used behind a
+/// proxy only: requests go over `api::direct` connections otherwise.
 #[derive(Debug)]
 pub(crate) struct Connector {
     chain: Box<dyn UreqConnector<(), Out = Box<dyn Transport>>>,
@@ -199,7 +199,7 @@ impl Default for Connector {
         let config = Arc::new(OnceLock::new());
         let chain =
             ().chain(ConnectProxyConnector::default())
-                .chain(super::direct::DirectConnector(config.clone()))
+                .chain(TcpConnector::default())
                 .chain(TlsConnector(config.clone()));
         Connector {
             chain: Box::new(chain),

@@ -34,6 +34,9 @@ pub(super) struct Head {
     pub status: u16,
     pub retry_after: Option<Duration>,
     pub framing: Framing,
+    /// The server closes the connection after this answer (`Connection: close`, or HTTP/1.0
+    /// without keep-alive).
+    pub close: bool,
 }
 
 fn bad(what: impl Into<String>) -> io::Error {
@@ -58,6 +61,7 @@ pub(super) fn parse_head(head: &[u8]) -> io::Result<Head> {
         .filter(|s| (100..1000).contains(s) && version.starts_with("HTTP/1."))
         .ok_or_else(|| bad(format!("not an HTTP/1.x status line: {status_line:?}")))?;
     let (mut chunked, mut length, mut retry_after) = (false, None, None);
+    let mut connection = None;
     for line in lines.filter(|l| !l.is_empty()) {
         let Some((name, value)) = line.split_once(':') else {
             return Err(bad(format!("bad header line {line:?}")));
@@ -73,8 +77,15 @@ pub(super) fn parse_head(head: &[u8]) -> io::Result<Head> {
             );
         } else if name.eq_ignore_ascii_case("retry-after") {
             retry_after = value.parse::<u64>().ok().map(Duration::from_secs);
+        } else if name.eq_ignore_ascii_case("connection") {
+            connection = Some(value.to_ascii_lowercase());
         }
     }
+    let close = match connection.as_deref() {
+        Some(c) if c.contains("close") => true,
+        Some(c) if c.contains("keep-alive") => false,
+        _ => version == "HTTP/1.0",
+    };
     let framing = match (chunked, length) {
         (true, _) => Framing::Chunked(Chunk::Size {
             n: 0,
@@ -89,6 +100,7 @@ pub(super) fn parse_head(head: &[u8]) -> io::Result<Head> {
         status,
         retry_after,
         framing,
+        close,
     })
 }
 
@@ -324,8 +336,15 @@ mod tests {
         assert_eq!(h.framing, Framing::Length(12));
         let h = parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap();
         assert_eq!((h.status, h.framing), (200, chunked()));
+        assert!(!h.close);
         let h = parse_head(b"HTTP/1.0 200 OK\r\n\r\n").unwrap();
         assert_eq!(h.framing, Framing::Close);
+        assert!(h.close);
+        let h = parse_head(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n\r\n").unwrap();
+        assert!(!h.close);
+        let h = parse_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+            .unwrap();
+        assert!(h.close);
         for bad in [
             &b"SSH-2.0\r\n\r\n"[..],
             b"HTTP/1.1 abc\r\n\r\n",

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 mod connect;
+mod exchange;
 mod http1;
 mod query;
 mod stream;
@@ -98,6 +99,10 @@ struct Inner {
     /// An HTTP(S) proxy from the environment applies to the server: async watches
     /// (`stream.rs`) then use ureq, which goes through it.
     proxied: bool,
+    /// Requests without ureq (`exchange.rs`); None behind a proxy (ureq goes through it).
+    endpoint: Option<exchange::Endpoint>,
+    /// Each request's timeout.
+    timeout: Duration,
 }
 
 /// How a request takes its token of the client's QPS limiter.
@@ -173,6 +178,16 @@ impl Client {
             _ => None,
         };
         let proxied = proxy_applies(dial.as_ref().map_or(base.as_str(), |d| d.base.as_str()));
+        let endpoint = match proxied {
+            true => None,
+            false => Some(
+                exchange::Endpoint::new(
+                    &base,
+                    dial.as_ref().map(|d| (d.base.as_str(), d.host.as_str())),
+                )
+                .map_err(|e| Error::Config(format!("{}: server {base:?}: {e}", cfg.source)))?,
+            ),
+        };
         let auth = if let Some(t) = &cfg.token {
             Auth::Bearer(t.clone())
         } else if let Some(p) = &cfg.token_file {
@@ -194,6 +209,8 @@ impl Client {
                 user_agent: user_agent.to_string(),
                 fence: OnceLock::new(),
                 proxied,
+                endpoint,
+                timeout,
             }),
         })
     }
@@ -208,19 +225,15 @@ impl Client {
         source: Arc<dyn TokenSource>,
     ) -> Result<Client> {
         let c = Client::new(cfg, qps, burst, user_agent)?;
-        let inner = Inner {
-            base: c.inner.base.clone(),
-            dial: c.inner.dial.clone(),
-            agent: c.inner.agent.clone(),
-            connector: c.inner.connector.clone(),
-            auth: Auth::Source(source),
-            limiter: Mutex::new(TokenBucket::new(f64::from(qps), burst.max(1))),
-            user_agent: user_agent.to_string(),
-            fence: OnceLock::new(),
-            proxied: c.inner.proxied,
+        // Just made: nothing else holds it.
+        let Ok(made) = Arc::try_unwrap(c.inner) else {
+            return Err(Error::Config("a new client is shared".into()));
         };
         Ok(Client {
-            inner: Arc::new(inner),
+            inner: Arc::new(Inner {
+                auth: Auth::Source(source),
+                ..made
+            }),
         })
     }
 
@@ -364,6 +377,51 @@ impl Client {
         res.map_err(|e| Error::Transport(format!("{method} {url}: {e}")))
     }
 
+    /// One attempt of a request: the answer's status, Retry-After and body. Over our own
+    /// connections (`exchange.rs`), or ureq's behind a proxy.
+    fn attempt(
+        &self,
+        method: &str,
+        url: &str,
+        path_and_query: &str,
+        accept: &str,
+        body: Option<(&str, &str)>,
+    ) -> Result<(u16, Option<Duration>, Vec<u8>)> {
+        let Some(endpoint) = &self.inner.endpoint else {
+            let resp = self.send_once(&self.inner.agent, method, url, accept, body)?;
+            let status = resp.status().as_u16();
+            let retry_after = retry_after(&resp);
+            return Ok((status, retry_after, read_body(resp, method, url)?));
+        };
+        // What ureq sent for these methods without a body.
+        let body = match (method, body) {
+            ("POST" | "PUT", None) => Some(("application/json", "{}")),
+            ("PATCH", None) => Some(("application/merge-patch+json", "{}")),
+            (_, b) => b,
+        };
+        let authorization = self.authorization()?;
+        let req = exchange::Request {
+            method,
+            path: path_and_query,
+            user_agent: &self.inner.user_agent,
+            accept,
+            authorization: authorization.as_deref(),
+            body,
+        };
+        let res = endpoint.exchange(
+            self.inner.connector.0.client_config(),
+            &req,
+            self.inner.timeout,
+        );
+        crate::metrics::rest_request_result(
+            &self.inner.base,
+            method,
+            res.as_ref().ok().map(|a| a.status),
+        );
+        let a = res.map_err(|e| Error::Transport(format!("{method} {url}: {e}")))?;
+        Ok((a.status, a.retry_after, a.body))
+    }
+
     /// One API call with the limiter, retries and error decoding. Returns the decoded body.
     pub fn request(
         &self,
@@ -441,8 +499,8 @@ impl Client {
                 Some(f) if !idempotent => Some(f.enter().ok_or(Error::Cancelled)?),
                 _ => None,
             };
-            let res = self.send_once(&self.inner.agent, method, &url, accept, body);
-            let resp = match res {
+            let res = self.attempt(method, &url, path_and_query, accept, body);
+            let (status, retry_after, bytes) = match res {
                 Ok(r) => r,
                 Err(e) if idempotent && read_tries < max_read_retries => {
                     read_tries += 1;
@@ -452,9 +510,6 @@ impl Client {
                 }
                 Err(e) => return Err(e),
             };
-            let status = resp.status().as_u16();
-            let retry_after = retry_after(&resp);
-            let bytes = read_body(resp, method, &url)?;
             drop(pass);
             if (200..300).contains(&status) {
                 return Ok(bytes);

@@ -310,7 +310,7 @@ fn port(uri: &ureq::http::Uri) -> u16 {
 }
 
 /// `uri`'s addresses through our resolver (a tls-server-name override, names reused 30 s).
-fn resolve(uri: &ureq::http::Uri) -> io::Result<Vec<SocketAddr>> {
+pub(super) fn resolve(uri: &ureq::http::Uri) -> io::Result<Vec<SocketAddr>> {
     use ureq::unversioned::resolver::Resolver as _;
     let timeout = ureq::unversioned::transport::NextTimeout {
         after: ureq::unversioned::transport::time::Duration::from_secs(10),

@@ -440,12 +440,9 @@ impl Client {
     /// GET a path whose answer is not JSON (`/healthz` answers `ok`): Ok when 2xx.
     pub fn get_raw(&self, path: &str) -> Result<String> {
         let url = format!("{}{}", self.inner.base, path);
-        let resp = self.send_once(&self.inner.agent, "GET", &url, "*/*", None)?;
-        let status = resp.status().as_u16();
-        let text = resp
-            .into_body()
-            .read_to_string()
-            .map_err(|e| Error::Transport(format!("GET {url}: {e}")))?;
+        let (status, _, body) = self.attempt("GET", &url, path, "*/*", None)?;
+        let text = String::from_utf8(body)
+            .map_err(|_| Error::Transport(format!("GET {url}: the answer is not UTF-8")))?;
         if (200..300).contains(&status) {
             Ok(text)
         } else {
