@@ -131,23 +131,8 @@ struct TestServer {
 
 /// A TLS 1.3 server on 127.0.0.1 answering every request with a small JSON object.
 fn serve() -> TestServer {
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let mut params = rcgen::CertificateParams::default();
-    params.subject_alt_names = vec![rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap())];
-    let cert = params.self_signed(&key).unwrap();
     let verifier = Arc::new(FixtureCaClients::new());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_client_cert_verifier(verifier.clone())
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls_pki_types::PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes())
-                .unwrap(),
-        )
-        .unwrap();
-    let config = Arc::new(config);
+    let (config, ca_pem) = common::loopback_tls_server(Some(verifier.clone()));
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("https://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
@@ -178,7 +163,7 @@ fn serve() -> TestServer {
     });
     TestServer {
         url,
-        ca_pem: cert.pem(),
+        ca_pem,
         verifier,
     }
 }

@@ -2,6 +2,8 @@
 //! an in-process TLS server: bodies of any size, keep-alive, pooled connections the server
 //! closed or sent more on, and the request timeout.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,7 +12,6 @@ use std::time::Duration;
 
 use edgekcm::api::client::Client;
 use edgekcm::api::kubeconfig::RestConfig;
-use rustls_pki_types::pem::PemObject;
 
 struct TestServer {
     url: String,
@@ -21,22 +22,7 @@ struct TestServer {
 /// number on it and the length of the body it got. `/close` closes the connection after the
 /// answer, `/extra` sends bytes after it, `/slow` answers after 3 s.
 fn serve() -> TestServer {
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let mut params = rcgen::CertificateParams::default();
-    params.subject_alt_names = vec![rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap())];
-    let cert = params.self_signed(&key).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls_pki_types::PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes())
-                .unwrap(),
-        )
-        .unwrap();
-    let config = Arc::new(config);
+    let (config, ca_pem) = common::loopback_tls_server(None);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("https://{}", listener.local_addr().unwrap());
     let conns = Arc::new(AtomicUsize::new(0));
@@ -111,10 +97,7 @@ fn serve() -> TestServer {
             });
         }
     });
-    TestServer {
-        url,
-        ca_pem: cert.pem(),
-    }
+    TestServer { url, ca_pem }
 }
 
 fn client(srv: &TestServer, timeout: Duration) -> Client {

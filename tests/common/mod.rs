@@ -369,6 +369,35 @@ pub fn insecure_https_agent(client_cert: Option<(&str, &str)>) -> ureq::Agent {
         .new_agent()
 }
 
+/// A TLS 1.3 server configuration for 127.0.0.1 with a new self-signed certificate, whose PEM
+/// is returned for the client to trust; client certificates are checked by `verifier` when
+/// one is given.
+pub fn loopback_tls_server(
+    verifier: Option<std::sync::Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> (std::sync::Arc<rustls::ServerConfig>, String) {
+    use rustls_pki_types::pem::PemObject;
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.subject_alt_names = vec![rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap())];
+    let cert = params.self_signed(&key).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap();
+    let builder = match verifier {
+        Some(v) => builder.with_client_cert_verifier(v),
+        None => builder.with_no_client_auth(),
+    };
+    let config = builder
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes())
+                .unwrap(),
+        )
+        .unwrap();
+    (std::sync::Arc::new(config), cert.pem())
+}
+
 /// A loopback port free at the time of asking.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -203,26 +203,14 @@ fn read_answer(
     let mut buf = vec![0; FIRST_READ];
     let mut len = 0;
     let end = loop {
-        if let Some(end) = http1::head_end(&buf[..len]) {
+        if let Some(end) = http1::head_or_room(&mut buf, len)? {
             break end;
-        }
-        if len == buf.len() {
-            if buf.len() >= http1::MAX_HEAD {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "response head too large",
-                ));
-            }
-            buf.resize(buf.len() * 2, 0);
         }
         let n = conn
             .read(&mut buf[len..], Some(left()?))
             .map_err(timed_out)?;
         if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "connection closed before the answer",
-            ));
+            return Err(http1::closed_before_answer());
         }
         len += n;
     };

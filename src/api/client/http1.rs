@@ -6,7 +6,7 @@ use std::io;
 use std::time::Duration;
 
 /// The longest response head read (ureq's `max_response_header_size` is 64 KiB too).
-pub(super) const MAX_HEAD: usize = 64 * 1024;
+const MAX_HEAD: usize = 64 * 1024;
 
 /// A GET request head. `target` is the path and query.
 pub(super) fn request_head(
@@ -46,6 +46,29 @@ fn bad(what: impl Into<String>) -> io::Error {
 /// The end of the head in `buf` (the index after its blank line), once it has arrived.
 pub(super) fn head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+/// While an answer's head arrives in `buf[..len]`: where it ends once it is all there, else
+/// room made in `buf` to read more (an error once the head would pass `MAX_HEAD`).
+pub(super) fn head_or_room(buf: &mut Vec<u8>, len: usize) -> io::Result<Option<usize>> {
+    if let Some(end) = head_end(&buf[..len]) {
+        return Ok(Some(end));
+    }
+    if len == buf.len() {
+        if buf.len() >= MAX_HEAD {
+            return Err(bad("response head too large"));
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+    Ok(None)
+}
+
+/// The server closed the connection before the answer's head was complete.
+pub(super) fn closed_before_answer() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "connection closed before the answer",
+    )
 }
 
 /// Parse a complete head (through its blank line).

@@ -209,24 +209,12 @@ impl Client {
         let mut buf = vec![0; READ_BUFFER];
         let mut len = 0;
         let end = loop {
-            if let Some(end) = http1::head_end(&buf[..len]) {
+            if let Some(end) = http1::head_or_room(&mut buf, len)? {
                 break end;
-            }
-            if len == buf.len() {
-                if buf.len() >= http1::MAX_HEAD {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "response head too large",
-                    ));
-                }
-                buf.resize(buf.len() * 2, 0);
             }
             let n = timed(per_read, "per read", conn.read(&mut buf[len..])).await?;
             if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed before the answer",
-                ));
+                return Err(http1::closed_before_answer());
             }
             len += n;
         };
