@@ -21,24 +21,22 @@ use std::time::Duration;
 /// What is read from the socket at once, at most: most answers in one read (a TLS record is
 /// at most 16 KiB and some bytes).
 const READ_AHEAD: usize = 8 * 1024;
-/// Encrypted bytes held before they are sent, for a large request (rustls holds 64 KiB at
-/// most).
+/// A large request is encrypted and sent in pieces of this much (rustls holds 64 KiB of
+/// encrypted output at most).
 const HOLD_AT_MOST: usize = 16 * 1024;
 
 /// The addresses in turn, each with its share of the connect timeout (the first half of it,
 /// the next a quarter, ...; ureq's split), the first that answers kept. A timeout is an error
 /// of kind `TimedOut`.
-fn connect_addrs(addrs: &[SocketAddr], total: Option<Duration>) -> io::Result<TcpStream> {
+fn connect_addrs(addrs: &[SocketAddr], total: Duration) -> io::Result<TcpStream> {
     let n = addrs.len() as i32;
     let weights = 2.0 * (1.0 - 0.5_f64.powi(n));
     let mut weight = 1.0_f64;
     let mut last: Option<io::Error> = None;
     for addr in addrs {
-        let per_addr = total.map(|t| {
-            Duration::from_secs_f64(t.as_secs_f64() * weight / weights)
-                .max(Duration::from_millis(10))
-        });
-        match connect_one(*addr, per_addr) {
+        let per_addr = Duration::from_secs_f64(total.as_secs_f64() * weight / weights)
+            .max(Duration::from_millis(10));
+        match TcpStream::connect_timeout(addr, per_addr) {
             Ok(s) => {
                 s.set_nodelay(true)?;
                 return Ok(s);
@@ -50,13 +48,6 @@ fn connect_addrs(addrs: &[SocketAddr], total: Option<Duration>) -> io::Result<Tc
     }
     Err(last
         .unwrap_or_else(|| io::Error::new(io::ErrorKind::ConnectionRefused, "Connection refused")))
-}
-
-fn connect_one(addr: SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
-    match timeout {
-        Some(t) => TcpStream::connect_timeout(&addr, t),
-        None => TcpStream::connect(addr),
-    }
 }
 
 fn addr_specific(e: &io::Error) -> bool {
@@ -179,8 +170,6 @@ impl Write for Sock {
 pub(crate) struct Direct {
     sock: Sock,
     tls: Option<ClientConnection>,
-    /// Plaintext encrypted but not sent yet.
-    held: usize,
 }
 
 impl std::fmt::Debug for Direct {
@@ -193,29 +182,6 @@ impl std::fmt::Debug for Direct {
 }
 
 impl Direct {
-    /// A connection over `stream`, with TLS when `tls` is given (its handshake done within
-    /// `timeout`).
-    fn handshake(
-        stream: TcpStream,
-        mut tls: Option<ClientConnection>,
-        timeout: Option<Duration>,
-    ) -> io::Result<Direct> {
-        let mut sock = Sock {
-            stream,
-            read_timeout: None,
-            write_timeout: None,
-            ahead: Vec::new(),
-            ahead_at: 0,
-            ahead_end: 0,
-        };
-        if let Some(conn) = &mut tls {
-            sock.set_read_timeout(timeout)?;
-            sock.set_write_timeout(timeout)?;
-            conn.complete_io(&mut sock)?;
-        }
-        Ok(Direct { sock, tls, held: 0 })
-    }
-
     /// Connect to the first of `addrs` that answers, with TLS to `server_name` when `tls` is
     /// given, all within `timeout`.
     pub(crate) fn open(
@@ -224,17 +190,29 @@ impl Direct {
         timeout: Duration,
     ) -> io::Result<Direct> {
         let started = std::time::Instant::now();
-        let tls = match tls {
+        let mut tls = match tls {
             Some((config, name)) => {
                 Some(ClientConnection::new(config, name).map_err(io::Error::other)?)
             }
             None => None,
         };
-        let stream = connect_addrs(addrs, Some(timeout))?;
-        let left = timeout
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_millis(10));
-        Direct::handshake(stream, tls, Some(left))
+        let mut sock = Sock {
+            stream: connect_addrs(addrs, timeout)?,
+            read_timeout: None,
+            write_timeout: None,
+            ahead: Vec::new(),
+            ahead_at: 0,
+            ahead_end: 0,
+        };
+        if let Some(conn) = &mut tls {
+            let left = timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(10));
+            sock.set_read_timeout(Some(left))?;
+            sock.set_write_timeout(Some(left))?;
+            conn.complete_io(&mut sock)?;
+        }
+        Ok(Direct { sock, tls })
     }
 
     /// Send `bytes` (a whole request) within `timeout`.
@@ -242,28 +220,22 @@ impl Direct {
         self.sock.set_write_timeout(timeout)?;
         match &mut self.tls {
             None => (&self.sock.stream).write_all(bytes),
-            Some(_) => {
-                let mut at = 0;
-                while at < bytes.len() {
-                    let n = match &mut self.tls {
-                        Some(conn) => conn.writer().write(&bytes[at..])?,
-                        None => 0,
-                    };
-                    at += n;
-                    self.held += n;
-                    if n == 0 || self.held >= HOLD_AT_MOST {
-                        self.send_held()?;
-                    }
+            Some(conn) => {
+                // Encrypted in pieces of at most `HOLD_AT_MOST`, each sent when made.
+                for piece in bytes.chunks(HOLD_AT_MOST) {
+                    conn.writer().write_all(piece)?;
+                    send_held(conn, &mut self.sock)?;
                 }
-                self.send_held()
+                Ok(())
             }
         }
     }
 
     /// Read what has arrived of the answer (0: the server closed), waiting at most `timeout`.
     pub(crate) fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
-        if self.held > 0 || self.tls.as_ref().is_some_and(|c| c.wants_write()) {
-            self.send_held()?;
+        if let Some(conn) = &mut self.tls {
+            // Whatever a failed send left.
+            send_held(conn, &mut self.sock)?;
         }
         self.sock.set_read_timeout(timeout)?;
         read_plain(&mut self.sock, &mut self.tls, buf)
@@ -272,10 +244,10 @@ impl Direct {
     /// Fit for another request: idle and open (see `Sock::idle_open`), nothing unsent or
     /// unread.
     pub(crate) fn reusable(&mut self) -> bool {
-        if self.held > 0 {
-            return false;
-        }
         if let Some(conn) = &mut self.tls {
+            if conn.wants_write() {
+                return false;
+            }
             // What was read ahead of rustls goes to it first: a TLS message that is no data
             // (a session ticket) leaves the connection fit; data or a close does not.
             while self.sock.buffered() {
@@ -290,19 +262,16 @@ impl Direct {
         }
         self.sock.idle_open()
     }
+}
 
-    /// Send what TLS holds.
-    fn send_held(&mut self) -> io::Result<()> {
-        if let Some(conn) = &mut self.tls {
-            while conn.wants_write() {
-                if conn.write_tls(&mut self.sock)? == 0 {
-                    return Err(io::ErrorKind::WriteZero.into());
-                }
-            }
+/// Send what TLS holds, in as few writes as the socket takes.
+fn send_held(conn: &mut ClientConnection, sock: &mut Sock) -> io::Result<()> {
+    while conn.wants_write() {
+        if conn.write_tls(sock)? == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
         }
-        self.held = 0;
-        Ok(())
     }
+    Ok(())
 }
 
 /// Plaintext off the connection into `buf`: what TLS has decrypted, else what the next read

@@ -166,40 +166,25 @@ pub fn parse_frame_echoed(
     let Some(t) = env.kind.as_deref() else {
         return Frame::Malformed("event without a type".into());
     };
-    let mut body = env.object;
-    let echo = match body.take() {
-        Some(Body::Echo(o)) => Some(o),
-        other => {
-            body = other;
-            None
-        }
-    };
-    let mut decode = |shape: Option<Trim<'_>>| -> Value {
-        match (body.take(), shape) {
-            (None, _) | (Some(Body::Echo(_)), _) => Value::Null,
-            (Some(Body::Decoded(v)), _) => v,
-            (Some(Body::Raw(r)), Some(tr)) => {
-                super::trim::from_slice(r.get().as_bytes(), tr.fields).unwrap_or(Value::Null)
-            }
-            (Some(Body::Raw(r)), None) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
-        }
-    };
+    let body = env.object;
     let kind = match t {
         "ADDED" => EventType::Added,
         "MODIFIED" => EventType::Modified,
         "DELETED" => EventType::Deleted,
         "BOOKMARK" => EventType::Bookmark,
-        "ERROR" => return Frame::Error(status_error(&decode(None), 500)),
+        "ERROR" => return Frame::Error(status_error(&decode_body(body, None), 500)),
         other => return Frame::Malformed(format!("unknown event type {other:?}")),
     };
-    if let Some(o) = echo {
-        return Frame::Event(WatchEvent {
-            kind,
-            object: Value::Null,
-            echo: Some(o),
-        });
-    }
-    let object = decode(shape);
+    let object = match body {
+        Some(Body::Echo(o)) => {
+            return Frame::Event(WatchEvent {
+                kind,
+                object: Value::Null,
+                echo: Some(o),
+            })
+        }
+        body => decode_body(body, shape),
+    };
     let has_meta = object
         .get("metadata")
         .is_some_and(|m| m.get("resourceVersion").is_some_and(Value::is_string));
@@ -211,6 +196,19 @@ pub fn parse_frame_echoed(
         object,
         echo: None,
     })
+}
+
+/// An event's object: as decoded already, or its raw text decoded now (with `shape`).
+fn decode_body(body: Option<Body<'_>>, shape: Option<Trim<'_>>) -> Value {
+    match (body, shape) {
+        // An echo is handed on as it is, never decoded (`parse_frame_echoed`).
+        (None, _) | (Some(Body::Echo(_)), _) => Value::Null,
+        (Some(Body::Decoded(v)), _) => v,
+        (Some(Body::Raw(r)), Some(tr)) => {
+            super::trim::from_slice(r.get().as_bytes(), tr.fields).unwrap_or(Value::Null)
+        }
+        (Some(Body::Raw(r)), None) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
+    }
 }
 
 /// The longest watch event line decoded. The apiserver stores objects of at most about

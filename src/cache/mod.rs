@@ -261,22 +261,22 @@ impl Cache {
     /// Record the answer to our own write, so the next reconcile sees it at once. `o` is the
     /// answer as decoded with `write_shape(kind)`: when one store holds the kind that is its
     /// own shape, and the answer is packed without a copy.
+    pub fn observe_write(&self, kind: Kind, o: &serde_json::Value) {
+        self.observe(kind, o, None)
+    }
+
     /// As `observe_write`, for an answer shared as an `Obj`: it is also held for the watch
     /// event that will echo it, whose object then is not decoded again (`api::echo`).
     pub fn observe_write_shared(&self, kind: Kind, o: &crate::obj::Obj) {
-        match &self.stores_admitting(kind, crate::obj::name(o))[..] {
-            [only] => only.observe_write_held(o),
-            several => {
-                for s in several {
-                    s.observe_write((**o).clone());
-                }
-            }
-        }
+        self.observe(kind, o, Some(o))
     }
 
-    pub fn observe_write(&self, kind: Kind, o: &serde_json::Value) {
+    fn observe(&self, kind: Kind, o: &serde_json::Value, shared: Option<&crate::obj::Obj>) {
         match &self.stores_admitting(kind, crate::obj::name(o))[..] {
-            [only] => only.observe_write_shaped(o),
+            [only] => match shared {
+                Some(shared) => only.observe_write_held(shared),
+                None => only.observe_write_shaped(o),
+            },
             several => {
                 for s in several {
                     s.observe_write(o.clone());

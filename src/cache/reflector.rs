@@ -454,25 +454,21 @@ impl Informer {
         let mut stream = Box::pin(client.watch_async(&self.kind, None, &opts)).await?;
         while let Some(ev) = stream.next().await {
             let ev = ev?;
-            let delta = match ev.kind {
+            let kind = match ev.kind {
                 EventType::Bookmark => {
                     let rv = crate::obj::resource_version(&ev.object);
                     if !rv.is_empty() {
                         self.store.set_resource_version(rv);
                     }
-                    None
+                    continue;
                 }
-                EventType::Added | EventType::Modified => {
-                    let kind = match ev.kind {
-                        EventType::Added => DeltaKind::Added,
-                        _ => DeltaKind::Updated,
-                    };
-                    match ev.echo {
-                        Some(o) => self.store.apply_obj(kind, o),
-                        None => self.store.apply_shaped(kind, ev.object),
-                    }
-                }
-                EventType::Deleted => self.store.apply_shaped(DeltaKind::Deleted, ev.object),
+                EventType::Added => DeltaKind::Added,
+                EventType::Modified => DeltaKind::Updated,
+                EventType::Deleted => DeltaKind::Deleted,
+            };
+            let delta = match ev.echo {
+                Some(o) => self.store.apply_obj(kind, o),
+                None => self.store.apply_shaped(kind, ev.object),
             };
             if let Some(d) = delta {
                 self.dispatch(std::slice::from_ref(&d));

@@ -508,11 +508,10 @@ impl Store {
                     None => g.before_write.remove(&key),
                 };
                 drop(g);
-                let new = o;
                 let old = match previous {
                     Some(text) => text.and_then(|t| t.decode_metadata()),
                     // An echo of a write whose former state is not known any more.
-                    None => Some(new.clone()),
+                    None => Some(o.clone()),
                 };
                 let kind = if old.is_some() {
                     DeltaKind::Updated
@@ -522,7 +521,7 @@ impl Store {
                 Some(Delta {
                     kind,
                     old,
-                    new: Some(new),
+                    new: Some(o),
                 })
             }
         }

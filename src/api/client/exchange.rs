@@ -12,7 +12,7 @@ use super::http1;
 use crate::api::direct::Direct;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
-use std::io::{self, Write};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,13 +29,13 @@ pub(super) struct Endpoint {
     /// Where connections go (the tls-server-name's URL when one is given).
     uri: ureq::http::Uri,
     /// The address, when the URL names one (no tls-server-name): nothing to resolve.
-    addr: Option<SocketAddr>,
+    pub(super) addr: Option<SocketAddr>,
     /// The Host header.
-    host: String,
+    pub(super) host: String,
     /// The server URL's path, before every request's.
     prefix: String,
     /// The name TLS sends and verifies; None for plain http.
-    tls_name: Option<ServerName<'static>>,
+    pub(super) tls_name: Option<ServerName<'static>>,
     idle: Mutex<Vec<Direct>>,
 }
 
@@ -129,8 +129,16 @@ impl Endpoint {
             Some(c) => c,
             None => self.connect(tls, left()?.min(CONNECT_TIMEOUT))?,
         };
-        conn.send(&self.request_bytes(req), Some(left()?))
-            .map_err(timed_out)?;
+        let bytes = http1::request(
+            req.method,
+            &self.target(req.path),
+            &self.host,
+            req.user_agent,
+            req.accept,
+            req.authorization,
+            req.body,
+        );
+        conn.send(&bytes, Some(left()?)).map_err(timed_out)?;
         let (answer, reusable) = read_answer(&mut conn, &left)?;
         if reusable {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -139,6 +147,23 @@ impl Endpoint {
             }
         }
         Ok(answer)
+    }
+
+    /// A request's path and query after the server URL's path.
+    pub(super) fn target<'a>(&self, path: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.prefix.as_str() {
+            "" => path.into(),
+            prefix => format!("{prefix}{path}").into(),
+        }
+    }
+
+    /// The addresses to connect to: the URL's own address, or its name resolved (a
+    /// tls-server-name by our resolver, to the server's address).
+    pub(super) fn addrs(&self) -> io::Result<Vec<SocketAddr>> {
+        match self.addr {
+            Some(a) => Ok(vec![a]),
+            None => super::stream::resolve(&self.uri),
+        }
     }
 
     /// The last connection put back that is still fit.
@@ -152,36 +177,13 @@ impl Endpoint {
     }
 
     fn connect(&self, tls: Option<Arc<ClientConfig>>, timeout: Duration) -> io::Result<Direct> {
-        let addrs = match self.addr {
-            Some(a) => vec![a],
-            None => super::stream::resolve(&self.uri)?,
-        };
+        let addrs = self.addrs()?;
         let tls = match (&self.tls_name, tls) {
             (None, _) => None,
             (Some(name), Some(config)) => Some((config, name.clone())),
             (Some(_), None) => return Err(invalid("no TLS configuration for an https URL")),
         };
         Direct::open(&addrs, tls, timeout).map_err(timed_out)
-    }
-
-    fn request_bytes(&self, req: &Request<'_>) -> Vec<u8> {
-        let body = req.body.map_or("", |(_, b)| b);
-        let mut out = Vec::with_capacity(256 + self.prefix.len() + req.path.len() + body.len());
-        // Writing into a Vec does not fail.
-        let _ = write!(
-            out,
-            "{} {}{} HTTP/1.1\r\nHost: {}\r\nUser-Agent: {}\r\nAccept: {}\r\n",
-            req.method, self.prefix, req.path, self.host, req.user_agent, req.accept
-        );
-        if let Some(a) = req.authorization {
-            let _ = write!(out, "Authorization: {a}\r\n");
-        }
-        if let Some((ct, b)) = req.body {
-            let _ = write!(out, "Content-Type: {ct}\r\nContent-Length: {}\r\n", b.len());
-        }
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(body.as_bytes());
-        out
     }
 }
 

@@ -1,6 +1,7 @@
-//! The little of HTTP/1.1 a watch needs on its own connection (`stream.rs`): the request
-//! head, the response head, and the body's framing (chunked, a length, or until close),
-//! stepped over in place so that body bytes go to the event decoder without a copy.
+//! The little of HTTP/1.1 a watch (`stream.rs`) and a request (`exchange.rs`) need on
+//! connections of their own: the request, the response head, and the body's framing
+//! (chunked, a length, or until close), stepped over in place so that body bytes go where
+//! they are wanted without a copy.
 
 use std::io;
 use std::time::Duration;
@@ -8,24 +9,38 @@ use std::time::Duration;
 /// The longest response head read (ureq's `max_response_header_size` is 64 KiB too).
 const MAX_HEAD: usize = 64 * 1024;
 
-/// A GET request head. `target` is the path and query.
-pub(super) fn request_head(
+/// A request: its head, then `body` (content type and text) when it has one. `target` is
+/// the path and query.
+pub(super) fn request(
+    method: &str,
     target: &str,
     host: &str,
     user_agent: &str,
     accept: &str,
     authorization: Option<&str>,
+    body: Option<(&str, &str)>,
 ) -> Vec<u8> {
-    let mut h = format!(
-        "GET {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {user_agent}\r\nAccept: {accept}\r\n"
+    use std::io::Write as _;
+    let text = body.map_or("", |(_, b)| b);
+    let mut out = Vec::with_capacity(256 + target.len() + text.len());
+    // Writing into a Vec does not fail.
+    let _ = write!(
+        out,
+        "{method} {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {user_agent}\r\nAccept: {accept}\r\n"
     );
     if let Some(a) = authorization {
-        h.push_str("Authorization: ");
-        h.push_str(a);
-        h.push_str("\r\n");
+        let _ = write!(out, "Authorization: {a}\r\n");
     }
-    h.push_str("\r\n");
-    h.into_bytes()
+    if let Some((content_type, b)) = body {
+        let _ = write!(
+            out,
+            "Content-Type: {content_type}\r\nContent-Length: {}\r\n",
+            b.len()
+        );
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(text.as_bytes());
+    out
 }
 
 /// What a response head says.
@@ -377,16 +392,31 @@ mod tests {
         }
         assert_eq!(head_end(b"HTTP/1.1 200 OK\r\n\r\nbody"), Some(19));
         assert_eq!(head_end(b"HTTP/1.1 200 OK\r\n"), None);
-        let req = request_head(
+        let req = request(
+            "GET",
             "/api/v1/pods?watch=true",
             "h:1",
             "ua",
             "application/json",
             None,
+            None,
         );
         assert_eq!(
             String::from_utf8(req).unwrap(),
             "GET /api/v1/pods?watch=true HTTP/1.1\r\nHost: h:1\r\nUser-Agent: ua\r\nAccept: application/json\r\n\r\n"
+        );
+        let req = request(
+            "PUT",
+            "/p",
+            "h:1",
+            "ua",
+            "*/*",
+            Some("Bearer t"),
+            Some(("application/json", "{}")),
+        );
+        assert_eq!(
+            String::from_utf8(req).unwrap(),
+            "PUT /p HTTP/1.1\r\nHost: h:1\r\nUser-Agent: ua\r\nAccept: */*\r\nAuthorization: Bearer t\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
         );
     }
 }

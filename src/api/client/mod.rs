@@ -100,7 +100,7 @@ struct Inner {
     /// (`stream.rs`) then use ureq, which goes through it.
     proxied: bool,
     /// Requests without ureq (`exchange.rs`); None behind a proxy (ureq goes through it).
-    endpoint: Option<exchange::Endpoint>,
+    endpoint: Option<Arc<exchange::Endpoint>>,
     /// Each request's timeout.
     timeout: Duration,
 }
@@ -180,13 +180,13 @@ impl Client {
         let proxied = proxy_applies(dial.as_ref().map_or(base.as_str(), |d| d.base.as_str()));
         let endpoint = match proxied {
             true => None,
-            false => Some(
+            false => Some(Arc::new(
                 exchange::Endpoint::new(
                     &base,
                     dial.as_ref().map(|d| (d.base.as_str(), d.host.as_str())),
                 )
                 .map_err(|e| Error::Config(format!("{}: server {base:?}: {e}", cfg.source)))?,
-            ),
+            )),
         };
         let auth = if let Some(t) = &cfg.token {
             Auth::Bearer(t.clone())
@@ -351,25 +351,16 @@ impl Client {
                 rb
             }};
         }
-        let res = match (method, body) {
+        let res = match (method, default_body(method, body)) {
             ("GET", _) => finish!(agent.get(target)).call(),
             ("DELETE", None) => finish!(agent.delete(target)).call(),
             ("DELETE", Some((ct, b))) => finish!(agent.delete(target))
                 .force_send_body()
                 .content_type(ct)
                 .send(b),
-            ("POST", b) => {
-                let (ct, b) = b.unwrap_or(("application/json", "{}"));
-                finish!(agent.post(target)).content_type(ct).send(b)
-            }
-            ("PUT", b) => {
-                let (ct, b) = b.unwrap_or(("application/json", "{}"));
-                finish!(agent.put(target)).content_type(ct).send(b)
-            }
-            ("PATCH", b) => {
-                let (ct, b) = b.unwrap_or(("application/merge-patch+json", "{}"));
-                finish!(agent.patch(target)).content_type(ct).send(b)
-            }
+            ("POST", Some((ct, b))) => finish!(agent.post(target)).content_type(ct).send(b),
+            ("PUT", Some((ct, b))) => finish!(agent.put(target)).content_type(ct).send(b),
+            ("PATCH", Some((ct, b))) => finish!(agent.patch(target)).content_type(ct).send(b),
             (m, _) => return Err(Error::Transport(format!("unsupported method {m}"))),
         };
         let status = res.as_ref().ok().map(|r| r.status().as_u16());
@@ -393,12 +384,7 @@ impl Client {
             let retry_after = retry_after(&resp);
             return Ok((status, retry_after, read_body(resp, method, url)?));
         };
-        // What ureq sent for these methods without a body.
-        let body = match (method, body) {
-            ("POST" | "PUT", None) => Some(("application/json", "{}")),
-            ("PATCH", None) => Some(("application/merge-patch+json", "{}")),
-            (_, b) => b,
-        };
+        let body = default_body(method, body);
         let authorization = self.authorization()?;
         let req = exchange::Request {
             method,
@@ -585,6 +571,16 @@ fn proxy_applies(base: &str) -> bool {
 fn json_text(v: &Value) -> String {
     // A `Value` always serialises (its map keys are strings).
     serde_json::to_string(v).unwrap_or_default()
+}
+
+/// The body a request is sent with: `body`, or for a POST, PUT or PATCH without one an empty
+/// JSON object (a merge patch for PATCH).
+fn default_body<'a>(method: &str, body: Option<(&'a str, &'a str)>) -> Option<(&'a str, &'a str)> {
+    match (method, body) {
+        ("POST" | "PUT", None) => Some(("application/json", "{}")),
+        ("PATCH", None) => Some(("application/merge-patch+json", "{}")),
+        (_, b) => b,
+    }
 }
 
 /// The seconds of a `Retry-After` header.

@@ -21,12 +21,11 @@
 
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use async_io::{Async, Timer};
 use futures_lite::{future, AsyncReadExt, AsyncWriteExt};
-use rustls_pki_types::ServerName;
 use serde_json::Value;
 
 use super::connect::Resolver;
@@ -146,59 +145,48 @@ impl Client {
         per_read: Duration,
     ) -> io::Result<(u16, Option<Duration>, Box<Body>)> {
         // With a tls-server-name, the name is dialled (our resolver connects it to the
-        // server's address) and sent and verified in TLS; the Host is the server's.
-        let (target, host) = match &self.inner.dial {
-            Some(d) => (d.base.as_str(), Some(d.host.as_str())),
-            None => (self.inner.base.as_str(), None),
-        };
+        // server's address) and sent and verified in TLS; the Host is the server's: what
+        // the client's requests do (`exchange::Endpoint`, made when no proxy applies, as
+        // here).
         let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, what.to_string());
-        let uri: ureq::http::Uri = target.parse().map_err(|_| invalid("bad server URL"))?;
-        let name = uri
-            .host()
-            .ok_or_else(|| invalid("server URL without a host"))?;
-        let host = match (host, uri.authority()) {
-            (Some(h), _) => h.to_string(),
-            (None, Some(a)) => a.as_str().to_string(),
-            (None, None) => name.to_string(),
-        };
-        let bare = name
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
+        let endpoint = self
+            .inner
+            .endpoint
+            .as_ref()
+            .ok_or_else(|| invalid("the server is reached through a proxy"))?;
         let started = Instant::now();
-        let addrs = match (bare.parse::<IpAddr>(), &self.inner.dial) {
-            (Ok(ip), None) => vec![SocketAddr::new(ip, port(&uri))],
-            // A name (or an overridden one): resolved as ureq's requests are, on a helper.
-            _ => crate::pool::unblock(move || resolve(&uri)).await?,
+        let addrs = match endpoint.addr {
+            Some(a) => vec![a],
+            // A name (or an overridden one): resolved as the requests' are, on a helper.
+            None => {
+                let e = endpoint.clone();
+                crate::pool::unblock(move || e.addrs()).await?
+            }
         };
         let deadline = started + CONNECT_TIMEOUT;
         let tcp = within(deadline, "connect", connect_any(&addrs)).await?;
-        let mut conn = if self.inner.base.starts_with("https://") {
-            let config = self
-                .inner
-                .connector
-                .0
-                .client_config()
-                .ok_or_else(|| invalid("no TLS configuration for an https URL"))?;
-            let server_name =
-                ServerName::try_from(bare).map_err(|_| invalid("invalid server name for TLS"))?;
-            let tls = futures_rustls::TlsConnector::from(config).connect(server_name, tcp);
-            Conn::Tls(Box::new(within(deadline, "TLS handshake", tls).await?))
-        } else {
-            Conn::Plain(tcp)
+        let mut conn = match &endpoint.tls_name {
+            Some(server_name) => {
+                let config = self
+                    .inner
+                    .connector
+                    .0
+                    .client_config()
+                    .ok_or_else(|| invalid("no TLS configuration for an https URL"))?;
+                let tls =
+                    futures_rustls::TlsConnector::from(config).connect(server_name.clone(), tcp);
+                Conn::Tls(Box::new(within(deadline, "TLS handshake", tls).await?))
+            }
+            None => Conn::Plain(tcp),
         };
-        let prefix = self
-            .inner
-            .base
-            .parse::<ureq::http::Uri>()
-            .map(|u| u.path().trim_end_matches('/').to_string())
-            .unwrap_or_default();
-        let head = http1::request_head(
-            &format!("{prefix}{path}"),
-            &host,
+        let head = http1::request(
+            "GET",
+            &endpoint.target(path),
+            &endpoint.host,
             &self.inner.user_agent,
             accept,
             authorization,
+            None,
         );
         timed(per_read, "per write", async {
             conn.write_all(&head).await?;
@@ -286,15 +274,6 @@ impl Drop for ThreadWatch {
     fn drop(&mut self) {
         self.canceller.cancel();
     }
-}
-
-fn port(uri: &ureq::http::Uri) -> u16 {
-    uri.port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("http") {
-            80
-        } else {
-            443
-        })
 }
 
 /// `uri`'s addresses through our resolver (a tls-server-name override, names reused 30 s).
