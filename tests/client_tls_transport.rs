@@ -131,7 +131,7 @@ fn bodies_of_any_size_go_over_one_kept_connection() {
     let c = client(&srv, Duration::from_secs(10));
     let (conn, n, len) = call(&c, "GET", "/a", None);
     assert_eq!((n, len), (1, 0));
-    // Around the output buffer (4 KiB), what is held back before sending (16 KiB) and a TLS
+    // Around the output buffer (4 KiB), the piece a large request is sent in (16 KiB) and a TLS
     // record (16 KiB), and well past them.
     let sizes = [
         10,

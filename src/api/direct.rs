@@ -23,7 +23,7 @@ use std::time::Duration;
 const READ_AHEAD: usize = 8 * 1024;
 /// A large request is encrypted and sent in pieces of this much (rustls holds 64 KiB of
 /// encrypted output at most).
-const HOLD_AT_MOST: usize = 16 * 1024;
+const SEND_PIECE: usize = 16 * 1024;
 
 /// The addresses in turn, each with its share of the connect timeout (the first half of it,
 /// the next a quarter, ...; ureq's split), the first that answers kept. A timeout is an error
@@ -221,8 +221,8 @@ impl Direct {
         match &mut self.tls {
             None => (&self.sock.stream).write_all(bytes),
             Some(conn) => {
-                // Encrypted in pieces of at most `HOLD_AT_MOST`, each sent when made.
-                for piece in bytes.chunks(HOLD_AT_MOST) {
+                // Encrypted in pieces of at most `SEND_PIECE`, each sent when made.
+                for piece in bytes.chunks(SEND_PIECE) {
                     conn.writer().write_all(piece)?;
                     send_held(conn, &mut self.sock)?;
                 }
