@@ -15,6 +15,7 @@ pub mod events;
 mod fuzz;
 pub mod gofmt;
 pub mod heap;
+pub mod http_head;
 pub mod leader;
 pub mod logging;
 pub mod manager;

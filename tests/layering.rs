@@ -17,6 +17,7 @@ const KERNEL: &[&str] = &[
     "events.rs",
     "gofmt.rs",
     "heap.rs",
+    "http_head.rs",
     "leader",
     "logging.rs",
     "manager",

@@ -112,21 +112,9 @@ pub fn read_request<R: BufRead>(r: &mut R) -> io::Result<Option<Request>> {
             break;
         }
     }
-    let text = String::from_utf8_lossy(&line).into_owned();
-    let mut parts = text.split_whitespace();
-    let method = parts.next().ok_or_else(|| bad("empty request line"))?;
-    let target = parts
-        .next()
-        .ok_or_else(|| bad("request line without target"))?;
-    let version = parts.next().unwrap_or("HTTP/1.0");
-    let mut req = Request {
-        method: method.to_string(),
-        target: target.to_string(),
-        ..Request::default()
-    };
-    let (path, q) = target.split_once('?').unwrap_or((target, ""));
-    req.path = percent_decode(&path.replace('+', "%2B"));
-    req.query = parse_query(q);
+    // The head's lines (each read with the line limit, CR LF or LF), for the one parser.
+    let mut head = std::mem::take(&mut line);
+    let mut lines = 0;
     loop {
         if read_line_limited(r, &mut line)? == 0 {
             return Err(bad("connection closed inside the headers"));
@@ -134,14 +122,29 @@ pub fn read_request<R: BufRead>(r: &mut R) -> io::Result<Option<Request>> {
         if line.is_empty() {
             break;
         }
-        if req.headers.len() >= MAX_HEADERS {
+        lines += 1;
+        if lines > MAX_HEADERS {
             return Err(bad("too many headers"));
         }
-        let l = String::from_utf8_lossy(&line).into_owned();
-        let (k, v) = l.split_once(':').ok_or_else(|| bad("malformed header"))?;
-        req.headers
-            .push((k.trim().to_string(), v.trim().to_string()));
+        head.extend_from_slice(b"\r\n");
+        head.extend_from_slice(&line);
     }
+    let h = crate::http_head::request(&head, MAX_HEADERS)
+        .map_err(|why| bad(&format!("malformed request head: {why:?}")))?;
+    let [method, target, version] = h.start;
+    let mut req = Request {
+        method: method.to_string(),
+        target: target.to_string(),
+        headers: h
+            .fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Request::default()
+    };
+    let (path, q) = target.split_once('?').unwrap_or((target, ""));
+    req.path = percent_decode(&path.replace('+', "%2B"));
+    req.query = parse_query(q);
     let conn = req.header("connection").unwrap_or("").to_ascii_lowercase();
     req.close = conn.contains("close") || (version == "HTTP/1.0" && !conn.contains("keep-alive"));
     let chunked = req

@@ -215,58 +215,34 @@ fn bad_request(why: &str) -> Response {
     Response::error(400, &format!("400 Bad Request: {why}"))
 }
 
-/// An RFC 9110 token (method, header name).
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
 /// Parse a request head (without the final blank line), or the answer that refuses it:
 /// 400 when it is malformed (as Go's server checks it: token method and header names, no
 /// control characters in values), 431 with more than `max_headers` header lines.
 pub(crate) fn parse_head(head: &[u8], max_headers: usize) -> Result<Request, Response> {
-    let text = std::str::from_utf8(head).map_err(|_| bad_request("not UTF-8"))?;
-    let mut lines = text.split("\r\n");
-    let line = lines.next().unwrap_or_default();
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(bad_request("malformed request line"));
-    };
-    if !is_token(method) || !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
-        return Err(bad_request("malformed request line"));
-    }
-    if !target.starts_with('/') || target.bytes().any(|b| b.is_ascii_control()) {
-        return Err(bad_request("malformed request target"));
-    }
+    use crate::http_head::Refusal;
+    let h = crate::http_head::request(head, max_headers).map_err(|r| match r {
+        Refusal::TooManyFields => Response::error(
+            431,
+            "431 Request Header Fields Too Large: too many header lines",
+        ),
+        Refusal::NotUtf8 => bad_request("not UTF-8"),
+        Refusal::RequestLine | Refusal::StatusLine => bad_request("malformed request line"),
+        Refusal::Target => bad_request("malformed request target"),
+        Refusal::HeaderLine => bad_request("malformed header line"),
+        Refusal::HeaderName => bad_request("invalid header name"),
+        Refusal::HeaderValue => bad_request("invalid header value"),
+    })?;
+    let [method, target, _] = h.start;
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let mut headers = Vec::new();
-    for line in lines {
-        if headers.len() == max_headers {
-            return Err(Response::error(
-                431,
-                "431 Request Header Fields Too Large: too many header lines",
-            ));
-        }
-        let Some((k, v)) = line.split_once(':') else {
-            return Err(bad_request("malformed header line"));
-        };
-        if !is_token(k) {
-            return Err(bad_request("invalid header name"));
-        }
-        let v = v.trim_matches([' ', '\t']);
-        if v.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
-            return Err(bad_request("invalid header value"));
-        }
-        headers.push((k.to_ascii_lowercase(), v.to_string()));
-    }
     Ok(Request {
         method: method.to_string(),
         path: path.to_string(),
         query: query.to_string(),
-        headers,
+        headers: h
+            .fields
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
+            .collect(),
         peer_certs: Vec::new(),
         body: Vec::new(),
     })

@@ -58,15 +58,10 @@ fn bad(what: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.into())
 }
 
-/// The end of the head in `buf` (the index after its blank line), once it has arrived.
-pub(super) fn head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
-}
-
 /// While an answer's head arrives in `buf[..len]`: where it ends once it is all there, else
 /// room made in `buf` to read more (an error once the head would pass `MAX_HEAD`).
 pub(super) fn head_or_room(buf: &mut Vec<u8>, len: usize) -> io::Result<Option<usize>> {
-    if let Some(end) = head_end(&buf[..len]) {
+    if let Some(end) = crate::http_head::end(&buf[..len]) {
         return Ok(Some(end));
     }
     if len == buf.len() {
@@ -88,23 +83,23 @@ pub(super) fn closed_before_answer() -> io::Error {
 
 /// Parse a complete head (through its blank line).
 pub(super) fn parse_head(head: &[u8]) -> io::Result<Head> {
-    let text = std::str::from_utf8(head).map_err(|_| bad("response head is not UTF-8"))?;
-    let mut lines = text.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or_default();
-    let status = parts
-        .next()
-        .and_then(|s| s.parse::<u16>().ok())
-        .filter(|s| (100..1000).contains(s) && version.starts_with("HTTP/1."))
-        .ok_or_else(|| bad(format!("not an HTTP/1.x status line: {status_line:?}")))?;
+    use crate::http_head::Refusal;
+    let h = crate::http_head::response(head, usize::MAX).map_err(|r| match r {
+        Refusal::NotUtf8 => bad("response head is not UTF-8"),
+        Refusal::StatusLine => {
+            let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+            bad(format!(
+                "not an HTTP/1.x status line: {:?}",
+                String::from_utf8_lossy(line)
+            ))
+        }
+        _ => bad(format!("bad header line ({r:?})")),
+    })?;
+    let [version, status, _] = h.start;
+    let status: u16 = status.parse().map_err(|_| bad("bad status"))?;
     let (mut chunked, mut length, mut retry_after) = (false, None, None);
     let mut connection = None;
-    for line in lines.filter(|l| !l.is_empty()) {
-        let Some((name, value)) = line.split_once(':') else {
-            return Err(bad(format!("bad header line {line:?}")));
-        };
-        let value = value.trim();
+    for (name, value) in h.fields {
         if name.eq_ignore_ascii_case("transfer-encoding") {
             chunked = value.to_ascii_lowercase().contains("chunked");
         } else if name.eq_ignore_ascii_case("content-length") {
@@ -390,8 +385,11 @@ mod tests {
         ] {
             assert!(parse_head(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(head_end(b"HTTP/1.1 200 OK\r\n\r\nbody"), Some(19));
-        assert_eq!(head_end(b"HTTP/1.1 200 OK\r\n"), None);
+        assert_eq!(
+            crate::http_head::end(b"HTTP/1.1 200 OK\r\n\r\nbody"),
+            Some(19)
+        );
+        assert_eq!(crate::http_head::end(b"HTTP/1.1 200 OK\r\n"), None);
         let req = request(
             "GET",
             "/api/v1/pods?watch=true",
