@@ -17,13 +17,13 @@ mod workload;
 
 use edgekcm::api::client::{Client, DeleteOptions, PatchType};
 use edgekcm::api::kubeconfig;
-use edgekcm::api::resources::{NAMESPACES, SERVICEACCOUNTS};
+use edgekcm::api::resources::{Kind, NAMESPACES, SERVICEACCOUNTS};
 use edgekcm::certs::{generate, CertsOptions};
 use edgekcm::cli::{self, Command};
 use edgekcm::controllers::registry;
 use edgekcm::sandbox::{KubeletOptions, Sandbox, SandboxOptions};
 use feed::{Action, Feed};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,6 +63,8 @@ fn flags(kubeconfig: &Path, pki: &Path) -> Res<Vec<String>> {
         "--controllers=*,bootstrap-signer-controller,token-cleaner-controller".into(),
         "--allocate-node-cidrs=true".into(),
         "--cluster-cidr=10.244.0.0/16".into(),
+        // The autoscaler looks every 2 s instead of 15 s, so the demo need not wait for it.
+        "--horizontal-pod-autoscaler-sync-period=2s".into(),
         "--leader-elect=false".into(),
         "--secure-port=0".into(),
     ];
@@ -131,7 +133,50 @@ fn demo() -> Res<Sandbox> {
     Ok(sb)
 }
 
-/// The workload: wait for edgekcm, create it, wait for it to settle, delete the namespace.
+/// Create objects as the demo, printing each; a `status` is written after the create, as a
+/// controller would (a create drops it).
+fn create(admin: &Client, feed: &mut Feed, objects: Vec<(&'static Kind, Value)>) -> Res<()> {
+    for (kind, mut obj) in objects {
+        let status = obj.as_object_mut().and_then(|o| o.remove("status"));
+        let ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
+        let made = admin.create(kind, ns.as_deref(), &obj)?;
+        let name = made["metadata"]["name"].as_str().unwrap_or("");
+        let key = match &ns {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_string(),
+        };
+        step(feed, "created", kind.kind, &key);
+        if let Some(s) = status {
+            let patch = json!({ "status": s });
+            admin.patch(
+                kind,
+                ns.as_deref(),
+                name,
+                PatchType::Merge,
+                &patch,
+                Some("status"),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Tick until nothing of the workload is pending (`web` pods wanted), or fail after 30 s.
+fn settle(sb: &Sandbox, feed: &mut Feed, nodes: usize, web: u64) -> Res<()> {
+    let settled = feed.wait(sb, Duration::from_secs(30), || {
+        workload::load(sb);
+        workload::pending(sb, nodes, web).is_empty()
+    });
+    if !settled {
+        let left = workload::pending(sb, nodes, web).join(", ");
+        return Err(format!("the workload did not settle within 30 s: {left}").into());
+    }
+    println!("{:6.2}s  settled", feed.since(Instant::now()));
+    Ok(())
+}
+
+/// The workload: wait for edgekcm, create it, wait for it to settle, load it, delete the
+/// namespace.
 fn drive(sb: &Sandbox, kc: &Path, feed: &mut Feed, nodes: usize) -> Res<()> {
     let admin = Client::new(&kubeconfig::load(Some(kc), None)?, 0.0, 1, "demo")?;
     // Controllers run once the default namespace has its ServiceAccount.
@@ -142,35 +187,16 @@ fn drive(sb: &Sandbox, kc: &Path, feed: &mut Feed, nodes: usize) -> Res<()> {
     if !up {
         return Err("edgekcm did not start within 20 s".into());
     }
+    let now = SystemTime::now();
+    create(&admin, feed, workload::cluster(now)?)?;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": workload::NS}});
-    admin.create(&NAMESPACES, None, &ns)?;
-    step(feed, "created", "Namespace", workload::NS);
-    for (kind, mut obj) in workload::objects(SystemTime::now()) {
-        // A status is written as a controller would, after the create (which drops it).
-        let status = obj.as_object_mut().and_then(|o| o.remove("status"));
-        let made = admin.create(kind, Some(workload::NS), &obj)?;
-        let name = made["metadata"]["name"].as_str().unwrap_or("");
-        step(
-            feed,
-            "created",
-            kind.kind,
-            &format!("{}/{name}", workload::NS),
-        );
-        if let Some(s) = status {
-            let patch = json!({ "status": s });
-            let ns = Some(workload::NS);
-            admin.patch(kind, ns, name, PatchType::Merge, &patch, Some("status"))?;
-        }
-    }
-    let settled = feed.wait(sb, Duration::from_secs(30), || {
-        workload::pending(sb, nodes).is_empty()
-    });
-    if !settled {
-        let left = workload::pending(sb, nodes).join(", ");
-        return Err(format!("the workload did not settle within 30 s: {left}").into());
-    }
-    println!("{:6.2}s  workload settled", feed.since(Instant::now()));
+    create(&admin, feed, vec![(&NAMESPACES, ns)])?;
+    create(&admin, feed, workload::objects(now))?;
+    settle(sb, feed, nodes, 2)?;
+    create(&admin, feed, vec![workload::autoscaler()])?;
+    settle(sb, feed, nodes, 4)?;
+
     admin.delete(&NAMESPACES, None, workload::NS, &DeleteOptions::default())?;
     step(feed, "deleted", "Namespace", workload::NS);
     let gone = feed.wait(sb, Duration::from_secs(30), || {

@@ -188,8 +188,11 @@ impl KubeletState {
                 (*n).clone()
             }
             None => {
+                // Volumes are attached by the controller, as kubelets do by default.
                 let n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
-                    "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}});
+                    "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+                    "annotations": {
+                        "volumes.kubernetes.io/controller-managed-attach-detach": "true"}}});
                 match st.create(&NODES, None, n) {
                     Ok(n) => (*n).clone(),
                     Err(_) => return,
