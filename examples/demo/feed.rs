@@ -4,12 +4,12 @@
 //! controller creates (`<controller>: created <resource> <namespace/name>`, the only place the
 //! name of a generated object shows), and the sandbox's request log for every other write (the
 //! path names the object; the user agent ends in the controller's name, then
-//! `/system:serviceaccount:...` with `--use-service-account-credentials`). Events are left out:
-//! they tell again what the writes show.
+//! `/system:serviceaccount:...` with `--use-service-account-credentials`). Events are counted
+//! for the summary but not shown: they tell again what the writes show.
 
 use edgekcm::api::resources::{Kind, ALL};
 use edgekcm::sandbox::{RequestRecord, Sandbox};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,9 @@ pub struct Action {
 
 impl Action {
     fn what(&self) -> String {
+        if let Some(ns) = self.key.strip_suffix("/") {
+            return format!("{} every {} in {ns}", self.verb, self.kind);
+        }
         match &self.sub {
             Some(s) => format!("{} {} {} ({s})", self.verb, self.kind, self.key),
             None => format!("{} {} {}", self.verb, self.kind, self.key),
@@ -139,6 +142,8 @@ fn request_action(r: &RequestRecord, names: &[&str]) -> Option<Action> {
         "PUT" => "updated",
         "PATCH" => "patched",
         "DELETE" => "deleted",
+        // Other creations come from edgekcm's log, with their names.
+        "POST" if r.path.contains("/events") => "recorded",
         _ => return None,
     };
     if r.status >= 400 {
@@ -149,11 +154,6 @@ fn request_action(r: &RequestRecord, names: &[&str]) -> Option<Action> {
         return None;
     }
     let (kind, key, sub) = parse_path(&r.path)?;
-    let key = if key.ends_with('/') || key.is_empty() {
-        format!("{key}*")
-    } else {
-        key
-    };
     Some(Action {
         at: r.at,
         by: by.to_string(),
@@ -168,13 +168,71 @@ fn request_action(r: &RequestRecord, names: &[&str]) -> Option<Action> {
 #[derive(Default)]
 struct Tally {
     first: Option<Duration>,
-    /// "created Pod" -> how many.
-    counts: BTreeMap<String, usize>,
+    /// verb -> what ("Pod", "every Pod", "Deployment status") -> how many.
+    counts: BTreeMap<&'static str, BTreeMap<String, usize>>,
+}
+
+impl Tally {
+    fn add(&mut self, a: &Action) {
+        // Events (recorded, or patched when repeated) are one count.
+        let (verb, what) = match (&a.sub, a.key.ends_with('/')) {
+            _ if a.kind == "Event" && a.verb != "deleted" => ("recorded", "Events".to_string()),
+            (Some(s), _) => (verb(&a.verb), format!("{} {s}", a.kind)),
+            (None, true) => (verb(&a.verb), format!("every {}", a.kind)),
+            (None, false) => (verb(&a.verb), a.kind.clone()),
+        };
+        *self
+            .counts
+            .entry(verb)
+            .or_default()
+            .entry(what)
+            .or_default() += 1;
+    }
+
+    /// `created Pod x2, ReplicaSet`, `updated Deployment status x3`, ... in that order.
+    fn lines(&self) -> Vec<String> {
+        let order = ["created", "updated", "patched", "deleted", "recorded"];
+        let mut out = Vec::new();
+        for verb in order {
+            let Some(whats) = self.counts.get(verb) else {
+                continue;
+            };
+            for (i, (what, n)) in whats.iter().enumerate() {
+                let times = if *n > 1 {
+                    format!(" x{n}")
+                } else {
+                    String::new()
+                };
+                let head = if i == 0 {
+                    format!("{verb} ")
+                } else {
+                    String::new()
+                };
+                out.push(format!("{head}{what}{times}"));
+            }
+        }
+        out
+    }
+}
+
+fn verb(v: &str) -> &'static str {
+    match v {
+        "created" => "created",
+        "updated" => "updated",
+        "patched" => "patched",
+        "deleted" => "deleted",
+        _ => "recorded",
+    }
 }
 
 pub struct Feed {
     t0: Instant,
     names: Vec<&'static str>,
+    /// The longest name.
+    width: usize,
+    /// Warnings printed, and how many repeats were not.
+    warned: HashSet<String>,
+    repeats: usize,
     inbox: Inbox,
     /// Request log records looked at so far.
     seen: usize,
@@ -191,7 +249,10 @@ impl Feed {
         }
         Feed {
             t0,
+            width: names.iter().map(|n| n.len()).max().unwrap_or(0),
             names,
+            warned: HashSet::new(),
+            repeats: 0,
             inbox,
             seen: 0,
             tally: BTreeMap::new(),
@@ -222,7 +283,11 @@ impl Feed {
             match l {
                 Line::Did(a) => self.did(a),
                 Line::Warning(at, text) => {
-                    println!("{:6.2}s  edgekcm: {text}", self.since(at));
+                    if self.warned.insert(text.clone()) {
+                        println!("{:6.2}s  edgekcm: {text}", self.since(at));
+                    } else {
+                        self.repeats += 1;
+                    }
                 }
             }
         }
@@ -230,18 +295,15 @@ impl Feed {
 
     /// Print and count one action.
     pub fn did(&mut self, a: Action) {
-        if a.kind == "Event" {
-            return;
-        }
         let t = a.at.saturating_duration_since(self.t0);
-        println!("{:6.2}s  {:<36} {}", t.as_secs_f64(), a.by, a.what());
+        // Events are counted, not shown: they tell again what the writes show.
+        if a.kind != "Event" {
+            let w = self.width;
+            println!("{:6.2}s  {:<w$} {}", t.as_secs_f64(), a.by, a.what());
+        }
         let tally = self.tally.entry(a.by.clone()).or_default();
         tally.first.get_or_insert(t);
-        let what = match &a.sub {
-            Some(s) => format!("{} {} {s}", a.verb, a.kind),
-            None => format!("{} {}", a.verb, a.kind),
-        };
-        *tally.counts.entry(what).or_default() += 1;
+        tally.add(&a);
     }
 
     /// Tick until `done` holds or `timeout` passes; false on timeout.
@@ -266,29 +328,54 @@ impl Feed {
 
     /// One line per controller: when it first wrote, and what it wrote.
     pub fn summary(&self) {
-        println!("\nwhat each controller did (first write after start; writes by kind):");
+        println!("\nwhat each controller did (the time is its first write since edgekcm started):");
         let mut idle = Vec::new();
+        let w = self.width;
         for name in &self.names {
             let Some(t) = self.tally.get(*name) else {
                 idle.push(*name);
                 continue;
             };
             let first = t.first.unwrap_or_default().as_secs_f64();
-            let counts: Vec<String> = t
-                .counts
-                .iter()
-                .map(|(what, n)| format!("{what} x{n}"))
-                .collect();
-            println!("  {name:<46} {first:6.2}s  {}", counts.join(", "));
+            let head = format!("  {name:<w$} {first:6.2}s  ");
+            println!("{}", wrap(&head, &t.lines(), 110));
         }
         if !idle.is_empty() {
+            let head = format!("  nothing to do in this workload ({}): ", idle.len());
+            let idle: Vec<String> = idle.iter().map(|n| n.to_string()).collect();
+            println!("{}", wrap(&head, &idle, 110));
+        }
+        if self.repeats > 0 {
             println!(
-                "  running, with nothing to do in this workload ({}): {}",
-                idle.len(),
-                idle.join(", ")
+                "  (edgekcm repeated {} warnings, not shown again)",
+                self.repeats
             );
         }
     }
+}
+
+/// `items` after `head`, joined by ", ", wrapped at `width` under the end of `head`.
+fn wrap(head: &str, items: &[String], width: usize) -> String {
+    let indent = " ".repeat(head.len());
+    let mut out = head.to_string();
+    let mut line = head.len();
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+            line += 1;
+            if line + 1 + item.len() > width {
+                out.push('\n');
+                out.push_str(&indent);
+                line = indent.len();
+            } else {
+                out.push(' ');
+                line += 1;
+            }
+        }
+        out.push_str(item);
+        line += item.len();
+    }
+    out
 }
 
 #[cfg(test)]

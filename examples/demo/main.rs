@@ -17,7 +17,7 @@ mod workload;
 
 use edgekcm::api::client::{Client, DeleteOptions, PatchType};
 use edgekcm::api::kubeconfig;
-use edgekcm::api::resources::{Kind, NAMESPACES, SERVICEACCOUNTS};
+use edgekcm::api::resources::{Kind, NAMESPACES, PERSISTENTVOLUMECLAIMS as PVCS, SERVICEACCOUNTS};
 use edgekcm::certs::{generate, CertsOptions};
 use edgekcm::cli::{self, Command};
 use edgekcm::controllers::registry;
@@ -117,6 +117,19 @@ fn demo() -> Res<Sandbox> {
     println!("{} controllers run\n", names.len());
     let t0 = Instant::now();
     let mut feed = Feed::install(t0, names);
+    // Before edgekcm starts: what its CSR cleaner finds at start.
+    let (csrs, old) = workload::old_csr()?;
+    let made = sb.create(csrs, old.clone())?;
+    sb.update_status(
+        csrs,
+        json!({"status": old["status"], "metadata": made["metadata"]}),
+    )?;
+    step(
+        &mut feed,
+        "created",
+        "CertificateSigningRequest",
+        "node-old-client",
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let kcm = {
         let stop = stop.clone();
@@ -194,7 +207,18 @@ fn drive(sb: &Sandbox, kc: &Path, feed: &mut Feed, nodes: usize) -> Res<()> {
     create(&admin, feed, vec![(&NAMESPACES, ns)])?;
     create(&admin, feed, workload::objects(now))?;
     settle(sb, feed, nodes, 2)?;
+    // Load arrives, and the CSI volume is asked to grow.
     create(&admin, feed, vec![workload::autoscaler()])?;
+    if let Some((claim, patch)) = workload::grow_claim(sb) {
+        let ns = Some(workload::NS);
+        admin.patch(&PVCS, ns, &claim, PatchType::Merge, &patch, None)?;
+        step(
+            feed,
+            "patched",
+            "PersistentVolumeClaim",
+            &format!("{}/{claim}", workload::NS),
+        );
+    }
     settle(sb, feed, nodes, 4)?;
 
     admin.delete(&NAMESPACES, None, workload::NS, &DeleteOptions::default())?;

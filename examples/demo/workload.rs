@@ -193,6 +193,32 @@ fn node_csr(node: &str) -> Res<(&'static Kind, Value)> {
     ))
 }
 
+/// A node's request from long ago, approved and issued, its certificate expired since: made
+/// before edgekcm starts, for the cleaner's pass at start.
+pub fn old_csr() -> Res<(&'static Kind, Value)> {
+    let (_, mut csr) = node_csr("node-old")?;
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "system:node:node-old");
+    p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    let cert = p.self_signed(&key)?.pem();
+    csr["status"] = json!({"certificate": b64(&cert), "conditions": [{"type": "Approved",
+        "status": "True", "reason": "AutoApproved", "lastUpdateTime": "2020-01-01T00:00:00Z"}]});
+    Ok((&CSRS, csr))
+}
+
+/// The claim the CSI volume is bound to, asked to grow to 2 GiB (the external resizer's job).
+pub fn grow_claim(sb: &Sandbox) -> Option<(String, Value)> {
+    let claim = sb.get(&PERSISTENTVOLUMES, None, "pv-1")?;
+    let name = claim.pointer("/spec/claimRef/name")?.as_str()?.to_string();
+    Some((
+        name,
+        json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}),
+    ))
+}
+
 /// What a cluster has around the workload (left in place when the namespace goes).
 pub fn cluster(now: SystemTime) -> Res<Vec<(&'static Kind, Value)>> {
     let kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster:\n    \
@@ -203,7 +229,8 @@ pub fn cluster(now: SystemTime) -> Res<Vec<(&'static Kind, Value)>> {
             &STORAGECLASSES,
             "",
             "standard",
-            json!({"provisioner": "csi.example.com", "volumeBindingMode": "Immediate"}),
+            json!({"provisioner": "csi.example.com", "volumeBindingMode": "Immediate",
+                "allowVolumeExpansion": true}),
         ),
         obj(
             &PERSISTENTVOLUMES,
