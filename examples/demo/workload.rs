@@ -17,6 +17,7 @@ use edgekcm::api::resources::{
     PODS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS, SECRETS, SERVICES, STATEFULSETS, STORAGECLASSES,
     VOLUMEATTACHMENTS,
 };
+use edgekcm::obj::At as _;
 use edgekcm::sandbox::Sandbox;
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
@@ -212,7 +213,7 @@ pub fn old_csr() -> Res<(&'static Kind, Value)> {
 /// The claim the CSI volume is bound to, asked to grow to 2 GiB (the external resizer's job).
 pub fn grow_claim(sb: &Sandbox) -> Option<(String, Value)> {
     let claim = sb.get(&PERSISTENTVOLUMES, None, "pv-1")?;
-    let name = claim.pointer("/spec/claimRef/name")?.as_str()?.to_string();
+    let name = claim.at("/spec/claimRef/name")?.as_str()?.to_string();
     Some((
         name,
         json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}),
@@ -294,7 +295,7 @@ pub fn autoscaler() -> (&'static Kind, Value) {
 }
 
 fn at(sb: &Sandbox, kind: &Kind, ns: &str, name: &str, path: &str) -> Option<Value> {
-    sb.get(kind, Some(ns), name)?.pointer(path).cloned()
+    sb.get(kind, Some(ns), name)?.at(path).cloned()
 }
 
 /// What has not settled yet (empty: everything has); `web` pods of the Deployment wanted.
