@@ -347,7 +347,7 @@ impl Feed {
         }
         if self.repeats > 0 {
             println!(
-                "  (edgekcm repeated {} warnings, not shown again)",
+                "  ({} repeats of edgekcm warnings above not shown)",
                 self.repeats
             );
         }

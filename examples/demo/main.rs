@@ -5,10 +5,11 @@
 //! `edgekcm certs` does, and runs edgekcm (the same code path as the binary) with every
 //! controller it has: `--controllers=*` plus the two that are off by default, node CIDRs,
 //! CSR signing and per-controller ServiceAccount credentials. Then it creates a small
-//! workload in namespace `demo` (a Deployment behind a Service, a StatefulSet, a DaemonSet on
-//! both nodes, a Job, a CronJob firing once), waits for it to settle, deletes the namespace
-//! and waits for it to go. Every write a controller makes is printed as it happens, with the
-//! time since edgekcm started; a summary per controller ends it.
+//! workload (`workload.rs`: a Deployment behind a Service, a StatefulSet, a DaemonSet on both
+//! nodes, a Job, a CronJob firing once, and what gives the other controllers work), waits for
+//! it to settle, puts load on it, deletes the namespace and waits for it to go. Every write a
+//! controller makes is printed as it happens, with the time since edgekcm started (`feed.rs`);
+//! a summary per controller ends it.
 //!
 //!     cargo run --example demo
 
@@ -17,10 +18,13 @@ mod workload;
 
 use edgekcm::api::client::{Client, DeleteOptions, PatchType};
 use edgekcm::api::kubeconfig;
-use edgekcm::api::resources::{Kind, NAMESPACES, PERSISTENTVOLUMECLAIMS as PVCS, SERVICEACCOUNTS};
+use edgekcm::api::resources::{
+    Kind, CONFIGMAPS, NAMESPACES, PERSISTENTVOLUMECLAIMS as PVCS, SERVICEACCOUNTS,
+};
 use edgekcm::certs::{generate, CertsOptions};
 use edgekcm::cli::{self, Command};
 use edgekcm::controllers::registry;
+use edgekcm::obj::At as _;
 use edgekcm::sandbox::{KubeletOptions, Sandbox, SandboxOptions};
 use feed::{Action, Feed};
 use serde_json::{json, Value};
@@ -135,11 +139,14 @@ fn demo() -> Res<Sandbox> {
         let stop = stop.clone();
         std::thread::spawn(move || edgekcm::run::run(*cfg, stop))
     };
-    let result = drive(&sb, &kc, &mut feed, nodes);
+    let result = drive(&sb, &dir, &mut feed, nodes);
     stop.store(true, Ordering::SeqCst);
-    let _ = kcm.join();
+    let ran = kcm.join();
     feed.tick(&sb);
     let _ = std::fs::remove_dir_all(&dir);
+    if let Ok(Err(e)) = ran {
+        return Err(format!("edgekcm stopped: {e}").into());
+    }
     result?;
     feed.summary();
     println!("\ndone in {:.1} s", t0.elapsed().as_secs_f64());
@@ -190,8 +197,9 @@ fn settle(sb: &Sandbox, feed: &mut Feed, nodes: usize, web: u64) -> Res<()> {
 
 /// The workload: wait for edgekcm, create it, wait for it to settle, load it, delete the
 /// namespace.
-fn drive(sb: &Sandbox, kc: &Path, feed: &mut Feed, nodes: usize) -> Res<()> {
-    let admin = Client::new(&kubeconfig::load(Some(kc), None)?, 0.0, 1, "demo")?;
+fn drive(sb: &Sandbox, dir: &Path, feed: &mut Feed, nodes: usize) -> Res<()> {
+    let kc = dir.join("kubeconfig");
+    let admin = Client::new(&kubeconfig::load(Some(&kc), None)?, 0.0, 1, "demo")?;
     // Controllers run once the default namespace has its ServiceAccount.
     let up = feed.wait(sb, Duration::from_secs(20), || {
         sb.get(&SERVICEACCOUNTS, Some("default"), "default")
@@ -207,6 +215,12 @@ fn drive(sb: &Sandbox, kc: &Path, feed: &mut Feed, nodes: usize) -> Res<()> {
     create(&admin, feed, vec![(&NAMESPACES, ns)])?;
     create(&admin, feed, workload::objects(now))?;
     settle(sb, feed, nodes, 2)?;
+    // The namespace's kube-root-ca.crt carries the CA made above.
+    let ca = std::fs::read_to_string(dir.join("pki").join("ca.crt"))?;
+    let published = sb.get(&CONFIGMAPS, Some(workload::NS), "kube-root-ca.crt");
+    if published.as_ref().and_then(|c| c.at("/data/ca.crt")) != Some(&json!(ca)) {
+        return Err("kube-root-ca.crt of namespace demo does not carry the cluster CA".into());
+    }
     // Load arrives, and the CSI volume is asked to grow.
     create(&admin, feed, vec![workload::autoscaler()])?;
     if let Some((claim, patch)) = workload::grow_claim(sb) {

@@ -74,7 +74,7 @@ pub struct Kubelet {
 }
 
 impl Sandbox {
-    /// Start the scheduler and kubelet stand-in (see [`self`]).
+    /// Start the scheduler and kubelet stand-in for `opts.nodes` (see `sandbox/kubelet.rs`).
     pub fn start_kubelet(&self, opts: KubeletOptions) -> Kubelet {
         let shared: Arc<Shared> = self.shared.clone();
         let stop = Arc::new(AtomicBool::new(false));
