@@ -33,7 +33,7 @@ lint:
     cargo clippy --all-targets -- -D warnings
     cargo clippy -- -D warnings
 
-# The demo: sandbox API server + edgekcm, a namespace gets its ServiceAccount and ConfigMap
+# The demo: all 35 controllers against the sandbox API server with a small workload, each write printed as it happens
 demo:
     cargo run --example demo
 

@@ -95,6 +95,7 @@ mod defaults;
 mod discovery;
 mod faults;
 mod http;
+mod kubelet;
 mod meta;
 mod metrics;
 mod patch;
@@ -104,6 +105,7 @@ mod serve;
 mod store;
 
 pub use faults::Faults;
+pub use kubelet::{Kubelet, KubeletOptions};
 pub use metrics::Metrics;
 pub use store::DeleteOpts;
 
