@@ -5,6 +5,7 @@
 //! controllers in `crate::controllers` implement it.
 
 use crate::api::client::{Client, DeleteOptions, PatchType};
+use crate::api::kubeconfig::RestConfig;
 use crate::api::Kind;
 pub use crate::cache::Watch;
 use crate::cache::{Cache, Delta};
@@ -297,6 +298,20 @@ impl Runnable {
         }
     }
 }
+
+/// What a controller is built from: the manager's configuration (`Cfg`, the command line's
+/// `Config`: this interface does not depend on its shape), the connection (for the CA bundle),
+/// and its worker count (its row's `--concurrent-*` flag, else the row's fixed count).
+pub struct BuildCx<'a, Cfg> {
+    pub cfg: &'a Cfg,
+    pub rest: &'a RestConfig,
+    pub workers: usize,
+}
+
+/// Builds an enabled controller; `Ok(None)` when its options turn it off after all (as
+/// `--enable-garbage-collector=false`), an error when it cannot start (upstream: the process
+/// exits). A controller module's `build`, named by its row of the controller table.
+pub type Build<Cfg> = fn(&BuildCx<'_, Cfg>) -> Result<Option<Runnable>>;
 
 pub trait Controller: Send + Sync {
     /// Upstream's canonical name, e.g. "serviceaccount-controller".

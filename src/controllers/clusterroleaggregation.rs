@@ -122,7 +122,7 @@ pub fn aggregate(role: &Value, all: &[impl Borrow<Value>]) -> Result<Option<Vec<
 }
 
 /// Its row in the controller table: 5 workers, as upstream starts it.
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
         ClusterRoleAggregation::default(),
     )))

@@ -13,7 +13,7 @@ use serde_json::json;
 pub const MANAGED: &[&str] = &["default"];
 
 /// Its row in the controller table (one worker, as upstream).
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(ServiceAccountController)))
 }
 

@@ -108,7 +108,7 @@ pub const NODE_WATCH: Watch = Watch {
 };
 
 /// Its row in the controller table.
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(TtlController::new())))
 }
 

@@ -28,7 +28,7 @@ const QUEUE_NAME: &str = "ttl_jobs_to_delete";
 pub const JOB_WATCH: Watch = Watch::fields(JOBS, &["/spec/ttlSecondsAfterFinished", "/status"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     crate::metrics::register_collector("ttl-after-finished", std::sync::Arc::new(metric_families));
     Ok(Some(super::Runnable::reconciles(TtlAfterFinished::new(
         cx.workers,

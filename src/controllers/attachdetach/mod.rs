@@ -107,7 +107,7 @@ pub const VA_WATCH: Watch = Watch::full(VOLUMEATTACHMENTS);
 pub const DRIVER_WATCH: Watch = Watch::fields(CSIDRIVERS, &["/spec/attachRequired"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let given = |f: &str| cx.cfg.given.get(f).map(String::as_str);
     let disabled = match given("disable-attach-detach-reconcile-sync") {
         Some(v) => crate::config::parse_go_bool(v).map_err(crate::Error::Config)?,

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::obj;
 
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controller::Runnable>> {
     Ok(Some(crate::controller::Runnable::reconciles(TokenCleaner)))
 }

@@ -29,7 +29,7 @@ pub const CLUSTER_INFO_WATCH: Watch = Watch::named(CONFIGMAPS, "metadata.name=cl
 const KEY: &str = "kube-public/cluster-info";
 
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controller::Runnable>> {
     Ok(Some(crate::controller::Runnable::reconciles(
         BootstrapSigner,

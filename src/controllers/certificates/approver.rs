@@ -202,7 +202,7 @@ fn allowed(client: &Client, csr: &Value, subresource: &str) -> Result<bool> {
 
 /// Its row in the controller table: 5 workers, as upstream starts it.
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controller::Runnable>> {
     Ok(Some(crate::controller::Runnable::reconciles(CsrApprover)))
 }

@@ -55,7 +55,7 @@ const QUEUE_NAME: &str = "cronjob";
 pub const JOB_WATCH: Watch = Watch::fields(JOBS, &["/status"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     crate::metrics::register_collector("cronjob", std::sync::Arc::new(metric_families));
     Ok(Some(super::Runnable::reconciles(CronJobController::new(
         cx.workers,

@@ -90,7 +90,7 @@ impl Node {
     }
 }
 
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     // 1.28 has no flag for it: its component config's ConcurrentDaemonSetSyncs, 2.
     let _ = cx;
     Ok(Some(super::Runnable::reconciles(DaemonSetController::new(

@@ -40,7 +40,7 @@ struct CreateFailure {
 }
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
         DeploymentController::new(cx.workers),
     )))

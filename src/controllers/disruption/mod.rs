@@ -79,7 +79,7 @@ pub const STATEFULSET_WATCH: Watch = Watch::fields(STATEFULSETS, REPLICAS);
 pub const RC_WATCH: Watch = Watch::fields(REPLICATIONCONTROLLERS, REPLICAS);
 
 /// Its row in the controller table.
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
         DisruptionController::default(),
     )))

@@ -58,7 +58,7 @@ pub const POD_WATCH: Watch = Watch::fields(PODS, SYNC_FIELDS);
 pub const SERVICE_WATCH: Watch = Watch::fields(SERVICES, &["/spec"]);
 
 /// The endpoints-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(EndpointsController::new(
         cx.workers,
         pod_change_delay(cx.cfg.endpoint_controller.endpoint_updates_batch_period),

@@ -58,7 +58,7 @@ const SLICE_CHANGE_MIN_DELAY: Duration = Duration::from_secs(1);
 pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/status/conditions", "/status/allocatable"]);
 
 /// The endpointslice-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let o = &cx.cfg.endpoint_slice;
     let (max, batch) = (
         o.max_endpoints_per_slice.max(1),

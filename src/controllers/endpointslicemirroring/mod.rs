@@ -40,7 +40,7 @@ const SKIP_MIRROR: &str = "endpointslice.kubernetes.io/skip-mirror";
 const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
 
 /// The endpointslice-mirroring-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let o = &cx.cfg.endpoint_slice;
     let max = o.mirroring_max_endpoints_per_subset.max(1);
     let batch = o.mirroring_endpoint_updates_batch_period;

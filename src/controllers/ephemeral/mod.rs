@@ -42,7 +42,7 @@ static CREATES: AtomicU64 = AtomicU64::new(0);
 static CREATE_FAILURES: AtomicU64 = AtomicU64::new(0);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     crate::metrics::register_collector("ephemeral-volume", std::sync::Arc::new(metric_families));
     Ok(Some(super::Runnable::reconciles(Ephemeral::new(
         cx.workers,

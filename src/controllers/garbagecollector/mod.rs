@@ -86,7 +86,9 @@ pub fn metric_families() -> Vec<crate::metrics::Family> {
 }
 
 /// Its row in the controller table: off with `--enable-garbage-collector=false`.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> crate::Result<Option<super::Runnable>> {
+pub fn build(
+    cx: &super::BuildCx<'_, crate::config::Config>,
+) -> crate::Result<Option<super::Runnable>> {
     if !cx.cfg.garbage_collector.enable_garbage_collector {
         log::warn!("{NAME} is disabled (--enable-garbage-collector=false)");
         return Ok(None);

@@ -72,7 +72,7 @@ pub struct JobController {
 }
 
 /// The job-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     crate::metrics::register_collector("job", std::sync::Arc::new(metrics::metric_families));
     Ok(Some(super::Runnable::reconciles(JobController::new(
         cx.workers,

@@ -113,7 +113,7 @@ struct Inner {
 }
 
 /// Its row in the controller table (`--namespace-sync-period` is its resync).
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::drives(NamespaceController::new(
         cx.workers,
         cx.cfg.namespace_controller.namespace_sync_period,

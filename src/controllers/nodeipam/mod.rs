@@ -72,7 +72,7 @@ pub const CIDR_ASSIGNMENT_FAILED: &str = "CIDRAssignmentFailed";
 pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/spec/podCIDR", "/spec/podCIDRs"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     match Params::from_config(cx.cfg).map_err(Error::Config)? {
         None => Ok(None),
         Some(p) => Ok(Some(super::Runnable::reconciles(

@@ -28,8 +28,8 @@ mod tests;
 use crate::api::labels::LabelSelector;
 use crate::api::resources::{HPAS, PODS};
 use crate::cache::{Cache, Delta, DeltaKind};
+use crate::controller::BuildCx;
 use crate::controller::{Action, Controller, Cx, OnError, Outcome, Watch};
-use crate::controllers::registry::BuildCx;
 use crate::controllers::Runnable;
 use crate::obj::Obj;
 use crate::queue::RateLimiter;
@@ -96,7 +96,7 @@ impl Options {
     }
 }
 
-pub fn build(cx: &BuildCx<'_>) -> Result<Option<Runnable>> {
+pub fn build(cx: &BuildCx<'_, crate::config::Config>) -> Result<Option<Runnable>> {
     for flag in [
         "horizontal-pod-autoscaler-upscale-delay",
         "horizontal-pod-autoscaler-downscale-delay",

@@ -59,7 +59,7 @@ pub const CLASS_WATCH: Watch = Watch::full(STORAGECLASSES);
 pub const POD_WATCH: Watch = crate::controllers::kit::volume::POD_VOLUMES_WATCH;
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let given = |n: &str| cx.cfg.given.get(n).map(String::as_str);
     let sync_period = match given("pvclaimbinder-sync-period") {
         Some(v) => crate::config::parse_go_duration(v).map_err(|e| {

@@ -9,24 +9,14 @@
 
 use crate::api::kubeconfig::RestConfig;
 use crate::config::Config;
-use crate::controller::Runnable;
+use crate::controller::{BuildCx, Runnable};
 use crate::error::{Error, Result};
 
 mod table;
 use table::KNOWN;
 
-/// What a controller is built from: the configuration, the connection (for the CA bundle),
-/// and its worker count (its row's `--concurrent-*` flag, else 1).
-pub struct BuildCx<'a> {
-    pub cfg: &'a Config,
-    pub rest: &'a RestConfig,
-    pub workers: usize,
-}
-
-/// Builds an enabled controller; `Ok(None)` when its options turn it off after all (as
-/// `--enable-garbage-collector=false`), an error when it cannot start (upstream: the process
-/// exits).
-pub type Build = fn(&BuildCx<'_>) -> Result<Option<Runnable>>;
+/// How a row builds its controller (see `crate::controller::Build`).
+pub type Build = crate::controller::Build<Config>;
 
 /// A path tree on the secure port served for a controller when it is enabled (mounted before
 /// the controller runs: it answers for itself until then).

@@ -117,7 +117,9 @@ fn label_pair(key: &str, value: &str) -> u64 {
 }
 
 /// The replicaset-controller's row in the controller table.
-pub fn build_replicaset(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build_replicaset(
+    cx: &super::BuildCx<'_, crate::config::Config>,
+) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
         ReplicaSetController::new(Flavor::ReplicaSet, cx.workers),
     )))
@@ -125,7 +127,7 @@ pub fn build_replicaset(cx: &super::registry::BuildCx<'_>) -> Result<Option<supe
 
 /// The replicationcontroller-controller's row in the controller table.
 pub fn build_replicationcontroller(
-    cx: &super::registry::BuildCx<'_>,
+    cx: &super::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
         ReplicaSetController::new(Flavor::ReplicationController, cx.workers),

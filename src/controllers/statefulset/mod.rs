@@ -42,7 +42,7 @@ use serde_json::Value;
 pub const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/nodeName", "/status"]);
 
 /// The statefulset-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
         StatefulSetController::new(cx.workers),
     )))

@@ -51,7 +51,7 @@ pub const SECRET_WATCH: Watch = Watch::named(SECRETS, "type=kubernetes.io/servic
 
 /// Its row in the controller table: off without `--service-account-private-key-file`, as
 /// upstream ("Controller is disabled because there is no private key").
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let Some(path) = &cx.cfg.sa_controller.service_account_private_key_file else {
         log::info!("Controller is disabled because there is no private key controller=\"serviceaccount-token-controller\"");
         return Ok(None);

@@ -285,7 +285,7 @@ fn builds_only_with_a_key() {
     let rest = crate::api::kubeconfig::RestConfig::default();
     let mut cfg = crate::config::Config::default();
     let cx = |cfg: &crate::config::Config| {
-        build(&crate::controllers::registry::BuildCx {
+        build(&crate::controller::BuildCx {
             cfg,
             rest: &rest,
             workers: 5,

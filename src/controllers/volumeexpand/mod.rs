@@ -92,7 +92,7 @@ const MIGRATED: &[(&str, &str, &str)] = &[
 ];
 
 /// Its row in the controller table.
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(Expander::default())))
 }
 

@@ -12,7 +12,7 @@ pub const VOLUME_WATCH: Watch = Watch::full(PERSISTENTVOLUMES);
 
 /// Its row in the controller table.
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controllers::Runnable>> {
     Ok(Some(crate::controllers::Runnable::reconciles(PvProtection)))
 }

@@ -18,7 +18,7 @@ pub const CLAIM_WATCH: Watch = Watch::full(PERSISTENTVOLUMECLAIMS);
 
 /// Its row in the controller table.
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controllers::Runnable>> {
     Ok(Some(crate::controllers::Runnable::reconciles(
         PvcProtection,

@@ -51,7 +51,7 @@ pub struct CsrSigner {
 /// Its row in the controller table: the signers that have files, or nothing when none has
 /// (upstream: "Skipping CSR signer controller because no csr cert/key was specified").
 pub fn build(
-    cx: &crate::controllers::registry::BuildCx<'_>,
+    cx: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controller::Runnable>> {
     let cs = &cx.cfg.cluster_signing;
     if !cs.enabled() {
