@@ -135,17 +135,8 @@ pub struct ClusterRoleAggregation {
 }
 
 impl Controller for ClusterRoleAggregation {
-    fn name(&self) -> &'static str {
-        "clusterrole-aggregation-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "ClusterRoleAggregator"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(CLUSTERROLES)]
-    }
-    fn workers(&self) -> usize {
-        5
     }
 
     fn keys_for(&self, _: &Watch, d: &Delta, _: &Cache) -> Vec<String> {

@@ -45,13 +45,6 @@ impl RootCaPublisher {
 }
 
 impl Controller for RootCaPublisher {
-    fn name(&self) -> &'static str {
-        "root-ca-certificate-publisher-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "root_ca_cert_publisher"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(NAMESPACES), CONFIGMAP_WATCH]
     }

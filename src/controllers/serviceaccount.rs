@@ -20,13 +20,6 @@ pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<sup
 pub struct ServiceAccountController;
 
 impl Controller for ServiceAccountController {
-    fn name(&self) -> &'static str {
-        "serviceaccount-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "serviceaccount"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(NAMESPACES), Watch::full(SERVICEACCOUNTS)]
     }

@@ -23,13 +23,6 @@ pub fn build(
 pub struct TokenCleaner;
 
 impl Controller for TokenCleaner {
-    fn name(&self) -> &'static str {
-        "token-cleaner-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "token_cleaner"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![TOKEN_WATCH]
     }

@@ -67,13 +67,6 @@ pub fn signatures(
 }
 
 impl Controller for BootstrapSigner {
-    fn name(&self) -> &'static str {
-        "bootstrap-signer-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "bootstrap_signer_queue"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![CLUSTER_INFO_WATCH, TOKEN_WATCH]
     }

@@ -175,9 +175,6 @@ fn pass(cache: &Cache, client: &Client, stopped: &AtomicBool) {
 }
 
 impl SelfDriven for CsrCleaner {
-    fn name(&self) -> &'static str {
-        "certificatesigningrequest-cleaner-controller"
-    }
     fn register(&self, cache: &Arc<Cache>) {
         cache.informer_for(&CSR_WATCH);
     }

@@ -65,12 +65,11 @@ pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<su
         pod_change_delay(o.endpoint_updates_batch_period),
     );
     Ok(Some(super::Runnable::reconciles(
-        EndpointSliceController::new(cx.workers, max as usize, batch),
+        EndpointSliceController::new(max as usize, batch),
     )))
 }
 
 pub struct EndpointSliceController {
-    workers: usize,
     max: usize,
     batch: Duration,
     index: ServicePods,
@@ -89,9 +88,8 @@ fn managed(o: &Value) -> bool {
 }
 
 impl EndpointSliceController {
-    pub fn new(workers: usize, max: usize, batch: Duration) -> Self {
+    pub fn new(max: usize, batch: Duration) -> Self {
         EndpointSliceController {
-            workers,
             max,
             batch,
             index: ServicePods::default(),
@@ -179,19 +177,6 @@ fn service_ref(svc: &Value) -> ObjectRef {
 }
 
 impl Controller for EndpointSliceController {
-    fn name(&self) -> &'static str {
-        "endpointslice-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        "endpoint-slice-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "endpoint_slice"
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![
             crate::controllers::endpoints::SERVICE_WATCH,

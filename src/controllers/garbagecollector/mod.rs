@@ -303,14 +303,6 @@ impl GarbageCollector {
 }
 
 impl SelfDriven for GarbageCollector {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    /// Upstream doubles the QPS of the garbage collector's client (each deletion takes two
-    /// requests).
-    fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
-        (qps * 2.0, burst)
-    }
     fn start(&self, env: &RunEnv) -> Vec<JoinHandle<()>> {
         let _ = self.inner.env.set(Env {
             cache: env.cache.clone(),

@@ -164,10 +164,6 @@ impl Inner {
 }
 
 impl SelfDriven for NodeLifecycle {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
     fn register(&self, cache: &Arc<Cache>) {
         cache.informer_for(&LEASE_WATCH);
         let inner = Arc::downgrade(&self.inner);

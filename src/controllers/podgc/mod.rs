@@ -150,10 +150,6 @@ impl PodGc {
 }
 
 impl SelfDriven for PodGc {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
     fn register(&self, cache: &Arc<Cache>) {
         cache.informer_for(&POD_WATCH);
         cache.informer_for(&NODE_WATCH);

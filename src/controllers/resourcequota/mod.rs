@@ -382,10 +382,6 @@ pub fn calculate_usage(
 }
 
 impl SelfDriven for ResourceQuotaController {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
     fn register(&self, cache: &Arc<Cache>) {
         let weak = Arc::downgrade(&self.inner);
         cache

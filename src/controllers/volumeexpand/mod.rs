@@ -145,15 +145,6 @@ impl Expander {
 }
 
 impl Controller for Expander {
-    fn name(&self) -> &'static str {
-        "persistentvolume-expander-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        "volume_expand"
-    }
-    fn queue_name(&self) -> &'static str {
-        "volume_expand"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![PVC_WATCH, PV_WATCH]
     }

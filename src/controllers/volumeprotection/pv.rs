@@ -20,12 +20,6 @@ pub fn build(
 pub struct PvProtection;
 
 impl Controller for PvProtection {
-    fn name(&self) -> &'static str {
-        "persistentvolume-protection-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "pvprotection"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![VOLUME_WATCH]
     }

@@ -65,12 +65,6 @@ fn claim_keys(pod: &Value) -> Vec<String> {
 }
 
 impl Controller for PvcProtection {
-    fn name(&self) -> &'static str {
-        "persistentvolumeclaim-protection-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "pvcprotection"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![CLAIM_WATCH, POD_VOLUMES_WATCH]
     }
