@@ -296,7 +296,7 @@ impl Runnable {
 }
 
 /// What the manager knows about a controller besides its behaviour: the facts of its row of
-/// the controller table (`controllers::registry`), with the worker count its flag gives.
+/// the controller table, with the worker count its flag gives.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
     /// Upstream's canonical name, e.g. "serviceaccount-controller" (log lines, `/healthz`).
