@@ -1,10 +1,14 @@
 //! What a controller is, as the manager sees it: the `Controller` trait for controllers that
 //! reconcile keys, `SelfDriven` for those that run their own queues, `Runnable` for either, what a reconcile reads (`Cx`) and returns
-//! (`Outcome`, `Action`), and how writes are reported back (`Applied`, `OnError`). The
+//! (`Outcome`, `Action`), and how writes are reported back (`Applied`, `OnError`). The traits
+//! are behaviour only; what is fixed about a controller (its name, work queue, Event source,
+//! workers, retries, client rates) is data: its row of the controller table, handed to the
+//! manager as `Settings`. How a controller is built (`BuildCx`, `Build`) is here too. The
 //! kernel (api, cache, queue, events, manager) knows this module and no controller; the
 //! controllers in `crate::controllers` implement it.
 
 use crate::api::client::{Client, DeleteOptions, PatchType};
+use crate::api::kubeconfig::RestConfig;
 use crate::api::Kind;
 pub use crate::cache::Watch;
 use crate::cache::{Cache, Delta};
@@ -206,7 +210,7 @@ pub enum OnError {
 #[derive(Clone)]
 pub struct RunEnv {
     pub cache: Arc<Cache>,
-    /// The controller's own identity (see `SelfDriven::client_rate`).
+    /// The controller's own identity (with its row's client rates, `Settings::client_rate`).
     pub client: Client,
     pub recorder: Arc<crate::events::Recorder>,
     /// Set at shutdown; its threads return soon after.
@@ -254,13 +258,6 @@ impl RunEnv {
 /// resources found by discovery after the start) instead of reconciling keys of watched
 /// objects through the manager. Its queues are served with `RunEnv::serve`.
 pub trait SelfDriven: Send + Sync {
-    /// Upstream's canonical name, e.g. "namespace-controller".
-    fn name(&self) -> &'static str;
-    /// The client rate limits from `--kube-api-qps`/`--kube-api-burst` (upstream raises them
-    /// for a few controllers).
-    fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
-        (qps, burst)
-    }
     /// Before the cache starts: the informers to sync first, and their handlers.
     fn register(&self, _cache: &Arc<Cache>) {}
     /// Once the caches synced: start its work; threads it starts itself are returned and
@@ -270,44 +267,101 @@ pub trait SelfDriven: Send + Sync {
     fn shutdown(&self) {}
 }
 
-/// What the manager runs: a reconciling controller or a self-driven one.
+/// What the manager runs: a reconciling controller or a self-driven one, as its `build`
+/// made it.
 #[derive(Clone)]
 pub enum Runnable {
-    Reconciles(Arc<dyn Controller>),
+    Reconciles {
+        ctrl: Arc<dyn Controller>,
+        /// Every this often, every object of the primary (first) watch is handed to
+        /// `keys_for` again as an unchanged update, as a client-go informer's resync does: for
+        /// controllers whose decisions depend on time as well as on objects. A value of the
+        /// configuration (a `--*-sync-period` flag), so `build` gives it; None: never.
+        resync: Option<Duration>,
+    },
     Drives(Arc<dyn SelfDriven>),
 }
 
 impl Runnable {
+    /// A reconciling controller without a resync.
     pub fn reconciles(c: impl Controller + 'static) -> Self {
-        Runnable::Reconciles(Arc::new(c))
+        Runnable::Reconciles {
+            ctrl: Arc::new(c),
+            resync: None,
+        }
     }
     pub fn drives(c: impl SelfDriven + 'static) -> Self {
         Runnable::Drives(Arc::new(c))
     }
-    pub fn name(&self) -> &'static str {
-        match self {
-            Runnable::Reconciles(c) => c.name(),
-            Runnable::Drives(c) => c.name(),
+}
+
+/// What the manager knows about a controller besides its behaviour: the facts of its row of
+/// the controller table, with the worker count its flag gives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// Upstream's canonical name, e.g. "serviceaccount-controller" (log lines, `/healthz`).
+    pub name: &'static str,
+    /// Upstream's work-queue name: the `name` label of the `workqueue_*` metrics (e.g.
+    /// "replicaset" for replicaset-controller), which dashboards and alerts select on. Empty
+    /// for a controller upstream runs without a work queue (no series), and for a self-driven
+    /// one (it names its own queues).
+    pub queue: &'static str,
+    /// The Event source component (upstream's recorder name).
+    pub event_component: &'static str,
+    /// Parallel workers (a `--concurrent-*-syncs` value, or upstream's fixed count).
+    pub workers: usize,
+    /// After this many retries of a failing key it is dropped (logged at `-v 4`) until
+    /// something queues it again, as upstream controllers with a `maxRetries` do. None:
+    /// retried for as long as it fails.
+    pub max_retries: Option<u32>,
+    /// Factors on `--kube-api-qps` and `--kube-api-burst` for its client (upstream raises
+    /// them for a few controllers); 1 and 1 for most.
+    pub qps_factor: f32,
+    pub burst_factor: u32,
+}
+
+impl Settings {
+    /// A controller named `name` with every other setting at its default: no work queue
+    /// name, Events from `name`, one worker, retries without end, the manager's client rates.
+    pub const fn named(name: &'static str) -> Self {
+        Settings {
+            name,
+            queue: "",
+            event_component: name,
+            workers: 1,
+            max_retries: None,
+            qps_factor: 1.0,
+            burst_factor: 1,
         }
     }
+
+    /// Its client's rate limits from `--kube-api-qps`/`--kube-api-burst`.
     pub fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
-        match self {
-            Runnable::Reconciles(c) => c.client_rate(qps, burst),
-            Runnable::Drives(c) => c.client_rate(qps, burst),
-        }
+        (
+            qps * self.qps_factor,
+            burst.saturating_mul(self.burst_factor),
+        )
     }
 }
 
+/// What a controller is built from: the manager's configuration (`Cfg`, the command line's
+/// `Config`: this interface does not depend on its shape), the connection (for the CA bundle),
+/// and its worker count (its row's `--concurrent-*` flag, else the row's fixed count).
+pub struct BuildCx<'a, Cfg> {
+    pub cfg: &'a Cfg,
+    pub rest: &'a RestConfig,
+    pub workers: usize,
+}
+
+/// Builds an enabled controller; `Ok(None)` when its options turn it off after all (as
+/// `--enable-garbage-collector=false`), an error when it cannot start (upstream: the process
+/// exits). A controller module's `build`, named by its row of the controller table.
+pub type Build<Cfg> = fn(&BuildCx<'_, Cfg>) -> Result<Option<Runnable>>;
+
+/// A controller that reconciles keys: what it reads, which keys a change queues, what a
+/// reconcile of a key asks for, and what it is told about its writes. Behaviour only: its
+/// name, queue, workers and the like are its row's (`Settings`).
 pub trait Controller: Send + Sync {
-    /// Upstream's canonical name, e.g. "serviceaccount-controller".
-    fn name(&self) -> &'static str;
-    /// The Event source component (upstream's recorder name).
-    fn event_component(&self) -> &'static str {
-        self.name()
-    }
-    /// Upstream's work-queue name: the `name` label of the `workqueue_*` metrics (e.g.
-    /// "replicaset" for replicaset-controller), which dashboards and alerts select on.
-    fn queue_name(&self) -> &'static str;
     /// What it reads; the primary kind first.
     fn watches(&self) -> Vec<Watch>;
     /// Keys of primary objects to reconcile after a change of a watched object. Runs on the
@@ -343,34 +397,13 @@ pub trait Controller: Send + Sync {
     fn status_after_writes(&self, _cx: &Cx, _key: &str) -> Result<Outcome> {
         Ok(Outcome::none())
     }
-    /// Parallel workers (a `--concurrent-*-syncs` value, or upstream's fixed count).
-    fn workers(&self) -> usize {
-        1
-    }
     /// Told how each write (create, update, patch, delete; not Events) of a reconcile of `key`
     /// went, for controllers that track their own writes. Called from the manager's threads,
     /// possibly in parallel.
     fn applied(&self, _key: &str, _action: &Action, _result: Applied<'_>) {}
-    /// The client rate limits from `--kube-api-qps`/`--kube-api-burst` (upstream raises them
-    /// for a few controllers).
-    fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
-        (qps, burst)
-    }
-    /// Every this often, every object of the primary (first) watch is handed to `keys_for`
-    /// again as an unchanged update, as a client-go informer's resync does: for controllers
-    /// whose decisions depend on time as well as on objects. None (the default): never.
-    fn resync_period(&self) -> Option<Duration> {
-        None
-    }
     /// Its work queue's rate limiter, when upstream gives the controller another than
     /// client-go's `DefaultControllerRateLimiter`.
     fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {
-        None
-    }
-    /// After this many retries of a failing key it is dropped (logged at `-v 4`) until
-    /// something queues it again, as upstream controllers with a `maxRetries` do. None
-    /// (the default): retried for as long as it fails.
-    fn max_retries(&self) -> Option<u32> {
         None
     }
     /// Classify a failed action (per controller quirks such as ignoring AlreadyExists).

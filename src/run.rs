@@ -7,7 +7,7 @@ use crate::api::resources::LEASES;
 use crate::cache::Cache;
 use crate::config::Config;
 use crate::controllers::registry;
-use crate::controllers::{EventSpec, EventType, ObjectRef, Runnable};
+use crate::controllers::{EventSpec, EventType, ObjectRef, Runnable, Settings};
 use crate::credentials::ServiceAccountTokens;
 use crate::error::{Error, Result};
 use crate::events::Recorder;
@@ -53,9 +53,9 @@ fn controller_client(
     cfg: &Config,
     rest: &RestConfig,
     root: &Client,
-    ctrl: &Runnable,
+    ctrl: &Settings,
 ) -> Result<Client> {
-    let name = ctrl.name();
+    let name = ctrl.name;
     let (qps, burst) = ctrl.client_rate(cfg.kube_api_qps, cfg.kube_api_burst);
     let ua = format!("{} {name}", user_agent_base());
     let sa = registry::info(name).and_then(|i| i.sa_name);
@@ -81,16 +81,16 @@ fn controller_client(
     }
 }
 
-/// Every enabled controller edgekcm has, built from its row of the controller table.
-fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<Runnable>> {
+/// Every enabled controller edgekcm has, built from its row of the controller table, with
+/// the settings of its row.
+fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<(Runnable, Settings)>> {
     let mut out = Vec::new();
     for row in registry::implemented() {
         if !cfg.controllers.is_enabled(row.name) {
             continue;
         }
         if let Some(c) = row.build(cfg, rest)? {
-            debug_assert_eq!(c.name(), row.name, "a row builds its own controller");
-            out.push(c);
+            out.push((c, row.settings(cfg)));
         }
     }
     Ok(out)
@@ -184,10 +184,10 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     let cache = Cache::new(root.clone());
     crate::metrics::register_cache(&cache);
     let mut manager = Manager::new(cache.clone(), recorder.clone());
-    for c in &controllers {
-        let client = controller_client(&cfg, &rest, &root, c)?;
+    for (c, settings) in controllers {
+        let client = controller_client(&cfg, &rest, &root, &settings)?;
         client.set_fence(fence.clone());
-        manager.add(c.clone(), client);
+        manager.add(c, settings, client);
     }
 
     let elector = if cfg.leader_election.enabled {

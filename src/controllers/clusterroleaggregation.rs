@@ -122,7 +122,7 @@ pub fn aggregate(role: &Value, all: &[impl Borrow<Value>]) -> Result<Option<Vec<
 }
 
 /// Its row in the controller table: 5 workers, as upstream starts it.
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
         ClusterRoleAggregation::default(),
     )))
@@ -135,17 +135,8 @@ pub struct ClusterRoleAggregation {
 }
 
 impl Controller for ClusterRoleAggregation {
-    fn name(&self) -> &'static str {
-        "clusterrole-aggregation-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "ClusterRoleAggregator"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(CLUSTERROLES)]
-    }
-    fn workers(&self) -> usize {
-        5
     }
 
     fn keys_for(&self, _: &Watch, d: &Delta, _: &Cache) -> Vec<String> {

@@ -68,9 +68,9 @@ mod tests {
             crate::controller::Runnable::reconciles(
                 crate::controllers::replicaset::ReplicaSetController::new(
                     crate::controllers::replicaset::Flavor::ReplicationController,
-                    1,
                 ),
             ),
+            super::testing::row("replicationcontroller"),
             client.clone(),
         );
         m.add(
@@ -80,6 +80,7 @@ mod tests {
                     Duration::from_secs(300),
                 ),
             ),
+            super::testing::row("namespace"),
             client,
         );
         let text = crate::metrics::render();

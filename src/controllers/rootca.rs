@@ -18,7 +18,7 @@ pub const CONFIGMAP_WATCH: Watch = Watch::named(CONFIGMAPS, "metadata.name=kube-
 
 /// Its row in the controller table: the CA published is `--root-ca-file`, else the
 /// kubeconfig's inline CA.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let root_ca = match &cx.cfg.sa_controller.root_ca_file {
         Some(p) => String::from_utf8_lossy(&crate::config::files::read_ca(p)?).into_owned(),
         None => cx
@@ -45,13 +45,6 @@ impl RootCaPublisher {
 }
 
 impl Controller for RootCaPublisher {
-    fn name(&self) -> &'static str {
-        "root-ca-certificate-publisher-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "root_ca_cert_publisher"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(NAMESPACES), CONFIGMAP_WATCH]
     }

@@ -13,20 +13,13 @@ use serde_json::json;
 pub const MANAGED: &[&str] = &["default"];
 
 /// Its row in the controller table (one worker, as upstream).
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(ServiceAccountController)))
 }
 
 pub struct ServiceAccountController;
 
 impl Controller for ServiceAccountController {
-    fn name(&self) -> &'static str {
-        "serviceaccount-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "serviceaccount"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(NAMESPACES), Watch::full(SERVICEACCOUNTS)]
     }

@@ -29,6 +29,14 @@ pub fn config(args: &[&str]) -> crate::config::Config {
     }
 }
 
+/// The settings the manager runs the controller `name` with (its row of the controller
+/// table, under the default configuration).
+pub fn row(name: &str) -> super::Settings {
+    super::registry::info(name)
+        .expect("a row of the controller table")
+        .settings(&crate::config::Config::default())
+}
+
 /// A cache filled with `objects` (no handlers run) and a client that is never contacted.
 pub fn cx_with(objects: &[(Kind, Value)]) -> (Arc<Cache>, Client) {
     let (cache, client) = empty();
@@ -284,12 +292,6 @@ mod tests {
     struct Fake;
 
     impl Controller for Fake {
-        fn name(&self) -> &'static str {
-            "fake"
-        }
-        fn queue_name(&self) -> &'static str {
-            "fake"
-        }
         fn watches(&self) -> Vec<Watch> {
             vec![Watch::full(CONFIGMAPS)]
         }

@@ -27,10 +27,6 @@ use std::sync::Mutex;
 
 /// The annotation kubelets read (`v1.ObjectTTLAnnotationKey`).
 pub const ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
-/// Upstream's work-queue name.
-const QUEUE_NAME: &str = "ttlcontroller";
-/// Upstream starts five workers (no flag).
-const WORKERS: usize = 5;
 
 /// A step: clusters of `size_min..=size_max` nodes get `ttl_seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +104,7 @@ pub const NODE_WATCH: Watch = Watch {
 };
 
 /// Its row in the controller table.
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(TtlController::new())))
 }
 
@@ -164,16 +160,6 @@ fn go_seconds(s: i64) -> String {
 }
 
 impl Controller for TtlController {
-    fn name(&self) -> &'static str {
-        "ttl-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        QUEUE_NAME
-    }
-    fn workers(&self) -> usize {
-        WORKERS
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![NODE_WATCH]
     }

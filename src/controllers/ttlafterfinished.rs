@@ -22,29 +22,29 @@ use crate::obj;
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
 
-const QUEUE_NAME: &str = "ttl_jobs_to_delete";
-
 /// The parts of a Job this controller reads besides its metadata.
 pub const JOB_WATCH: Watch = Watch::fields(JOBS, &["/spec/ttlSecondsAfterFinished", "/status"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     crate::metrics::register_collector("ttl-after-finished", std::sync::Arc::new(metric_families));
-    Ok(Some(super::Runnable::reconciles(TtlAfterFinished::new(
-        cx.workers,
-    ))))
+    Ok(Some(super::Runnable::reconciles(TtlAfterFinished::new())))
 }
 
 pub struct TtlAfterFinished {
-    workers: usize,
     /// When the TTL of each Job being deleted ran out, for the deletion-duration histogram.
     expired: std::sync::Mutex<std::collections::HashMap<String, SystemTime>>,
 }
 
+impl Default for TtlAfterFinished {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl TtlAfterFinished {
-    pub fn new(workers: usize) -> Self {
+    pub fn new() -> Self {
         TtlAfterFinished {
-            workers,
             expired: Default::default(),
         }
     }
@@ -138,15 +138,6 @@ fn expiry(job: &Value) -> Option<SystemTime> {
 }
 
 impl Controller for TtlAfterFinished {
-    fn name(&self) -> &'static str {
-        "ttl-after-finished-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        QUEUE_NAME
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![JOB_WATCH]
     }
@@ -318,7 +309,7 @@ mod tests {
 
     #[test]
     fn only_finished_jobs_with_a_ttl_are_queued_and_unexpired_ones_wait() {
-        let mut h = Harness::new(TtlAfterFinished::new(5)).at("2024-01-01T00:00:10Z");
+        let mut h = Harness::new(TtlAfterFinished::new()).at("2024-01-01T00:00:10Z");
         h.add(JOBS, job("running", Some(30), None));
         h.add(
             JOBS,

@@ -3,7 +3,9 @@
 
 use crate::api::client::Client;
 use crate::cache::Cache;
-use crate::controller::{Action, Applied, Controller, EventSpec, EventType, OnError, Report};
+use crate::controller::{
+    Action, Applied, Controller, EventSpec, EventType, OnError, Report, Settings,
+};
 use crate::events::Recorder;
 use crate::obj::At as _;
 use serde_json::Value;
@@ -34,6 +36,7 @@ pub fn apply(
     client: &Client,
     recorder: &Recorder,
     ctrl: &dyn Controller,
+    settings: &Settings,
     action: &Action,
 ) -> crate::Result<()> {
     match action {
@@ -43,6 +46,7 @@ pub fn apply(
                 client,
                 recorder,
                 ctrl,
+                settings,
                 key: "",
                 failures: Mutex::new(Vec::new()),
             };
@@ -58,7 +62,7 @@ pub fn apply(
                 None => Ok(()),
             }
         }
-        _ => match apply_leaf(cache, client, recorder, ctrl, action) {
+        _ => match apply_leaf(cache, client, recorder, settings, action) {
             Err(e) if e.is_not_found() && matches!(action, Action::Delete { .. }) => Ok(()),
             other => other.map(|_| ()),
         },
@@ -148,7 +152,7 @@ fn apply_leaf(
     cache: &Cache,
     client: &Client,
     recorder: &Recorder,
-    ctrl: &dyn Controller,
+    settings: &Settings,
     action: &Action,
 ) -> crate::Result<Option<crate::obj::Obj>> {
     let opt = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
@@ -184,7 +188,7 @@ fn apply_leaf(
             };
             log::debug!(
                 "{}: created {} {}",
-                ctrl.name(),
+                settings.name,
                 kind,
                 crate::obj::key(&created)
             );
@@ -195,7 +199,12 @@ fn apply_leaf(
         Action::Update { kind, object } => {
             let shape = cache.write_shape(*kind);
             let v = client.update_shaped(kind, object, None, shape.as_deref())?;
-            log::debug!("{}: updated {} {}", ctrl.name(), kind, crate::obj::key(&v));
+            log::debug!(
+                "{}: updated {} {}",
+                settings.name,
+                kind,
+                crate::obj::key(&v)
+            );
             let v = std::sync::Arc::new(v);
             cache.observe_write_shared(*kind, &v);
             Ok(Some(v))
@@ -209,7 +218,7 @@ fn apply_leaf(
             let v = client.update_shaped(kind, object, Some(subresource), shape.as_deref())?;
             log::debug!(
                 "{}: updated {} {} {}",
-                ctrl.name(),
+                settings.name,
                 kind,
                 crate::obj::key(&v),
                 subresource
@@ -239,7 +248,7 @@ fn apply_leaf(
             )?;
             log::debug!(
                 "{}: patched {} {}",
-                ctrl.name(),
+                settings.name,
                 kind,
                 crate::obj::make_key(namespace, name)
             );
@@ -263,7 +272,7 @@ fn apply_leaf(
                 };
             log::debug!(
                 "{}: deleted {} {}",
-                ctrl.name(),
+                settings.name,
                 kind,
                 crate::obj::make_key(namespace, name)
             );
@@ -298,16 +307,16 @@ fn apply_leaf(
                     let fallback = fallback.as_deref().expect("checked above");
                     log::debug!(
                         "{}: server-side apply of {kind} {} refused ({e}); falling back",
-                        ctrl.name(),
+                        settings.name,
                         crate::obj::make_key(namespace, name)
                     );
-                    return apply_leaf(cache, client, recorder, ctrl, fallback);
+                    return apply_leaf(cache, client, recorder, settings, fallback);
                 }
                 r => r?,
             };
             log::debug!(
                 "{}: applied {} {}",
-                ctrl.name(),
+                settings.name,
                 kind,
                 crate::obj::make_key(namespace, name)
             );
@@ -316,13 +325,13 @@ fn apply_leaf(
             Ok(Some(v))
         }
         Action::Event(spec) => {
-            recorder.record(client, ctrl.event_component(), spec.clone());
+            recorder.record(client, settings.event_component, spec.clone());
             Ok(None)
         }
-        Action::Reported { action, .. } => apply_leaf(cache, client, recorder, ctrl, action),
+        Action::Reported { action, .. } => apply_leaf(cache, client, recorder, settings, action),
         Action::SlowStart(list) | Action::Parallel(list) => {
             for a in list {
-                apply_leaf(cache, client, recorder, ctrl, a)?;
+                apply_leaf(cache, client, recorder, settings, a)?;
             }
             Ok(None)
         }
@@ -336,6 +345,7 @@ pub(super) struct Run<'a> {
     pub(super) client: &'a Client,
     pub(super) recorder: &'a Recorder,
     pub(super) ctrl: &'a dyn Controller,
+    pub(super) settings: &'a Settings,
     pub(super) key: &'a str,
     pub(super) failures: Mutex<Vec<crate::Error>>,
 }
@@ -347,14 +357,20 @@ impl Run<'_> {
             Action::SlowStart(list) => self.slow_start(list),
             Action::Parallel(list) => self.parallel(list) == 0,
             Action::Event(_) => {
-                let _ = apply_leaf(self.cache, self.client, self.recorder, self.ctrl, action);
+                let _ = apply_leaf(
+                    self.cache,
+                    self.client,
+                    self.recorder,
+                    self.settings,
+                    action,
+                );
                 true
             }
             Action::Reported {
                 action: inner,
                 report,
             } => {
-                let res = apply_leaf(self.cache, self.client, self.recorder, self.ctrl, inner);
+                let res = apply_leaf(self.cache, self.client, self.recorder, self.settings, inner);
                 let gone = matches!(&res, Err(e) if e.is_not_found())
                     && matches!(**inner, Action::Delete { .. });
                 match &res {
@@ -384,7 +400,13 @@ impl Run<'_> {
                 self.settle(inner, if gone { Ok(None) } else { res })
             }
             _ => {
-                let res = apply_leaf(self.cache, self.client, self.recorder, self.ctrl, action);
+                let res = apply_leaf(
+                    self.cache,
+                    self.client,
+                    self.recorder,
+                    self.settings,
+                    action,
+                );
                 let gone = matches!(&res, Err(e) if e.is_not_found())
                     && matches!(action, Action::Delete { .. });
                 self.settle(action, if gone { Ok(None) } else { res })
@@ -395,7 +417,7 @@ impl Run<'_> {
     fn event(&self, report: &Report, event_type: EventType, reason: &str, message: String) {
         self.recorder.record(
             self.client,
-            self.ctrl.event_component(),
+            self.settings.event_component,
             EventSpec {
                 involved: report.about.clone(),
                 event_type,
@@ -417,7 +439,7 @@ impl Run<'_> {
                 self.ctrl.applied(self.key, action, Applied::Failed(&e));
                 match self.ctrl.on_error(action, &e) {
                     OnError::Ignore => {
-                        log::debug!("{}: {}: ignoring: {e}", self.ctrl.name(), self.key);
+                        log::debug!("{}: {}: ignoring: {e}", self.settings.name, self.key);
                         true
                     }
                     OnError::Retry => {
@@ -456,7 +478,7 @@ impl Run<'_> {
                 if done < list.len() {
                     log::debug!(
                         "{}: {}: slow-start failure, skipping {} of {}",
-                        self.ctrl.name(),
+                        self.settings.name,
                         self.key,
                         list.len() - done,
                         list.len()

@@ -5,7 +5,7 @@
 
 use crate::api::client::Client;
 use crate::cache::{Cache, Delta, DeltaKind};
-use crate::controller::{sooner, Controller, Cx, RunEnv, Runnable, Served};
+use crate::controller::{sooner, Controller, Cx, RunEnv, Runnable, Served, Settings};
 use crate::events::Recorder;
 use crate::queue::WorkQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +23,8 @@ use apply::{generated_name, NAME_ALPHABET};
 
 struct Entry {
     ctrl: Runnable,
+    /// Its row's facts: name, queue name, Event source, workers, retries.
+    settings: Settings,
     /// The identity this controller writes with.
     client: Client,
     /// A reconciling controller's queue (a self-driven one keeps its own).
@@ -46,6 +48,7 @@ fn sync_key(
     cache: &Cache,
     recorder: &Recorder,
     ctrl: &dyn Controller,
+    settings: &Settings,
     client: &Client,
     queue: &WorkQueue<String>,
     key: &String,
@@ -58,8 +61,8 @@ fn sync_key(
     let mut outcome = match ctrl.reconcile(&cx, key) {
         Ok(o) => o,
         Err(e) => {
-            log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
-            retry_or_forget(ctrl, queue, key);
+            log::warn!("{}: syncing {key} failed: {e}", settings.name);
+            retry_or_forget(settings, queue, key);
             return;
         }
     };
@@ -68,6 +71,7 @@ fn sync_key(
         client,
         recorder,
         ctrl,
+        settings,
         key,
         failures: Mutex::new(Vec::new()),
     };
@@ -98,20 +102,20 @@ fn sync_key(
     match failures.into_iter().next() {
         // A stale read: look again at once, the watch brings the newer object.
         Some(e) if conflict => {
-            log::debug!("{}: {key}: {e}; requeued", ctrl.name());
+            log::debug!("{}: {key}: {e}; requeued", settings.name);
             queue.add_after(key.clone(), Duration::from_millis(10));
         }
         // Shutting down: writes are refused; the queue takes nothing more.
         Some(crate::Error::Cancelled) => {
-            log::debug!("{}: {key}: writes stopped for shutdown", ctrl.name());
+            log::debug!("{}: {key}: writes stopped for shutdown", settings.name);
         }
         Some(e) => {
-            log::warn!("{}: syncing {key} failed: {e}", ctrl.name());
-            retry_or_forget(ctrl, queue, key);
+            log::warn!("{}: syncing {key} failed: {e}", settings.name);
+            retry_or_forget(settings, queue, key);
         }
         None if outcome.retry_quietly.is_some() => {
             let why = outcome.retry_quietly.as_deref().unwrap_or("");
-            log::trace!("{}: {key}: {why}; retried later", ctrl.name());
+            log::trace!("{}: {key}: {why}; retried later", settings.name);
             queue.add_rate_limited(key.clone());
         }
         None => {
@@ -125,12 +129,12 @@ fn sync_key(
 
 /// A failed key back through the rate limiter, unless the controller's `max_retries` are
 /// used up (then it is forgotten until something queues it again).
-fn retry_or_forget(ctrl: &dyn Controller, queue: &WorkQueue<String>, key: &String) {
-    if ctrl
-        .max_retries()
+fn retry_or_forget(settings: &Settings, queue: &WorkQueue<String>, key: &String) {
+    if settings
+        .max_retries
         .is_some_and(|m| queue.num_requeues(key) >= m)
     {
-        log::debug!("{}: {key}: retried several times, dropped", ctrl.name());
+        log::debug!("{}: {key}: retried several times, dropped", settings.name);
         queue.forget(key);
         return;
     }
@@ -166,23 +170,25 @@ impl Manager {
         }
     }
 
-    /// Register a controller: its informers and event handlers (nothing runs yet).
-    pub fn add(&mut self, ctrl: Runnable, client: Client) {
+    /// Register a controller, with the settings of its row: its informers and event handlers
+    /// (nothing runs yet).
+    pub fn add(&mut self, ctrl: Runnable, settings: Settings, client: Client) {
         let c = match &ctrl {
             Runnable::Drives(sd) => {
                 sd.register(&self.cache);
                 self.entries.push(Entry {
                     ctrl,
+                    settings,
                     client,
                     queue: None,
                 });
                 return;
             }
-            Runnable::Reconciles(c) => c.clone(),
+            Runnable::Reconciles { ctrl: c, .. } => c.clone(),
         };
         let queue = match c.rate_limiter() {
-            Some(rl) => WorkQueue::with_rate_limiter(c.queue_name(), rl),
-            None => WorkQueue::new(c.queue_name()),
+            Some(rl) => WorkQueue::with_rate_limiter(settings.queue, rl),
+            None => WorkQueue::new(settings.queue),
         };
         for w in c.watches() {
             let inf = self.cache.informer_for(&w);
@@ -201,13 +207,14 @@ impl Manager {
         }
         self.entries.push(Entry {
             ctrl,
+            settings,
             client,
             queue: Some(queue),
         });
     }
 
     pub fn controller_names(&self) -> Vec<&'static str> {
-        self.entries.iter().map(|e| e.ctrl.name()).collect()
+        self.entries.iter().map(|e| e.settings.name).collect()
     }
 
     /// Start the cache, wait for it to sync (or `stop`), then start every controller: its
@@ -239,14 +246,21 @@ impl Manager {
             };
             match (&e.ctrl, &e.queue) {
                 (Runnable::Drives(sd), _) => {
-                    log::info!("starting {}", sd.name());
+                    log::info!("starting {}", e.settings.name);
                     self.threads.extend(sd.start(&env));
                 }
-                (Runnable::Reconciles(c), Some(queue)) => {
-                    let n = c.workers().max(1);
+                (
+                    Runnable::Reconciles {
+                        ctrl: c,
+                        resync: every,
+                    },
+                    Some(queue),
+                ) => {
+                    let s = e.settings;
+                    let n = s.workers.max(1);
                     log::info!(
                         "starting {} ({} worker{})",
-                        c.name(),
+                        s.name,
                         n,
                         if n == 1 { "" } else { "s" }
                     );
@@ -257,10 +271,10 @@ impl Manager {
                         e.client.clone(),
                         queue.clone(),
                     );
-                    env.serve(c.name(), queue.clone(), n, move |key: &String| {
-                        sync_key(&cache, &rec, ctrl.as_ref(), &client, &q, key)
+                    env.serve(s.name, queue.clone(), n, move |key: &String| {
+                        sync_key(&cache, &rec, ctrl.as_ref(), &s, &client, &q, key)
                     });
-                    if let Some(period) = c.resync_period() {
+                    if let Some(period) = *every {
                         let (cache, ctrl, q) = (
                             Arc::downgrade(&self.cache),
                             c.clone(),
@@ -279,7 +293,7 @@ impl Manager {
                         });
                     }
                 }
-                (Runnable::Reconciles(_), None) => {}
+                (Runnable::Reconciles { .. }, None) => {}
             }
         }
         true

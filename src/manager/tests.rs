@@ -25,13 +25,13 @@ struct Probe {
     seen: Mutex<Vec<(String, &'static str)>>,
 }
 
+/// Its row, as the table would have it.
+const PROBE: Settings = Settings {
+    queue: "probe",
+    ..Settings::named("probe")
+};
+
 impl Controller for Probe {
-    fn name(&self) -> &'static str {
-        "probe"
-    }
-    fn queue_name(&self) -> &'static str {
-        "probe"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![]
     }
@@ -104,6 +104,7 @@ fn slow_start_stops_after_a_failed_batch_and_reports() {
         client: &client,
         recorder: &recorder,
         ctrl: &probe,
+        settings: &PROBE,
         key: "default/web",
         failures: Mutex::new(Vec::new()),
     };
@@ -164,6 +165,7 @@ fn creates_in_a_namespace_seen_terminating_are_not_sent_again() {
         client: &client,
         recorder: &recorder,
         ctrl: &probe,
+        settings: &PROBE,
         key: "doomed/web",
         failures: Mutex::new(Vec::new()),
     };
@@ -216,6 +218,7 @@ fn reported_delete_of_a_missing_object_is_quiet() {
         client: &client,
         recorder: &recorder,
         ctrl: &probe,
+        settings: &PROBE,
         key: "default/web",
         failures: Mutex::new(Vec::new()),
     };
@@ -228,43 +231,25 @@ fn reported_delete_of_a_missing_object_is_quiet() {
 }
 
 /// Gives keys up after two retries.
-struct Limited;
-
-impl Controller for Limited {
-    fn name(&self) -> &'static str {
-        "limited"
-    }
-    fn queue_name(&self) -> &'static str {
-        "limited"
-    }
-    fn watches(&self) -> Vec<Watch> {
-        vec![]
-    }
-    fn keys_for(&self, _: &Watch, _: &Delta, _: &Cache) -> Vec<String> {
-        vec![]
-    }
-    fn reconcile(&self, _: &Cx, _: &str) -> crate::Result<Outcome> {
-        Ok(Outcome::none())
-    }
-    fn max_retries(&self) -> Option<u32> {
-        Some(2)
-    }
-}
+const LIMITED: Settings = Settings {
+    queue: "limited",
+    max_retries: Some(2),
+    ..Settings::named("limited")
+};
 
 #[test]
 fn keys_are_given_up_after_max_retries() {
     let q: Arc<WorkQueue<String>> = WorkQueue::new("limited-test");
     let k = "a".to_string();
-    retry_or_forget(&Limited, &q, &k);
-    retry_or_forget(&Limited, &q, &k);
+    retry_or_forget(&LIMITED, &q, &k);
+    retry_or_forget(&LIMITED, &q, &k);
     assert_eq!(q.num_requeues(&k), 2);
     // The third failure: forgotten, not queued again.
-    retry_or_forget(&Limited, &q, &k);
+    retry_or_forget(&LIMITED, &q, &k);
     assert_eq!(q.num_requeues(&k), 0);
     // Without a limit: retried for as long as it fails.
-    let p = Probe::default();
     for _ in 0..20 {
-        retry_or_forget(&p, &q, &k);
+        retry_or_forget(&PROBE, &q, &k);
     }
     assert_eq!(q.num_requeues(&k), 20);
     q.shut_down();
@@ -280,6 +265,7 @@ fn a_create_whose_answer_was_lost_makes_one_object() {
         client: &client,
         recorder: &recorder,
         ctrl: &probe,
+        settings: &PROBE,
         key: "default/web",
         failures: Mutex::new(Vec::new()),
     };

@@ -107,7 +107,7 @@ pub const VA_WATCH: Watch = Watch::full(VOLUMEATTACHMENTS);
 pub const DRIVER_WATCH: Watch = Watch::fields(CSIDRIVERS, &["/spec/attachRequired"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let given = |f: &str| cx.cfg.given.get(f).map(String::as_str);
     let disabled = match given("disable-attach-detach-reconcile-sync") {
         Some(v) => crate::config::parse_go_bool(v).map_err(crate::Error::Config)?,
@@ -124,13 +124,17 @@ pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable
                 .into(),
         ));
     }
-    let adc = AttachDetach::new((!disabled).then_some(period));
+    let adc = AttachDetach::new();
     let stats = adc.stats.clone();
     crate::metrics::register_collector(
         "attachdetach",
         std::sync::Arc::new(move || stats.families()),
     );
-    Ok(Some(super::Runnable::reconciles(adc)))
+    // The reconciler's pass over every attachment, unless disabled.
+    Ok(Some(super::Runnable::Reconciles {
+        ctrl: std::sync::Arc::new(adc),
+        resync: (!disabled).then_some(period),
+    }))
 }
 
 #[derive(Default)]
@@ -146,7 +150,6 @@ struct Memo {
 }
 
 pub struct AttachDetach {
-    sync_period: Option<Duration>,
     index: Mutex<Index>,
     memo: Mutex<Memo>,
     stats: std::sync::Arc<metrics::Stats>,
@@ -207,10 +210,15 @@ fn event(about: &ObjectRef, t: EventType, reason: &str, message: &str) -> Action
     })
 }
 
+impl Default for AttachDetach {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl AttachDetach {
-    pub fn new(sync_period: Option<Duration>) -> Self {
+    pub fn new() -> Self {
         AttachDetach {
-            sync_period,
             index: Mutex::default(),
             memo: Mutex::default(),
             stats: Default::default(),
@@ -674,15 +682,6 @@ fn delete_va(name: &str) -> Action {
 }
 
 impl Controller for AttachDetach {
-    fn name(&self) -> &'static str {
-        "persistentvolume-attach-detach-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        "attachdetach-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "pvcs"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![
             NODE_WATCH,
@@ -692,9 +691,6 @@ impl Controller for AttachDetach {
             VA_WATCH,
             DRIVER_WATCH,
         ]
-    }
-    fn resync_period(&self) -> Option<Duration> {
-        self.sync_period
     }
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {

@@ -58,8 +58,7 @@ fn unique(pv: &str) -> String {
 
 /// A managed node n1 with pod p using claim c bound to CSI volume v.
 fn setup() -> Harness<AttachDetach> {
-    let mut h =
-        Harness::new(AttachDetach::new(Some(Duration::from_secs(60)))).at("2024-01-01T00:00:00Z");
+    let mut h = Harness::new(AttachDetach::new()).at("2024-01-01T00:00:00Z");
     h.add(NODES, node("n1", true));
     h.add(PERSISTENTVOLUMES, pv("v", "c", &["ReadWriteOnce"]));
     h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "v"));

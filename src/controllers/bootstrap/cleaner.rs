@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::obj;
 
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controller::Runnable>> {
     Ok(Some(crate::controller::Runnable::reconciles(TokenCleaner)))
 }
@@ -23,13 +23,6 @@ pub fn build(
 pub struct TokenCleaner;
 
 impl Controller for TokenCleaner {
-    fn name(&self) -> &'static str {
-        "token-cleaner-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "token_cleaner"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![TOKEN_WATCH]
     }

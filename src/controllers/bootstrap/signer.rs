@@ -29,7 +29,7 @@ pub const CLUSTER_INFO_WATCH: Watch = Watch::named(CONFIGMAPS, "metadata.name=cl
 const KEY: &str = "kube-public/cluster-info";
 
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controller::Runnable>> {
     Ok(Some(crate::controller::Runnable::reconciles(
         BootstrapSigner,
@@ -67,13 +67,6 @@ pub fn signatures(
 }
 
 impl Controller for BootstrapSigner {
-    fn name(&self) -> &'static str {
-        "bootstrap-signer-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "bootstrap_signer_queue"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![CLUSTER_INFO_WATCH, TOKEN_WATCH]
     }

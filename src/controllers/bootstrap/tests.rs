@@ -183,9 +183,13 @@ fn signer_leaves_other_configmaps_and_namespaces_alone() {
     assert!(h.sync("kube-public/cluster-info").is_empty());
     assert_eq!(BootstrapSigner.watches()[0], CLUSTER_INFO_WATCH);
     // Upstream's queue names, one worker each.
-    assert_eq!(BootstrapSigner.queue_name(), "bootstrap_signer_queue");
-    assert_eq!(TokenCleaner.queue_name(), "token_cleaner");
-    assert_eq!((BootstrapSigner.workers(), TokenCleaner.workers()), (1, 1));
+    let (signer, cleaner) = (
+        crate::controllers::testing::row("bootstrapsigner"),
+        crate::controllers::testing::row("tokencleaner"),
+    );
+    assert_eq!(signer.queue, "bootstrap_signer_queue");
+    assert_eq!(cleaner.queue, "token_cleaner");
+    assert_eq!((signer.workers, cleaner.workers), (1, 1));
 }
 
 #[test]

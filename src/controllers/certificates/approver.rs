@@ -202,20 +202,21 @@ fn allowed(client: &Client, csr: &Value, subresource: &str) -> Result<bool> {
 
 /// Its row in the controller table: 5 workers, as upstream starts it.
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controller::Runnable>> {
     Ok(Some(crate::controller::Runnable::reconciles(CsrApprover)))
 }
 
 pub struct CsrApprover;
 
-impl Controller for CsrApprover {
+impl CsrApprover {
+    /// The prefix of its log lines (its row's name).
     fn name(&self) -> &'static str {
         "certificatesigningrequest-approving-controller"
     }
-    fn queue_name(&self) -> &'static str {
-        "certificate"
-    }
+}
+
+impl Controller for CsrApprover {
     fn watches(&self) -> Vec<Watch> {
         vec![CSR_WATCH]
     }
@@ -224,9 +225,6 @@ impl Controller for CsrApprover {
             return vec![];
         }
         vec![obj::name(d.object()).to_string()]
-    }
-    fn workers(&self) -> usize {
-        5
     }
     fn rate_limiter(&self) -> Option<Box<dyn RateLimiter<String>>> {
         Some(super::queue_rate_limiter())

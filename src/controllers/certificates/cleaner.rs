@@ -127,7 +127,7 @@ pub fn decide(csr: &Value, now: SystemTime) -> Option<Reason> {
 
 /// Its row in the controller table.
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controller::Runnable>> {
     Ok(Some(crate::controller::Runnable::drives(CsrCleaner::new(
         POLLING_INTERVAL,
@@ -175,9 +175,6 @@ fn pass(cache: &Cache, client: &Client, stopped: &AtomicBool) {
 }
 
 impl SelfDriven for CsrCleaner {
-    fn name(&self) -> &'static str {
-        "certificatesigningrequest-cleaner-controller"
-    }
     fn register(&self, cache: &Arc<Cache>) {
         cache.informer_for(&CSR_WATCH);
     }

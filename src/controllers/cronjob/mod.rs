@@ -49,17 +49,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 use sync::Plan;
 
-const QUEUE_NAME: &str = "cronjob";
-
 /// The parts of a Job this controller reads besides its metadata.
 pub const JOB_WATCH: Watch = Watch::fields(JOBS, &["/status"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     crate::metrics::register_collector("cronjob", std::sync::Arc::new(metric_families));
-    Ok(Some(super::Runnable::reconciles(CronJobController::new(
-        cx.workers,
-    ))))
+    Ok(Some(super::Runnable::reconciles(CronJobController::new())))
 }
 
 /// How the create of a sync went.
@@ -79,7 +75,6 @@ struct Pending {
 }
 
 pub struct CronJobController {
-    workers: usize,
     pending: Mutex<HashMap<String, Pending>>,
     /// The schedule and zone each CronJob had when last seen, to tell a change of them.
     schedules: Mutex<HashMap<String, (String, Option<String>)>>,
@@ -87,10 +82,15 @@ pub struct CronJobController {
     unparseable: Mutex<HashMap<String, Value>>,
 }
 
+impl Default for CronJobController {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl CronJobController {
-    pub fn new(workers: usize) -> Self {
+    pub fn new() -> Self {
         CronJobController {
-            workers,
             pending: Mutex::new(HashMap::new()),
             schedules: Mutex::new(HashMap::new()),
             unparseable: Mutex::new(HashMap::new()),
@@ -137,15 +137,6 @@ fn to_duration(ns: i64) -> Duration {
 }
 
 impl Controller for CronJobController {
-    fn name(&self) -> &'static str {
-        "cronjob-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        QUEUE_NAME
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(CRONJOBS), JOB_WATCH]
     }

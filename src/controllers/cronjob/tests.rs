@@ -605,7 +605,7 @@ fn active_list_maintenance() {
 
 #[test]
 fn a_sync_creates_then_writes_the_status_with_the_new_job() {
-    let mut h = Harness::new(CronJobController::new(5)).at("2024-01-01T00:01:05Z");
+    let mut h = Harness::new(CronJobController::new()).at("2024-01-01T00:01:05Z");
     let mut cj = cronjob("c", "* * * * *");
     cj["spec"]["successfulJobsHistoryLimit"] = 0.into();
     h.add(CRONJOBS, cj.clone());
@@ -671,7 +671,7 @@ fn a_sync_creates_then_writes_the_status_with_the_new_job() {
 
 #[test]
 fn a_failed_create_is_reported_and_a_taken_name_of_another_owner_is_left() {
-    let mut h = Harness::new(CronJobController::new(5)).at("2024-01-01T00:01:05Z");
+    let mut h = Harness::new(CronJobController::new()).at("2024-01-01T00:01:05Z");
     h.add(CRONJOBS, cronjob("c", "* * * * *"));
     let o = h.outcome("ns/c");
     let create = o
@@ -701,7 +701,7 @@ fn a_failed_create_is_reported_and_a_taken_name_of_another_owner_is_left() {
 
 #[test]
 fn a_schedule_change_waits_for_the_new_next_time() {
-    let mut h = Harness::new(CronJobController::new(5));
+    let mut h = Harness::new(CronJobController::new());
     let cj = cronjob("c", "* * * * *");
     let w = crate::cache::Watch::full(CRONJOBS);
     let delta = |old: &Value, new: &Value| crate::cache::Delta {

@@ -90,24 +90,26 @@ impl Node {
     }
 }
 
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
-    // 1.28 has no flag for it: its component config's ConcurrentDaemonSetSyncs, 2.
-    let _ = cx;
-    Ok(Some(super::Runnable::reconciles(DaemonSetController::new(
-        2,
-    ))))
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
+    Ok(Some(
+        super::Runnable::reconciles(DaemonSetController::new()),
+    ))
 }
 
 pub struct DaemonSetController {
-    workers: usize,
     track: Mutex<Tracking>,
     selectors: super::refmanager::SelectorIndex,
 }
 
+impl Default for DaemonSetController {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl DaemonSetController {
-    pub fn new(workers: usize) -> Self {
+    pub fn new() -> Self {
         DaemonSetController {
-            workers,
             track: Mutex::new(Tracking::default()),
             selectors: Default::default(),
         }
@@ -263,13 +265,14 @@ pub fn min_ready_seconds(ds: &Value) -> i64 {
         .max(0)
 }
 
-impl Controller for DaemonSetController {
+impl DaemonSetController {
+    /// The prefix of its log lines (its row's name).
     fn name(&self) -> &'static str {
         "daemonset-controller"
     }
-    fn queue_name(&self) -> &'static str {
-        "daemonset"
-    }
+}
+
+impl Controller for DaemonSetController {
     fn watches(&self) -> Vec<Watch> {
         vec![
             Watch::full(DAEMONSETS),
@@ -277,9 +280,6 @@ impl Controller for DaemonSetController {
             POD_WATCH,
             NODE_WATCH,
         ]
-    }
-    fn workers(&self) -> usize {
-        self.workers
     }
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {

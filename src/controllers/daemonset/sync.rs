@@ -7,9 +7,7 @@ use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{CONTROLLERREVISIONS, DAEMONSETS, PODS};
 use crate::controllers::kit::pod::{is_pod_available, is_pod_ready, pod_from_template, ready_time};
 use crate::controllers::refmanager::{self, Claim};
-use crate::controllers::{
-    Action, Controller, Cx, EventSpec, EventType, ObjectRef, Outcome, Report,
-};
+use crate::controllers::{Action, Cx, EventSpec, EventType, ObjectRef, Outcome, Report};
 use crate::error::Result;
 use crate::obj::{self, At as _, Obj};
 use serde_json::{json, Value};

@@ -23,7 +23,7 @@ fn node(name: &str) -> Value {
 
 /// A harness with the DaemonSet, its current revision, and the nodes.
 fn setup(d: &Value, nodes: &[&str]) -> (Harness<DaemonSetController>, String) {
-    let mut h = Harness::new(DaemonSetController::new(2));
+    let mut h = Harness::new(DaemonSetController::new());
     h.add(DAEMONSETS, d.clone());
     for n in nodes {
         h.add(NODES, node(n));
@@ -51,7 +51,7 @@ fn pod_on(d: &Value, name: &str, node: &str, hash: &str, ready: bool) -> Value {
 #[test]
 fn a_revision_is_made_first_then_one_pod_per_node() {
     let d = ds("agent", "v1");
-    let mut h = Harness::new(DaemonSetController::new(2));
+    let mut h = Harness::new(DaemonSetController::new());
     h.add(DAEMONSETS, d.clone())
         .add(NODES, node("n1"))
         .add(NODES, node("n2"));
@@ -268,7 +268,7 @@ fn old_revisions_past_the_limit_are_deleted() {
 #[test]
 fn a_name_collision_raises_the_collision_count() {
     let d = ds("agent", "v1");
-    let mut h = Harness::new(DaemonSetController::new(2));
+    let mut h = Harness::new(DaemonSetController::new());
     h.add(DAEMONSETS, d.clone());
     let hash = history::hash(&d["spec"]["template"], None);
     let mut other = history::new_revision(&DAEMONSETS, &ds("agent", "zzz"), &hash, 1);

@@ -40,14 +40,13 @@ struct CreateFailure {
 }
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
-        DeploymentController::new(cx.workers),
+        DeploymentController::new(),
     )))
 }
 
 pub struct DeploymentController {
-    workers: usize,
     /// Deployment key -> the last failed creation of its new ReplicaSet.
     failures: Mutex<HashMap<String, CreateFailure>>,
     /// Deployment key -> the ReplicaSet a pass created (name, replicas), until the next pass
@@ -58,10 +57,15 @@ pub struct DeploymentController {
     selectors: SelectorIndex,
 }
 
+impl Default for DeploymentController {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl DeploymentController {
-    pub fn new(workers: usize) -> Self {
+    pub fn new() -> Self {
         DeploymentController {
-            workers,
             failures: Mutex::new(HashMap::new()),
             created: Mutex::new(HashMap::new()),
             selectors: SelectorIndex::default(),
@@ -231,13 +235,6 @@ fn is_owner_patch(patch: &Value) -> bool {
 }
 
 impl Controller for DeploymentController {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn queue_name(&self) -> &'static str {
-        "deployment"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![
             Watch::full(DEPLOYMENTS),
@@ -313,10 +310,6 @@ impl Controller for DeploymentController {
             requeue_after,
             ..Outcome::default()
         })
-    }
-
-    fn workers(&self) -> usize {
-        self.workers
     }
 
     /// How a creation of a new ReplicaSet went: remembered for the next pass of `key`.

@@ -62,8 +62,6 @@ use std::sync::RwLock;
 use std::time::{Duration, SystemTime};
 
 pub const NAME: &str = "disruption-controller";
-/// Upstream's work-queue name.
-pub const QUEUE_NAME: &str = "disruption";
 /// Keys of pods whose `DisruptionTarget` condition may be stale (pod keys are otherwise
 /// PodDisruptionBudget keys; a namespace never holds a `:`).
 pub const POD_KEY_PREFIX: &str = "pod:";
@@ -79,7 +77,7 @@ pub const STATEFULSET_WATCH: Watch = Watch::fields(STATEFULSETS, REPLICAS);
 pub const RC_WATCH: Watch = Watch::fields(REPLICATIONCONTROLLERS, REPLICAS);
 
 /// Its row in the controller table.
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
         DisruptionController::default(),
     )))
@@ -379,18 +377,6 @@ impl DisruptionController {
 }
 
 impl Controller for DisruptionController {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn event_component(&self) -> &'static str {
-        "controllermanager"
-    }
-
-    fn queue_name(&self) -> &'static str {
-        QUEUE_NAME
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![
             PDB_WATCH,

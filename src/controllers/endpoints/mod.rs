@@ -58,24 +58,21 @@ pub const POD_WATCH: Watch = Watch::fields(PODS, SYNC_FIELDS);
 pub const SERVICE_WATCH: Watch = Watch::fields(SERVICES, &["/spec"]);
 
 /// The endpoints-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(EndpointsController::new(
-        cx.workers,
         pod_change_delay(cx.cfg.endpoint_controller.endpoint_updates_batch_period),
     ))))
 }
 
 pub struct EndpointsController {
-    workers: usize,
     batch: Duration,
     index: ServicePods,
     tracker: trigger::Tracker,
 }
 
 impl EndpointsController {
-    pub fn new(workers: usize, batch: Duration) -> Self {
+    pub fn new(batch: Duration) -> Self {
         EndpointsController {
-            workers,
             batch,
             index: ServicePods::default(),
             tracker: trigger::Tracker::default(),
@@ -84,19 +81,6 @@ impl EndpointsController {
 }
 
 impl Controller for EndpointsController {
-    fn name(&self) -> &'static str {
-        "endpoints-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        "endpoint-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "endpoint"
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![SERVICE_WATCH, POD_WATCH, Watch::full(ENDPOINTS)]
     }

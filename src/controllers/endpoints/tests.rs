@@ -72,7 +72,7 @@ fn bare(ip: &str) -> Address {
 }
 
 fn harness() -> Harness<EndpointsController> {
-    Harness::new(EndpointsController::new(5, Duration::ZERO))
+    Harness::new(EndpointsController::new(Duration::ZERO))
 }
 
 fn hex(b: [u8; 16]) -> String {
@@ -475,7 +475,7 @@ fn pod_changes_queue_only_the_services_they_affect() {
     h.delete(PODS, moved);
     assert_eq!(h.take_queued(), ["ns/db"]);
     // Pod changes wait for the batch period; Service changes do not.
-    let c = EndpointsController::new(1, Duration::from_secs(2));
+    let c = EndpointsController::new(Duration::from_secs(2));
     assert_eq!(c.key_delay(&POD_WATCH), Duration::from_secs(2));
     assert_eq!(c.key_delay(&SERVICE_WATCH), Duration::ZERO);
 }

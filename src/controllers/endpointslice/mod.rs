@@ -58,19 +58,18 @@ const SLICE_CHANGE_MIN_DELAY: Duration = Duration::from_secs(1);
 pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/status/conditions", "/status/allocatable"]);
 
 /// The endpointslice-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let o = &cx.cfg.endpoint_slice;
     let (max, batch) = (
         o.max_endpoints_per_slice.max(1),
         pod_change_delay(o.endpoint_updates_batch_period),
     );
     Ok(Some(super::Runnable::reconciles(
-        EndpointSliceController::new(cx.workers, max as usize, batch),
+        EndpointSliceController::new(max as usize, batch),
     )))
 }
 
 pub struct EndpointSliceController {
-    workers: usize,
     max: usize,
     batch: Duration,
     index: ServicePods,
@@ -89,9 +88,8 @@ fn managed(o: &Value) -> bool {
 }
 
 impl EndpointSliceController {
-    pub fn new(workers: usize, max: usize, batch: Duration) -> Self {
+    pub fn new(max: usize, batch: Duration) -> Self {
         EndpointSliceController {
-            workers,
             max,
             batch,
             index: ServicePods::default(),
@@ -179,19 +177,6 @@ fn service_ref(svc: &Value) -> ObjectRef {
 }
 
 impl Controller for EndpointSliceController {
-    fn name(&self) -> &'static str {
-        "endpointslice-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        "endpoint-slice-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "endpoint_slice"
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![
             crate::controllers::endpoints::SERVICE_WATCH,

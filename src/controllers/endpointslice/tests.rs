@@ -50,7 +50,7 @@ fn node(name: &str, zone: &str, cpu: &str) -> Value {
 }
 
 fn harness(max: usize) -> Harness<EndpointSliceController> {
-    let mut h = Harness::new(EndpointSliceController::new(1, max, Duration::ZERO));
+    let mut h = Harness::new(EndpointSliceController::new(max, Duration::ZERO));
     h.add(NODES, node("node-1", "zone-a", "4"));
     h
 }

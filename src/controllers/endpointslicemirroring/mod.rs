@@ -40,12 +40,11 @@ const SKIP_MIRROR: &str = "endpointslice.kubernetes.io/skip-mirror";
 const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
 
 /// The endpointslice-mirroring-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let o = &cx.cfg.endpoint_slice;
     let max = o.mirroring_max_endpoints_per_subset.max(1);
     let batch = o.mirroring_endpoint_updates_batch_period;
     Ok(Some(super::Runnable::reconciles(MirroringController::new(
-        cx.workers,
         max as usize,
         batch,
     ))))
@@ -64,7 +63,6 @@ fn selectorless(svc: &Value) -> bool {
 }
 
 pub struct MirroringController {
-    workers: usize,
     max: usize,
     batch: Duration,
     slices: SliceIndex,
@@ -74,9 +72,8 @@ pub struct MirroringController {
 }
 
 impl MirroringController {
-    pub fn new(workers: usize, max: usize, batch: Duration) -> Self {
+    pub fn new(max: usize, batch: Duration) -> Self {
         MirroringController {
-            workers,
             max,
             batch,
             slices: SliceIndex::new(CONTROLLER_NAME),
@@ -141,19 +138,6 @@ impl MirroringController {
 }
 
 impl Controller for MirroringController {
-    fn name(&self) -> &'static str {
-        "endpointslice-mirroring-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        "endpoint-slice-mirroring-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "endpoint_slice_mirroring"
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![
             Watch::full(ENDPOINTS),

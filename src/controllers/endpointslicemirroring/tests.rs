@@ -36,7 +36,7 @@ fn endpoints(ips: &[&str], extra_meta: Value) -> Value {
 }
 
 fn harness(max: usize) -> Harness<MirroringController> {
-    Harness::new(MirroringController::new(1, max, Duration::ZERO))
+    Harness::new(MirroringController::new(max, Duration::ZERO))
 }
 
 fn stored(o: &Value, name: &str) -> Value {

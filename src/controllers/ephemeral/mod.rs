@@ -29,9 +29,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-const QUEUE_NAME: &str = "ephemeral_volume";
-const COMPONENT: &str = "ephemeral_volume";
-
 /// The parts of a pod read here besides metadata.
 pub const POD_WATCH: Watch =
     Watch::fields(PODS, &["/spec/volumes/*/name", "/spec/volumes/*/ephemeral"]);
@@ -42,11 +39,9 @@ static CREATES: AtomicU64 = AtomicU64::new(0);
 static CREATE_FAILURES: AtomicU64 = AtomicU64::new(0);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     crate::metrics::register_collector("ephemeral-volume", std::sync::Arc::new(metric_families));
-    Ok(Some(super::Runnable::reconciles(Ephemeral::new(
-        cx.workers,
-    ))))
+    Ok(Some(super::Runnable::reconciles(Ephemeral::new())))
 }
 
 /// The controller's counters (registered when it is built, as upstream's).
@@ -69,7 +64,6 @@ pub fn metric_families() -> Vec<crate::metrics::Family> {
 }
 
 pub struct Ephemeral {
-    workers: usize,
     /// Claim key -> the pods whose ephemeral volumes name it (upstream's pod-PVC index).
     claims: Mutex<HashMap<String, Vec<String>>>,
 }
@@ -118,10 +112,15 @@ pub fn claim_for(pod: &Value, volume: &Value) -> Value {
     })
 }
 
+impl Default for Ephemeral {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Ephemeral {
-    pub fn new(workers: usize) -> Self {
+    pub fn new() -> Self {
         Ephemeral {
-            workers,
             claims: Mutex::default(),
         }
     }
@@ -160,18 +159,6 @@ impl Ephemeral {
 }
 
 impl Controller for Ephemeral {
-    fn name(&self) -> &'static str {
-        "ephemeral-volume-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        COMPONENT
-    }
-    fn queue_name(&self) -> &'static str {
-        QUEUE_NAME
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![POD_WATCH, PVC_WATCH]
     }

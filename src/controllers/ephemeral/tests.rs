@@ -33,7 +33,7 @@ fn pvc(name: &str, owner: Option<&str>) -> Value {
 
 #[test]
 fn a_claim_per_ephemeral_volume_owned_by_the_pod() {
-    let mut h = Harness::new(Ephemeral::new(5));
+    let mut h = Harness::new(Ephemeral::new());
     h.add(
         PODS,
         pod(
@@ -59,7 +59,7 @@ fn a_claim_per_ephemeral_volume_owned_by_the_pod() {
 
 #[test]
 fn pods_without_ephemeral_volumes_or_being_deleted_are_not_synced() {
-    let mut h = Harness::new(Ephemeral::new(5));
+    let mut h = Harness::new(Ephemeral::new());
     h.add(PODS, pod("plain", json!([{"name": "e", "emptyDir": {}}])));
     let mut going = pod("going", json!([eph("d")]));
     going["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z".into();
@@ -71,7 +71,7 @@ fn pods_without_ephemeral_volumes_or_being_deleted_are_not_synced() {
 
 #[test]
 fn an_owned_claim_is_kept_and_a_foreign_one_is_a_conflict() {
-    let mut h = Harness::new(Ephemeral::new(5));
+    let mut h = Harness::new(Ephemeral::new());
     h.add(PERSISTENTVOLUMECLAIMS, pvc("p-data", Some("p")));
     h.add(PODS, pod("p", json!([eph("data")])));
     assert!(h.sync("ns/p").is_empty());
@@ -96,7 +96,7 @@ fn an_owned_claim_is_kept_and_a_foreign_one_is_a_conflict() {
 
 #[test]
 fn a_deleted_claim_queues_the_pods_that_name_it() {
-    let mut h = Harness::new(Ephemeral::new(5));
+    let mut h = Harness::new(Ephemeral::new());
     h.add(PERSISTENTVOLUMECLAIMS, pvc("p-data", Some("p")));
     h.add(PODS, pod("p", json!([eph("data")])));
     h.take_queued();

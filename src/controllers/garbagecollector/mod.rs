@@ -86,7 +86,9 @@ pub fn metric_families() -> Vec<crate::metrics::Family> {
 }
 
 /// Its row in the controller table: off with `--enable-garbage-collector=false`.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> crate::Result<Option<super::Runnable>> {
+pub fn build(
+    cx: &super::BuildCx<'_, crate::config::Config>,
+) -> crate::Result<Option<super::Runnable>> {
     if !cx.cfg.garbage_collector.enable_garbage_collector {
         log::warn!("{NAME} is disabled (--enable-garbage-collector=false)");
         return Ok(None);
@@ -301,14 +303,6 @@ impl GarbageCollector {
 }
 
 impl SelfDriven for GarbageCollector {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    /// Upstream doubles the QPS of the garbage collector's client (each deletion takes two
-    /// requests).
-    fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
-        (qps * 2.0, burst)
-    }
     fn start(&self, env: &RunEnv) -> Vec<JoinHandle<()>> {
         let _ = self.inner.env.set(Env {
             cache: env.cache.clone(),

@@ -65,18 +65,15 @@ struct State {
 }
 
 pub struct JobController {
-    workers: usize,
     state: Mutex<State>,
     /// The Jobs' selectors: which Jobs an orphan pod may be adopted by.
     selectors: SelectorIndex,
 }
 
 /// The job-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     crate::metrics::register_collector("job", std::sync::Arc::new(metrics::metric_families));
-    Ok(Some(super::Runnable::reconciles(JobController::new(
-        cx.workers,
-    ))))
+    Ok(Some(super::Runnable::reconciles(JobController::new())))
 }
 
 /// What the controller reads of pods beyond metadata: their status (shared with the replica
@@ -96,10 +93,15 @@ fn remove_finalizer_patch() -> Value {
     json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [sync::TRACKING_FINALIZER]}})
 }
 
+impl Default for JobController {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl JobController {
-    pub fn new(workers: usize) -> Self {
+    pub fn new() -> Self {
         JobController {
-            workers,
             state: Mutex::new(State::default()),
             selectors: SelectorIndex::default(),
         }
@@ -387,20 +389,8 @@ impl JobController {
 }
 
 impl Controller for JobController {
-    fn name(&self) -> &'static str {
-        "job-controller"
-    }
-
-    fn queue_name(&self) -> &'static str {
-        "job"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(JOBS), POD_WATCH]
-    }
-
-    fn workers(&self) -> usize {
-        self.workers
     }
 
     fn key_delay(&self, w: &Watch) -> Duration {

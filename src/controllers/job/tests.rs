@@ -523,7 +523,7 @@ fn unknown_completion_mode_is_reported_and_skipped() {
 
 #[test]
 fn status_then_finalizer_removals_in_that_order() {
-    let mut h = Harness::new(JobController::new(1)).at(NOW);
+    let mut h = Harness::new(JobController::new()).at(NOW);
     let mut j = job(json!({"completions": 1, "parallelism": 1}));
     j["status"] = json!({"startTime": NOW, "active": 1, "ready": 0});
     h.add(JOBS, j);
@@ -553,7 +553,7 @@ fn status_then_finalizer_removals_in_that_order() {
 
 #[test]
 fn orphan_pods_with_the_finalizer_are_released() {
-    let mut h = Harness::new(JobController::new(1)).at(NOW);
+    let mut h = Harness::new(JobController::new()).at(NOW);
     let mut p = pod("lost", "Succeeded", true);
     p["metadata"]["ownerReferences"] = json!([]);
     h.add(PODS, p);
@@ -573,7 +573,7 @@ fn orphan_pods_with_the_finalizer_are_released() {
 
 #[test]
 fn a_cache_older_than_our_own_status_write_is_not_acted_on() {
-    let mut h = Harness::new(JobController::new(1)).at(NOW);
+    let mut h = Harness::new(JobController::new()).at(NOW);
     let j = job(json!({}));
     h.add(JOBS, j.clone());
     let mut written = j.clone();
@@ -596,7 +596,7 @@ fn a_cache_older_than_our_own_status_write_is_not_acted_on() {
 
 #[test]
 fn a_pod_that_stopped_matching_is_released_with_its_finalizer() {
-    let mut h = Harness::new(JobController::new(1)).at(NOW);
+    let mut h = Harness::new(JobController::new()).at(NOW);
     let mut j = job(json!({"completions": 1, "parallelism": 1}));
     j["status"] = json!({"startTime": NOW, "active": 1, "ready": 0});
     h.add(JOBS, j);

@@ -113,7 +113,7 @@ struct Inner {
 }
 
 /// Its row in the controller table (`--namespace-sync-period` is its resync).
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::drives(NamespaceController::new(
         cx.workers,
         cx.cfg.namespace_controller.namespace_sync_period,
@@ -204,13 +204,6 @@ fn recheck_wait(n: u32, estimate: i64, grace_left: Option<Duration>) -> Duration
 }
 
 impl SelfDriven for NamespaceController {
-    fn name(&self) -> &'static str {
-        "namespace-controller"
-    }
-    /// Upstream: QPS x20, burst x100 ("the namespace cleanup controller is very chatty").
-    fn client_rate(&self, qps: f32, burst: u32) -> (f32, u32) {
-        (qps * 20.0, burst.saturating_mul(100))
-    }
     fn register(&self, cache: &Arc<Cache>) {
         let inner = Arc::downgrade(&self.inner);
         cache
@@ -226,7 +219,7 @@ impl SelfDriven for NamespaceController {
         let inner = self.inner.clone();
         let client = env.client.clone();
         env.serve(
-            self.name(),
+            "namespace-controller",
             self.inner.queue.clone(),
             self.inner.workers,
             move |key: &String| inner.work(&client, key),

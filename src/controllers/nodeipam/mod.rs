@@ -59,12 +59,8 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-/// Patches in flight (upstream's `cidrUpdateWorkers` is 30; see the module docs).
-const WORKERS: usize = 4;
 /// Upstream's `cidrUpdateRetries`: patches of one reservation before it is given up.
 const PATCH_TRIES: u32 = 3;
-/// The Event source (upstream's recorder of the range allocator).
-const COMPONENT: &str = "cidrAllocator";
 pub const CIDR_NOT_AVAILABLE: &str = "CIDRNotAvailable";
 pub const CIDR_ASSIGNMENT_FAILED: &str = "CIDRAssignmentFailed";
 
@@ -72,7 +68,7 @@ pub const CIDR_ASSIGNMENT_FAILED: &str = "CIDRAssignmentFailed";
 pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/spec/podCIDR", "/spec/podCIDRs"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     match Params::from_config(cx.cfg).map_err(Error::Config)? {
         None => Ok(None),
         Some(p) => Ok(Some(super::Runnable::reconciles(
@@ -293,19 +289,6 @@ impl NodeIpamController {
 }
 
 impl Controller for NodeIpamController {
-    fn name(&self) -> &'static str {
-        "node-ipam-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        COMPONENT
-    }
-    /// Upstream's range allocator has no work queue: no `workqueue_*` series.
-    fn queue_name(&self) -> &'static str {
-        ""
-    }
-    fn workers(&self) -> usize {
-        WORKERS
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![NODE_WATCH]
     }

@@ -347,7 +347,10 @@ fn exhaustion_is_an_event_and_a_retry_at_the_next_change() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(h.ctrl.event_component(), "cidrAllocator");
+    assert_eq!(
+        crate::controllers::testing::row("nodeipam").event_component,
+        "cidrAllocator"
+    );
     // Deleting a node frees its CIDR; c gets it at its next change.
     h.delete(
         NODES,
@@ -447,8 +450,8 @@ fn a_node_showing_up_with_a_reserved_cidr_keeps_it() {
 
 #[test]
 fn upstream_has_no_queue() {
-    let c = ctrl(&[("cluster-cidr", "10.244.0.0/16")]);
-    assert_eq!(c.queue_name(), "");
-    assert_eq!(c.workers(), 4);
-    assert_eq!(c.name(), "node-ipam-controller");
+    let row = crate::controllers::testing::row("nodeipam");
+    assert_eq!(row.queue, "");
+    assert_eq!(row.workers, 4);
+    assert_eq!(row.name, "node-ipam-controller");
 }

@@ -62,7 +62,9 @@ pub const POD_WATCH: Watch =
 pub const LEASE_WATCH: Watch = Watch::fields(LEASES, &["/spec/renewTime"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> crate::Result<Option<super::Runnable>> {
+pub fn build(
+    cx: &super::BuildCx<'_, crate::config::Config>,
+) -> crate::Result<Option<super::Runnable>> {
     let o = &cx.cfg.node_lifecycle;
     Ok(Some(super::Runnable::drives(NodeLifecycle::new(Options {
         monitor_period: cx.cfg.kube_cloud_shared.node_monitor_period,
@@ -162,10 +164,6 @@ impl Inner {
 }
 
 impl SelfDriven for NodeLifecycle {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
     fn register(&self, cache: &Arc<Cache>) {
         cache.informer_for(&LEASE_WATCH);
         let inner = Arc::downgrade(&self.inner);

@@ -28,8 +28,8 @@ mod tests;
 use crate::api::labels::LabelSelector;
 use crate::api::resources::{HPAS, PODS};
 use crate::cache::{Cache, Delta, DeltaKind};
+use crate::controller::BuildCx;
 use crate::controller::{Action, Controller, Cx, OnError, Outcome, Watch};
-use crate::controllers::registry::BuildCx;
 use crate::controllers::Runnable;
 use crate::obj::Obj;
 use crate::queue::RateLimiter;
@@ -96,7 +96,7 @@ impl Options {
     }
 }
 
-pub fn build(cx: &BuildCx<'_>) -> Result<Option<Runnable>> {
+pub fn build(cx: &BuildCx<'_, crate::config::Config>) -> Result<Option<Runnable>> {
     for flag in [
         "horizontal-pod-autoscaler-upscale-delay",
         "horizontal-pod-autoscaler-downscale-delay",
@@ -107,10 +107,9 @@ pub fn build(cx: &BuildCx<'_>) -> Result<Option<Runnable>> {
             );
         }
     }
-    Ok(Some(Runnable::reconciles(Hpa::new(
-        Options::from_given(&cx.cfg.given),
-        cx.workers,
-    ))))
+    Ok(Some(Runnable::reconciles(Hpa::new(Options::from_given(
+        &cx.cfg.given,
+    )))))
 }
 
 const HPA_WATCH: Watch = Watch::full(HPAS);
@@ -118,7 +117,6 @@ const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/containers", "/status"]);
 
 pub struct Hpa {
     opts: Options,
-    workers: usize,
     histories: Mutex<HashMap<String, History>>,
     /// Every HPA's last parsed selector (None until its first sync), by key.
     selectors: Mutex<BTreeMap<String, Option<LabelSelector>>>,
@@ -138,10 +136,9 @@ impl RateLimiter<String> for FixedInterval {
 }
 
 impl Hpa {
-    pub fn new(opts: Options, workers: usize) -> Self {
+    pub fn new(opts: Options) -> Self {
         Hpa {
             opts,
-            workers,
             histories: Mutex::new(HashMap::new()),
             selectors: Mutex::new(BTreeMap::new()),
         }
@@ -219,18 +216,6 @@ impl Hpa {
 }
 
 impl Controller for Hpa {
-    fn name(&self) -> &'static str {
-        "horizontal-pod-autoscaler-controller"
-    }
-
-    fn event_component(&self) -> &'static str {
-        "horizontal-pod-autoscaler"
-    }
-
-    fn queue_name(&self) -> &'static str {
-        "horizontalpodautoscaler"
-    }
-
     fn watches(&self) -> Vec<Watch> {
         vec![HPA_WATCH, POD_WATCH]
     }
@@ -259,10 +244,6 @@ impl Controller for Hpa {
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
         Ok(self.sync_with(cx, key, &source::Rest { client: cx.client }))
-    }
-
-    fn workers(&self) -> usize {
-        self.workers
     }
 
     /// A status write that failed (a conflict included) was reported as an Event; the HPA is

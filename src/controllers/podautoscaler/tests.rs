@@ -118,7 +118,7 @@ fn usage(name: &str, cpu: &str) -> Value {
 }
 
 fn harness(h: Value, pods: &[Value]) -> Harness<Hpa> {
-    let mut hs = Harness::new(Hpa::new(Options::default(), 1)).at("2026-01-01T00:01:00Z");
+    let mut hs = Harness::new(Hpa::new(Options::default())).at("2026-01-01T00:01:00Z");
     hs.add(HPAS, h);
     for p in pods {
         hs.add(PODS, p.clone());
@@ -173,14 +173,15 @@ fn cond(st: &Value, t: &str) -> (String, String) {
 
 #[test]
 fn hpa_changes_queue_after_a_period_and_pods_queue_nothing() {
-    let mut h = Harness::new(Hpa::new(Options::default(), 1));
+    let mut h = Harness::new(Hpa::new(Options::default()));
     h.add(HPAS, hpa(json!({})));
     assert_eq!(h.take_queued(), ["ns/web"]);
     assert_eq!(h.ctrl.key_delay(&HPA_WATCH), Duration::from_secs(15));
     h.add(PODS, pod("p1", true));
     assert!(h.take_queued().is_empty());
-    assert_eq!(h.ctrl.queue_name(), "horizontalpodautoscaler");
-    assert_eq!(h.ctrl.event_component(), "horizontal-pod-autoscaler");
+    let row = crate::controllers::testing::row("horizontal-pod-autoscaler-controller");
+    assert_eq!(row.queue, "horizontalpodautoscaler");
+    assert_eq!(row.event_component, "horizontal-pod-autoscaler");
 }
 
 #[test]

@@ -68,7 +68,9 @@ pub const POD_WATCH: Watch = Watch::fields(
 pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/spec/taints", "/status/conditions"]);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> crate::Result<Option<super::Runnable>> {
+pub fn build(
+    cx: &super::BuildCx<'_, crate::config::Config>,
+) -> crate::Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::drives(PodGc::new(
         cx.cfg.pod_gc.terminated_pod_gc_threshold,
     ))))
@@ -148,10 +150,6 @@ impl PodGc {
 }
 
 impl SelfDriven for PodGc {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
     fn register(&self, cache: &Arc<Cache>) {
         cache.informer_for(&POD_WATCH);
         cache.informer_for(&NODE_WATCH);

@@ -59,7 +59,7 @@ pub const CLASS_WATCH: Watch = Watch::full(STORAGECLASSES);
 pub const POD_WATCH: Watch = crate::controllers::kit::volume::POD_VOLUMES_WATCH;
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let given = |n: &str| cx.cfg.given.get(n).map(String::as_str);
     let sync_period = match given("pvclaimbinder-sync-period") {
         Some(v) => crate::config::parse_go_duration(v).map_err(|e| {
@@ -73,17 +73,20 @@ pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable
         })?,
         None => true,
     };
-    let binder = PvBinder::new(sync_period, dynamic);
+    let binder = PvBinder::new(dynamic);
     let stats = binder.stats.clone();
     crate::metrics::register_collector(
         "persistentvolume-binder",
         std::sync::Arc::new(move || stats.families()),
     );
-    Ok(Some(super::Runnable::reconciles(binder)))
+    // Every claim and volume again each `--pvclaimbinder-sync-period`.
+    Ok(Some(super::Runnable::Reconciles {
+        ctrl: std::sync::Arc::new(binder),
+        resync: Some(sync_period),
+    }))
 }
 
 pub struct PvBinder {
-    sync_period: Duration,
     dynamic_provisioning: bool,
     volumes: VolumeIndex,
     /// What the `pv_collector_*` gauges count.
@@ -105,9 +108,8 @@ impl PvBinder {
         }
     }
 
-    pub fn new(sync_period: Duration, dynamic_provisioning: bool) -> Self {
+    pub fn new(dynamic_provisioning: bool) -> Self {
         PvBinder {
-            sync_period,
             dynamic_provisioning,
             volumes: VolumeIndex::default(),
             stats: Default::default(),
@@ -181,23 +183,8 @@ fn volume_phase(pv: &Value, phase: &str, message: &str) -> Option<Action> {
 }
 
 impl Controller for PvBinder {
-    fn name(&self) -> &'static str {
-        "persistentvolume-binder-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        "persistentvolume-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "volumes"
-    }
-    fn workers(&self) -> usize {
-        1
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![CLAIM_WATCH, VOLUME_WATCH, CLASS_WATCH, POD_WATCH]
-    }
-    fn resync_period(&self) -> Option<Duration> {
-        Some(self.sync_period)
     }
 
     fn keys_for(&self, w: &Watch, d: &Delta, _: &Cache) -> Vec<String> {

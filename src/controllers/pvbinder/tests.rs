@@ -4,7 +4,7 @@ use crate::controllers::EventType;
 use serde_json::json;
 
 fn binder() -> Harness<PvBinder> {
-    Harness::new(PvBinder::new(Duration::from_secs(15), true))
+    Harness::new(PvBinder::new(true))
 }
 
 fn pv(name: &str, size: &str, class: &str) -> Value {
@@ -198,7 +198,7 @@ fn provisioning_is_handed_to_the_external_provisioner() {
     h.add(PERSISTENTVOLUMECLAIMS, pvc("e", "1Gi", Some("intree")));
     assert_eq!(reasons(&h.sync("ns/e")), ["ProvisioningFailed"]);
     // Provisioning off: nothing at all.
-    let mut off = Harness::new(PvBinder::new(Duration::from_secs(15), false));
+    let mut off = Harness::new(PvBinder::new(false));
     off.add(STORAGECLASSES, sc("fast", "csi.example.com", "Immediate"));
     off.add(PERSISTENTVOLUMECLAIMS, pvc("c", "1Gi", Some("fast")));
     assert!(off.sync("ns/c").is_empty());

@@ -1,7 +1,9 @@
-//! The controller table: every controller is described once, in `table.rs` (its upstream
-//! name and aliases, whether `*` enables it, its ServiceAccount, its `--concurrent-*` flag,
-//! and for the ones edgekcm runs, the function that builds it). What `--controllers` accepts,
-//! which controllers run, their identities and worker counts all come from it.
+//! The controller table: every controller is described once, in `table.rs`: its upstream
+//! name and aliases, whether `*` enables it, its ServiceAccount, and for the ones edgekcm
+//! runs, everything fixed about how it runs (work-queue name, Event source, `--concurrent-*`
+//! flag or fixed worker count, retries, client rates) and the function that builds it. What
+//! `--controllers` accepts, which controllers run, their identities and the `Settings` the
+//! manager runs them with all come from it; the `Controller` trait is left with behaviour.
 //!
 //! Names follow kube-controller-manager 1.28: the long `*-controller` names are canonical and
 //! the short historical names are aliases. A few names from later releases are known too, so
@@ -9,24 +11,14 @@
 
 use crate::api::kubeconfig::RestConfig;
 use crate::config::Config;
-use crate::controller::Runnable;
+use crate::controller::{BuildCx, Runnable, Settings};
 use crate::error::{Error, Result};
 
 mod table;
 use table::KNOWN;
 
-/// What a controller is built from: the configuration, the connection (for the CA bundle),
-/// and its worker count (its row's `--concurrent-*` flag, else 1).
-pub struct BuildCx<'a> {
-    pub cfg: &'a Config,
-    pub rest: &'a RestConfig,
-    pub workers: usize,
-}
-
-/// Builds an enabled controller; `Ok(None)` when its options turn it off after all (as
-/// `--enable-garbage-collector=false`), an error when it cannot start (upstream: the process
-/// exits).
-pub type Build = fn(&BuildCx<'_>) -> Result<Option<Runnable>>;
+/// How a row builds its controller (see `crate::controller::Build`).
+pub type Build = crate::controller::Build<Config>;
 
 /// A path tree on the secure port served for a controller when it is enabled (mounted before
 /// the controller runs: it answers for itself until then).
@@ -49,8 +41,20 @@ pub struct ControllerInfo {
     pub needs: &'static str,
     /// A name from a kube-controller-manager release after 1.28 (1.28 itself would refuse it).
     pub later_release: bool,
+    /// Upstream's work-queue name (the `name` label of the `workqueue_*` metrics); empty
+    /// when the manager keeps no queue for it (see `Settings::queue`).
+    pub queue: &'static str,
+    /// The Event source component (upstream's recorder name); its name unless set.
+    pub event_component: &'static str,
     /// Its `--concurrent-*-syncs` flag (without dashes), if upstream has one.
     pub workers_flag: Option<&'static str>,
+    /// Its worker count without such a flag (upstream's fixed count); 1 unless set.
+    pub workers: usize,
+    /// Upstream's `maxRetries` of a failing key, if it has one.
+    pub max_retries: Option<u32>,
+    /// Factors on `--kube-api-qps` and `--kube-api-burst` for its client; 1 unless set.
+    pub qps_factor: f32,
+    pub burst_factor: u32,
     /// How edgekcm builds it; None while edgekcm does not have it.
     pub build: Option<Build>,
     /// Its debug paths on the secure port, if any.
@@ -73,12 +77,27 @@ impl ControllerInfo {
         self.build.is_some()
     }
 
+    /// What the manager runs it with: this row, with the worker count of its flag.
+    pub fn settings(&self, cfg: &Config) -> Settings {
+        Settings {
+            name: self.name,
+            queue: self.queue,
+            event_component: self.event_component,
+            workers: self
+                .workers_flag
+                .map_or(self.workers, |f| cfg.concurrency(f)),
+            max_retries: self.max_retries,
+            qps_factor: self.qps_factor,
+            burst_factor: self.burst_factor,
+        }
+    }
+
     /// Build it with the worker count of its flag.
     pub fn build(&self, cfg: &Config, rest: &RestConfig) -> Result<Option<Runnable>> {
         let Some(build) = self.build else {
             return Ok(None);
         };
-        let workers = self.workers_flag.map_or(1, |f| cfg.concurrency(f));
+        let workers = self.settings(cfg).workers;
         build(&BuildCx { cfg, rest, workers })
     }
 }
@@ -283,18 +302,21 @@ mod tests {
                     assert!(row.needs.starts_with("--"), "{} did not build", row.name);
                     return None;
                 };
-                assert_eq!(c.name(), row.name, "the row builds another controller");
                 assert!(
                     row.sa_name.is_some_and(|s| !s.is_empty()),
                     "{}: no ServiceAccount for --use-service-account-credentials",
                     row.name
                 );
-                if let crate::controller::Runnable::Reconciles(r) = &c {
-                    // Upstream's range allocator has no work queue.
-                    if row.name != "node-ipam-controller" {
-                        assert!(!r.queue_name().is_empty());
+                match &c {
+                    Runnable::Reconciles { ctrl, .. } => {
+                        // Upstream's range allocator has no work queue.
+                        if row.name != "node-ipam-controller" {
+                            assert!(!row.queue.is_empty(), "{}: no queue name", row.name);
+                        }
+                        assert!(!ctrl.watches().is_empty(), "{}: watches nothing", row.name);
                     }
-                    assert!(!r.watches().is_empty(), "{}: watches nothing", row.name);
+                    // It names its own queues.
+                    Runnable::Drives(_) => assert_eq!(row.queue, "", "{}", row.name),
                 }
                 Some(row.name)
             })
@@ -306,10 +328,13 @@ mod tests {
         cfg.concurrent_syncs
             .insert("concurrent-deployment-syncs", 9);
         let row = info("deployment").unwrap();
-        match row.build(&cfg, &rest).unwrap().unwrap() {
-            crate::controller::Runnable::Reconciles(c) => assert_eq!(c.workers(), 9),
-            _ => panic!("deployment-controller reconciles"),
-        }
+        assert_eq!(row.settings(&cfg).workers, 9);
+        assert!(matches!(
+            row.build(&cfg, &rest).unwrap().unwrap(),
+            Runnable::Reconciles { .. }
+        ));
+        // Without a flag: upstream's fixed count.
+        assert_eq!(info("ttl").unwrap().settings(&cfg).workers, 5);
     }
 
     #[test]

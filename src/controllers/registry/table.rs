@@ -1,5 +1,7 @@
 //! The rows of the controller table: one per controller name kube-controller-manager knows
-//! (1.28's, and a few from later releases), with what runs it here.
+//! (1.28's, and a few from later releases), with what runs it here. Everything fixed about a
+//! controller is in its row; its module has the behaviour (`Controller` or `SelfDriven`) and
+//! the `build` the row names.
 
 use super::super::{
     attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment,
@@ -23,7 +25,13 @@ const fn c(
         sa_name,
         needs,
         later_release: false,
+        queue: "",
+        event_component: name,
         workers_flag: None,
+        workers: 1,
+        max_retries: None,
+        qps_factor: 1.0,
+        burst_factor: 1,
         build: None,
         debug: None,
     }
@@ -41,9 +49,35 @@ const fn off(
 }
 
 impl ControllerInfo {
+    /// Upstream's work-queue name.
+    const fn queue(mut self, name: &'static str) -> Self {
+        self.queue = name;
+        self
+    }
+    /// Its Event source, when it is not the controller's name.
+    const fn events(mut self, component: &'static str) -> Self {
+        self.event_component = component;
+        self
+    }
     /// Its `--concurrent-*-syncs` flag.
-    const fn workers(mut self, flag: &'static str) -> Self {
+    const fn workers_flag(mut self, flag: &'static str) -> Self {
         self.workers_flag = Some(flag);
+        self
+    }
+    /// Upstream's fixed worker count (no flag).
+    const fn workers(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
+    /// Upstream's `maxRetries`.
+    const fn max_retries(mut self, n: u32) -> Self {
+        self.max_retries = Some(n);
+        self
+    }
+    /// Upstream raises its client's `--kube-api-qps` and `--kube-api-burst` by these factors.
+    const fn client_rate(mut self, qps: f32, burst: u32) -> Self {
+        self.qps_factor = qps;
+        self.burst_factor = burst;
         self
     }
     /// edgekcm runs it, built by `build`.
@@ -72,7 +106,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         None,
         "--service-account-private-key-file",
     )
-    .workers("concurrent-serviceaccount-token-syncs")
+    .queue("serviceaccount_tokens_secret")
+    .max_retries(10)
+    .workers_flag("concurrent-serviceaccount-token-syncs")
     .runs(tokens::build),
     c(
         "endpoints-controller",
@@ -80,7 +116,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("endpoint-controller"),
         "",
     )
-    .workers("concurrent-endpoint-syncs")
+    .queue("endpoint")
+    .events("endpoint-controller")
+    .workers_flag("concurrent-endpoint-syncs")
     .runs(endpoints::build),
     c(
         "endpointslice-controller",
@@ -88,7 +126,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("endpointslice-controller"),
         "",
     )
-    .workers("concurrent-service-endpoint-syncs")
+    .queue("endpoint_slice")
+    .events("endpoint-slice-controller")
+    .workers_flag("concurrent-service-endpoint-syncs")
     .runs(endpointslice::build),
     c(
         "endpointslice-mirroring-controller",
@@ -96,7 +136,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("endpointslicemirroring-controller"),
         "",
     )
-    .workers("mirroring-concurrent-service-endpoint-syncs")
+    .queue("endpoint_slice_mirroring")
+    .events("endpoint-slice-mirroring-controller")
+    .workers_flag("mirroring-concurrent-service-endpoint-syncs")
     .runs(endpointslicemirroring::build),
     c(
         "replicationcontroller-controller",
@@ -104,7 +146,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("replication-controller"),
         "",
     )
-    .workers("concurrent-rc-syncs")
+    .queue("replicationmanager")
+    .events("replication-controller")
+    .workers_flag("concurrent-rc-syncs")
     .runs(replicaset::build_replicationcontroller),
     c(
         "pod-garbage-collector-controller",
@@ -119,7 +163,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("resourcequota-controller"),
         "",
     )
-    .workers("concurrent-resource-quota-syncs")
+    .workers_flag("concurrent-resource-quota-syncs")
     .runs(resourcequota::build),
     c(
         "namespace-controller",
@@ -127,7 +171,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("namespace-controller"),
         "",
     )
-    .workers("concurrent-namespace-syncs")
+    // Upstream: "the namespace cleanup controller is very chatty".
+    .client_rate(20.0, 100)
+    .workers_flag("concurrent-namespace-syncs")
     .runs(namespace::build),
     c(
         "serviceaccount-controller",
@@ -135,6 +181,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("service-account-controller"),
         "",
     )
+    .queue("serviceaccount")
     .runs(serviceaccount::build),
     c(
         "garbage-collector-controller",
@@ -142,7 +189,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("generic-garbage-collector"),
         "--enable-garbage-collector",
     )
-    .workers("concurrent-gc-syncs")
+    // Upstream doubles its QPS: each deletion takes two requests.
+    .client_rate(2.0, 1)
+    .workers_flag("concurrent-gc-syncs")
     .runs(garbagecollector::build)
     .debug(garbagecollector::debug_route),
     c(
@@ -151,17 +200,22 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("daemon-set-controller"),
         "",
     )
+    .queue("daemonset")
+    // 1.28 has no flag: its component config's ConcurrentDaemonSetSyncs.
+    .workers(2)
     .runs(daemonset::build),
     c("job-controller", &["job"], Some("job-controller"), "")
+        .queue("job")
         .runs(job::build)
-        .workers("concurrent-job-syncs"),
+        .workers_flag("concurrent-job-syncs"),
     c(
         "deployment-controller",
         &["deployment"],
         Some("deployment-controller"),
         "",
     )
-    .workers("concurrent-deployment-syncs")
+    .queue("deployment")
+    .workers_flag("concurrent-deployment-syncs")
     .runs(deployment::build),
     c(
         "replicaset-controller",
@@ -169,7 +223,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("replicaset-controller"),
         "",
     )
-    .workers("concurrent-replicaset-syncs")
+    .queue("replicaset")
+    .workers_flag("concurrent-replicaset-syncs")
     .runs(replicaset::build_replicaset),
     c(
         "horizontal-pod-autoscaler-controller",
@@ -177,7 +232,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("horizontal-pod-autoscaler"),
         "",
     )
-    .workers("concurrent-horizontal-pod-autoscaler-syncs")
+    .queue("horizontalpodautoscaler")
+    .events("horizontal-pod-autoscaler")
+    .workers_flag("concurrent-horizontal-pod-autoscaler-syncs")
     .runs(podautoscaler::build),
     c(
         "disruption-controller",
@@ -185,6 +242,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("disruption-controller"),
         "",
     )
+    .queue("disruption")
+    .events("controllermanager")
     .runs(disruption::build),
     c(
         "statefulset-controller",
@@ -192,22 +251,26 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("statefulset-controller"),
         "",
     )
+    .queue("statefulset")
     .runs(statefulset::build)
-    .workers("concurrent-statefulset-syncs"),
+    .workers_flag("concurrent-statefulset-syncs"),
     c(
         "cronjob-controller",
         &["cronjob"],
         Some("cronjob-controller"),
         "",
     )
+    .queue("cronjob")
     .runs(cronjob::build)
-    .workers("concurrent-cron-job-syncs"),
+    .workers_flag("concurrent-cron-job-syncs"),
     c(
         "certificatesigningrequest-signing-controller",
         &["csrsigning"],
         Some("certificate-controller"),
         "--cluster-signing-cert-file",
     )
+    .queue("csrsigning")
+    .workers(5)
     .runs(certificates::signer::build),
     c(
         "certificatesigningrequest-approving-controller",
@@ -215,6 +278,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("certificate-controller"),
         "",
     )
+    .queue("certificate")
+    .workers(5)
     .runs(certificates::approver::build),
     c(
         "certificatesigningrequest-cleaner-controller",
@@ -223,13 +288,18 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         "",
     )
     .runs(certificates::cleaner::build),
-    c("ttl-controller", &["ttl"], Some("ttl-controller"), "").runs(ttl::build),
+    c("ttl-controller", &["ttl"], Some("ttl-controller"), "")
+        .queue("ttlcontroller")
+        // Upstream starts five workers (no flag).
+        .workers(5)
+        .runs(ttl::build),
     off(
         "bootstrap-signer-controller",
         &["bootstrapsigner"],
         Some("bootstrap-signer"),
         "",
     )
+    .queue("bootstrap_signer_queue")
     .runs(bootstrap::signer::build),
     off(
         "token-cleaner-controller",
@@ -237,6 +307,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("token-cleaner"),
         "",
     )
+    .queue("token_cleaner")
     .runs(bootstrap::cleaner::build),
     c(
         "node-ipam-controller",
@@ -244,6 +315,10 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("node-controller"),
         "--allocate-node-cidrs",
     )
+    // The range allocator: no work queue (no `workqueue_*` series); patches in flight
+    // (upstream's `cidrUpdateWorkers` is 30: see the module docs).
+    .events("cidrAllocator")
+    .workers(4)
     .runs(nodeipam::build),
     c(
         "node-lifecycle-controller",
@@ -258,7 +333,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("service-controller"),
         "cloud",
     )
-    .workers("concurrent-service-syncs"),
+    .workers_flag("concurrent-service-syncs"),
     c(
         "node-route-controller",
         &["route"],
@@ -277,6 +352,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("persistent-volume-binder"),
         "",
     )
+    .queue("volumes")
+    .events("persistentvolume-controller")
     .runs(pvbinder::build),
     c(
         "persistentvolume-attach-detach-controller",
@@ -284,6 +361,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("attachdetach-controller"),
         "",
     )
+    .queue("pvcs")
+    .events("attachdetach-controller")
     .runs(attachdetach::build),
     c(
         "persistentvolume-expander-controller",
@@ -291,6 +370,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("expand-controller"),
         "",
     )
+    .queue("volume_expand")
+    .events("volume_expand")
     .runs(volumeexpand::build),
     c(
         "clusterrole-aggregation-controller",
@@ -298,6 +379,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("clusterrole-aggregation-controller"),
         "",
     )
+    .queue("ClusterRoleAggregator")
+    .workers(5)
     .runs(clusterroleaggregation::build),
     c(
         "persistentvolumeclaim-protection-controller",
@@ -305,6 +388,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("pvc-protection-controller"),
         "",
     )
+    .queue("pvcprotection")
     .runs(volumeprotection::pvc::build),
     c(
         "persistentvolume-protection-controller",
@@ -312,6 +396,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("pv-protection-controller"),
         "",
     )
+    .queue("pvprotection")
     .runs(volumeprotection::pv::build),
     c(
         "ttl-after-finished-controller",
@@ -319,14 +404,16 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("ttl-after-finished-controller"),
         "",
     )
+    .queue("ttl_jobs_to_delete")
     .runs(ttlafterfinished::build)
-    .workers("concurrent-ttl-after-finished-syncs"),
+    .workers_flag("concurrent-ttl-after-finished-syncs"),
     c(
         "root-ca-certificate-publisher-controller",
         &["root-ca-cert-publisher"],
         Some("root-ca-cert-publisher"),
         "",
     )
+    .queue("root_ca_cert_publisher")
     .runs(rootca::build),
     c(
         "ephemeral-volume-controller",
@@ -334,8 +421,10 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("ephemeral-volume-controller"),
         "",
     )
+    .queue("ephemeral_volume")
+    .events("ephemeral_volume")
     .runs(ephemeral::build)
-    .workers("concurrent-ephemeralvolume-syncs"),
+    .workers_flag("concurrent-ephemeralvolume-syncs"),
     c(
         "storageversion-garbage-collector-controller",
         &["storage-version-gc"],
@@ -360,7 +449,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("validatingadmissionpolicy-status-controller"),
         "feature-gate",
     )
-    .workers("concurrent-validating-admission-policy-status-syncs"),
+    .workers_flag("concurrent-validating-admission-policy-status-syncs"),
     // Names introduced by later kube-controller-manager releases.
     later(c(
         "taint-eviction-controller",

@@ -117,24 +117,25 @@ fn label_pair(key: &str, value: &str) -> u64 {
 }
 
 /// The replicaset-controller's row in the controller table.
-pub fn build_replicaset(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build_replicaset(
+    _: &super::BuildCx<'_, crate::config::Config>,
+) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
-        ReplicaSetController::new(Flavor::ReplicaSet, cx.workers),
+        ReplicaSetController::new(Flavor::ReplicaSet),
     )))
 }
 
 /// The replicationcontroller-controller's row in the controller table.
 pub fn build_replicationcontroller(
-    cx: &super::registry::BuildCx<'_>,
+    _: &super::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
-        ReplicaSetController::new(Flavor::ReplicationController, cx.workers),
+        ReplicaSetController::new(Flavor::ReplicationController),
     )))
 }
 
 pub struct ReplicaSetController {
     flavor: Flavor,
-    workers: usize,
     track: Mutex<Tracking>,
     /// The owners' selectors, for finding who selects an orphan pod.
     selectors: refmanager::SelectorIndex,
@@ -319,10 +320,9 @@ impl ReplicaSetController {
         })
     }
 
-    pub fn new(flavor: Flavor, workers: usize) -> Self {
+    pub fn new(flavor: Flavor) -> Self {
         ReplicaSetController {
             flavor,
-            workers,
             track: Mutex::new(Tracking::default()),
             selectors: Default::default(),
         }
@@ -567,33 +567,19 @@ fn remove_in<T>(index: &mut HashMap<String, BTreeMap<String, T>>, ns: &str, name
 /// keeps nothing else unless another controller asks for more.
 pub const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/nodeName", "/status"]);
 
-impl Controller for ReplicaSetController {
+impl ReplicaSetController {
+    /// The prefix of its log lines (its row's name).
     fn name(&self) -> &'static str {
         match self.flavor {
             Flavor::ReplicaSet => "replicaset-controller",
             Flavor::ReplicationController => "replicationcontroller-controller",
         }
     }
-    fn queue_name(&self) -> &'static str {
-        match self.flavor {
-            Flavor::ReplicaSet => "replicaset",
-            Flavor::ReplicationController => "replicationmanager",
-        }
-    }
+}
 
-    fn event_component(&self) -> &'static str {
-        match self.flavor {
-            Flavor::ReplicaSet => "replicaset-controller",
-            Flavor::ReplicationController => "replication-controller",
-        }
-    }
-
+impl Controller for ReplicaSetController {
     fn watches(&self) -> Vec<Watch> {
         vec![Watch::full(self.flavor.kind()), POD_WATCH]
-    }
-
-    fn workers(&self) -> usize {
-        self.workers
     }
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {

@@ -293,7 +293,7 @@ fn deletes(out: &Outcome) -> Vec<String> {
 fn creates_missing_pods_with_events_and_status() {
     let o = rs("web", 3);
     let (cache, client) = cx_with(&[(REPLICASETS, o.clone())]);
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     let out = c
         .reconcile(&cx(&cache, &client), "ns/web")
         .expect("reconcile");
@@ -335,7 +335,7 @@ fn without_writes_the_status_comes_with_the_decision() {
     let o = rs("web", 1);
     let p = pod("web-a", Some(&o), json!({"app": "web"}));
     let (cache, client) = cx_with(&[(REPLICASETS, o), (PODS, p)]);
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     let out = c
         .reconcile(&cx(&cache, &client), "ns/web")
         .expect("reconcile");
@@ -352,7 +352,7 @@ fn without_writes_the_status_comes_with_the_decision() {
 fn burst_limit() {
     let o = rs("big", 2000);
     let (cache, client) = cx_with(&[(REPLICASETS, o)]);
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     let out = c
         .reconcile(&cx(&cache, &client), "ns/big")
         .expect("reconcile");
@@ -365,7 +365,7 @@ fn own_creations_gate_the_next_decision_until_the_watch_passes_them() {
     let (cache, client) = cx_with(&[(REPLICASETS, o.clone())]);
     let pods = cache.store(PODS);
     pods.set_resource_version("10");
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     let out = c
         .reconcile(&cx(&cache, &client), "ns/web")
         .expect("reconcile");
@@ -431,7 +431,7 @@ fn scale_down_ranks_by_the_siblings_pods_on_each_node() {
         (REPLICASETS, new.clone()),
         (REPLICASETS, lone.clone()),
     ]);
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     let on = |mut p: Value, node: &str| {
         p["spec"]["nodeName"] = json!(node);
         ready(p, "2024-06-01T11:00:00Z")
@@ -470,7 +470,7 @@ fn scale_down_ranks_by_the_siblings_pods_on_each_node() {
         .expect("reconcile");
     assert_eq!(deletes(&out), ["a"]);
     // A ReplicationController keeps no placement index (its rank has no related pods).
-    let rc = ReplicaSetController::new(Flavor::ReplicationController, 1);
+    let rc = ReplicaSetController::new(Flavor::ReplicationController);
     feed(
         &rc,
         &cache,
@@ -485,7 +485,7 @@ fn scale_down_ranks_by_the_siblings_pods_on_each_node() {
 fn deleted_pods_stay_deleted_despite_late_events() {
     let o = rs("web", 1);
     let (cache, client) = cx_with(&[(REPLICASETS, o.clone())]);
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     let l = json!({"app": "web", "tier": "fe"});
     let p1 = pod("web-1", Some(&o), l.clone());
     let mut p2 = pod("web-2", Some(&o), l.clone());
@@ -529,7 +529,7 @@ fn deleted_pods_stay_deleted_despite_late_events() {
 fn adoption_and_release_decisions() {
     let o = rs("web", 2);
     let (cache, client) = cx_with(&[(REPLICASETS, o.clone())]);
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     // owned, but relabelled: released; owned by us and matching: kept
     feed(
         &c,
@@ -600,7 +600,7 @@ fn adoption_rereads_the_owner() {
     cache
         .store(REPLICASETS)
         .apply(DeltaKind::Added, live.clone());
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     let mut orphan = pod("orphan", None, json!({"app": "web"}));
     orphan["metadata"]["namespace"] = json!("default");
     feed(&c, &cache, PODS, DeltaKind::Added, orphan);
@@ -642,7 +642,7 @@ fn pod_events_map_to_owner_keys() {
     let o = rs("web", 1);
     let other = rs("db", 1);
     let (cache, _) = cx_with(&[(REPLICASETS, o.clone()), (REPLICASETS, other.clone())]);
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     let w = Watch::full(PODS);
     let d = |kind, old: Option<Value>, new: Option<Value>| Delta {
         kind,
@@ -714,9 +714,10 @@ fn replication_controller_flavor() {
             "template": {"metadata": {"labels": {"app": "old"}}, "spec": {}}}
     });
     let (cache, client) = cx_with(&[(REPLICATIONCONTROLLERS, rc)]);
-    let c = ReplicaSetController::new(Flavor::ReplicationController, 1);
-    assert_eq!(c.name(), "replicationcontroller-controller");
-    assert_eq!(c.event_component(), "replication-controller");
+    let c = ReplicaSetController::new(Flavor::ReplicationController);
+    let row = crate::controllers::testing::row("replicationcontroller");
+    assert_eq!(row.name, "replicationcontroller-controller");
+    assert_eq!(row.event_component, "replication-controller");
     let out = c
         .reconcile(&cx(&cache, &client), "ns/old")
         .expect("reconcile");
@@ -742,7 +743,7 @@ fn replication_controller_flavor() {
 fn failed_attempt_shows_in_status_right_after() {
     let o = rs("web", 1);
     let (cache, client) = cx_with(&[(REPLICASETS, o)]);
-    let c = ReplicaSetController::new(Flavor::ReplicaSet, 1);
+    let c = ReplicaSetController::new(Flavor::ReplicaSet);
     let out = c
         .reconcile(&cx(&cache, &client), "ns/web")
         .expect("reconcile");

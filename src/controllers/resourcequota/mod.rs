@@ -100,7 +100,9 @@ pub const SERVICE_WATCH: Watch = Watch::fields(SERVICES, usage::SERVICE_FIELDS);
 pub const PVC_WATCH: Watch = Watch::fields(PERSISTENTVOLUMECLAIMS, usage::PVC_FIELDS);
 
 /// Its row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> crate::Result<Option<super::Runnable>> {
+pub fn build(
+    cx: &super::BuildCx<'_, crate::config::Config>,
+) -> crate::Result<Option<super::Runnable>> {
     let period = match cx.cfg.given.get("resource-quota-sync-period") {
         Some(v) => crate::config::parse_go_duration(v).unwrap_or(Duration::ZERO),
         None => DEFAULT_SYNC_PERIOD,
@@ -380,10 +382,6 @@ pub fn calculate_usage(
 }
 
 impl SelfDriven for ResourceQuotaController {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
     fn register(&self, cache: &Arc<Cache>) {
         let weak = Arc::downgrade(&self.inner);
         cache

@@ -42,22 +42,31 @@ use serde_json::Value;
 pub const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/nodeName", "/status"]);
 
 /// The statefulset-controller's row in the controller table.
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(
-        StatefulSetController::new(cx.workers),
+        StatefulSetController::new(),
     )))
 }
 
 pub struct StatefulSetController {
-    workers: usize,
     /// The sets' selectors, for finding who selects an orphan pod.
     selectors: refmanager::SelectorIndex,
 }
 
+impl Default for StatefulSetController {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl StatefulSetController {
-    pub fn new(workers: usize) -> Self {
+    /// The prefix of its log lines (its row's name).
+    fn name(&self) -> &'static str {
+        "statefulset-controller"
+    }
+
+    pub fn new() -> Self {
         StatefulSetController {
-            workers,
             selectors: Default::default(),
         }
     }
@@ -84,12 +93,6 @@ fn selector_of(set: &Value) -> Option<Value> {
 }
 
 impl Controller for StatefulSetController {
-    fn name(&self) -> &'static str {
-        "statefulset-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "statefulset"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![
             Watch::full(STATEFULSETS),
@@ -97,9 +100,6 @@ impl Controller for StatefulSetController {
             Watch::full(PERSISTENTVOLUMECLAIMS),
             Watch::full(CONTROLLERREVISIONS),
         ]
-    }
-    fn workers(&self) -> usize {
-        self.workers
     }
 
     fn keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<String> {

@@ -8,9 +8,7 @@ use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{CONTROLLERREVISIONS, PERSISTENTVOLUMECLAIMS, PODS, STATEFULSETS};
 use crate::controllers::kit::history;
 use crate::controllers::refmanager::{self, Claim};
-use crate::controllers::{
-    Action, Controller, Cx, EventSpec, EventType, ObjectRef, Outcome, Report,
-};
+use crate::controllers::{Action, Cx, EventSpec, EventType, ObjectRef, Outcome, Report};
 use crate::error::Result;
 use crate::obj::{self, At as _, Obj};
 use serde_json::{json, Value};

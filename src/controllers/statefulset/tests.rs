@@ -59,7 +59,7 @@ fn pod(s: &Value, ord: i64, rev: &str, ready: bool) -> Value {
 }
 
 fn harness(objects: &[(crate::api::Kind, Value)]) -> Harness<StatefulSetController> {
-    let mut h = Harness::new(StatefulSetController::new(5)).at(NOW);
+    let mut h = Harness::new(StatefulSetController::new()).at(NOW);
     for (k, o) in objects {
         h.add(*k, o.clone());
     }

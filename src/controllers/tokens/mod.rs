@@ -43,15 +43,13 @@ pub const UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
 pub const TOKEN_KEY: &str = "token";
 pub const CA_KEY: &str = "ca.crt";
 pub const NAMESPACE_KEY: &str = "namespace";
-/// upstream's `maxRetries`.
-pub const MAX_RETRIES: u32 = 10;
 
 /// Only token Secrets are listed and watched.
 pub const SECRET_WATCH: Watch = Watch::named(SECRETS, "type=kubernetes.io/service-account-token");
 
 /// Its row in the controller table: off without `--service-account-private-key-file`, as
 /// upstream ("Controller is disabled because there is no private key").
-pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let Some(path) = &cx.cfg.sa_controller.service_account_private_key_file else {
         log::info!("Controller is disabled because there is no private key controller=\"serviceaccount-token-controller\"");
         return Ok(None);
@@ -71,7 +69,6 @@ pub fn build(cx: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable
     Ok(Some(super::Runnable::reconciles(TokensController {
         signer: Arc::new(signer),
         root_ca,
-        workers: cx.workers,
     })))
 }
 
@@ -79,7 +76,6 @@ pub struct TokensController {
     pub signer: Arc<jwt::Signer>,
     /// `ca.crt` as every token Secret should carry it; empty: not checked.
     pub root_ca: Vec<u8>,
-    pub workers: usize,
 }
 
 fn data_bytes(secret: &Value, key: &str) -> Vec<u8> {
@@ -291,20 +287,14 @@ fn parse_key(key: &str) -> Option<(&str, (&str, &str), Vec<&str>)> {
     Some((kind, (ns, name), fields.collect()))
 }
 
-impl Controller for TokensController {
+impl TokensController {
+    /// The prefix of its log lines (its row's name).
     fn name(&self) -> &'static str {
         "serviceaccount-token-controller"
     }
-    fn queue_name(&self) -> &'static str {
-        "serviceaccount_tokens_secret"
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-    fn max_retries(&self) -> Option<u32> {
-        Some(MAX_RETRIES)
-    }
+}
 
+impl Controller for TokensController {
     fn watches(&self) -> Vec<Watch> {
         vec![SECRET_WATCH, Watch::full(SERVICEACCOUNTS)]
     }

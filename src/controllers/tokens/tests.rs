@@ -112,7 +112,6 @@ fn controller(root_ca: &[u8]) -> TokensController {
     TokensController {
         signer: Arc::new(Signer::from_pem(RSA_PKCS1.as_bytes()).unwrap()),
         root_ca: root_ca.to_vec(),
-        workers: 5,
     }
 }
 
@@ -275,9 +274,10 @@ fn conflicts_and_gone_objects_are_not_failures() {
     assert_eq!(c.on_error(&put_secret, &other), OnError::Retry);
     assert_eq!(c.on_error(&put_sa, &conflict), OnError::Retry);
     assert_eq!(c.on_error(&put_sa, &other), OnError::Ignore);
-    assert_eq!(c.max_retries(), Some(10));
-    assert_eq!(c.queue_name(), "serviceaccount_tokens_secret");
-    assert_eq!(c.workers(), 5);
+    let row = crate::controllers::testing::row("serviceaccount-token-controller");
+    assert_eq!(row.max_retries, Some(10));
+    assert_eq!(row.queue, "serviceaccount_tokens_secret");
+    assert_eq!(row.workers, 5);
 }
 
 #[test]
@@ -285,7 +285,7 @@ fn builds_only_with_a_key() {
     let rest = crate::api::kubeconfig::RestConfig::default();
     let mut cfg = crate::config::Config::default();
     let cx = |cfg: &crate::config::Config| {
-        build(&crate::controllers::registry::BuildCx {
+        build(&crate::controller::BuildCx {
             cfg,
             rest: &rest,
             workers: 5,
@@ -301,6 +301,9 @@ fn builds_only_with_a_key() {
     assert!(err.contains("failed to build token generator"), "{err}");
     std::fs::write(&key, RSA_PKCS8).unwrap();
     let built = cx(&cfg).unwrap().expect("built");
-    assert_eq!(built.name(), "serviceaccount-token-controller");
+    assert!(matches!(
+        built,
+        crate::controller::Runnable::Reconciles { .. }
+    ));
     std::fs::remove_dir_all(&dir).ok();
 }

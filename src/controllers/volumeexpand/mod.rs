@@ -92,7 +92,7 @@ const MIGRATED: &[(&str, &str, &str)] = &[
 ];
 
 /// Its row in the controller table.
-pub fn build(_: &super::registry::BuildCx<'_>) -> Result<Option<super::Runnable>> {
+pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     Ok(Some(super::Runnable::reconciles(Expander::default())))
 }
 
@@ -145,15 +145,6 @@ impl Expander {
 }
 
 impl Controller for Expander {
-    fn name(&self) -> &'static str {
-        "persistentvolume-expander-controller"
-    }
-    fn event_component(&self) -> &'static str {
-        "volume_expand"
-    }
-    fn queue_name(&self) -> &'static str {
-        "volume_expand"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![PVC_WATCH, PV_WATCH]
     }

@@ -12,7 +12,7 @@ pub const VOLUME_WATCH: Watch = Watch::full(PERSISTENTVOLUMES);
 
 /// Its row in the controller table.
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controllers::Runnable>> {
     Ok(Some(crate::controllers::Runnable::reconciles(PvProtection)))
 }
@@ -20,12 +20,6 @@ pub fn build(
 pub struct PvProtection;
 
 impl Controller for PvProtection {
-    fn name(&self) -> &'static str {
-        "persistentvolume-protection-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "pvprotection"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![VOLUME_WATCH]
     }

@@ -18,7 +18,7 @@ pub const CLAIM_WATCH: Watch = Watch::full(PERSISTENTVOLUMECLAIMS);
 
 /// Its row in the controller table.
 pub fn build(
-    _: &crate::controllers::registry::BuildCx<'_>,
+    _: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controllers::Runnable>> {
     Ok(Some(crate::controllers::Runnable::reconciles(
         PvcProtection,
@@ -65,12 +65,6 @@ fn claim_keys(pod: &Value) -> Vec<String> {
 }
 
 impl Controller for PvcProtection {
-    fn name(&self) -> &'static str {
-        "persistentvolumeclaim-protection-controller"
-    }
-    fn queue_name(&self) -> &'static str {
-        "pvcprotection"
-    }
     fn watches(&self) -> Vec<Watch> {
         vec![CLAIM_WATCH, POD_VOLUMES_WATCH]
     }

@@ -51,7 +51,7 @@ pub struct CsrSigner {
 /// Its row in the controller table: the signers that have files, or nothing when none has
 /// (upstream: "Skipping CSR signer controller because no csr cert/key was specified").
 pub fn build(
-    cx: &crate::controllers::registry::BuildCx<'_>,
+    cx: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controller::Runnable>> {
     let cs = &cx.cfg.cluster_signing;
     if !cs.enabled() {
@@ -188,13 +188,14 @@ pub fn issued(csr: &Value, pem: &str) -> Value {
     out
 }
 
-impl Controller for CsrSigner {
+impl CsrSigner {
+    /// The prefix of its log lines (its row's name).
     fn name(&self) -> &'static str {
         "certificatesigningrequest-signing-controller"
     }
-    fn queue_name(&self) -> &'static str {
-        "csrsigning"
-    }
+}
+
+impl Controller for CsrSigner {
     fn watches(&self) -> Vec<Watch> {
         vec![CSR_WATCH]
     }
@@ -203,9 +204,6 @@ impl Controller for CsrSigner {
             return vec![];
         }
         vec![obj::name(d.object()).to_string()]
-    }
-    fn workers(&self) -> usize {
-        5
     }
     fn rate_limiter(&self) -> Option<Box<dyn RateLimiter<String>>> {
         Some(super::queue_rate_limiter())

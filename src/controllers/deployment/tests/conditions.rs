@@ -191,7 +191,7 @@ fn orphans_are_adopted_only_after_a_live_check() {
         now: now(),
         client: &client,
     };
-    assert!(DeploymentController::new(1)
+    assert!(DeploymentController::new()
         .reconcile(&cx, "ns/web")
         .is_err());
 }
@@ -200,7 +200,7 @@ fn orphans_are_adopted_only_after_a_live_check() {
 fn replica_set_events_map_to_deployments() {
     let d = deployment(1, "nginx:1", rolling(json!(1), json!(0)));
     let (cache, _) = cx_with(&[(DEPLOYMENTS, d.clone())]);
-    let c = DeploymentController::new(1);
+    let c = DeploymentController::new();
     // The Deployment's own watch event, as the manager delivers it, feeds the selector index.
     let added = Delta {
         kind: DeltaKind::Added,
@@ -251,7 +251,7 @@ fn replica_set_events_map_to_deployments() {
 
 #[test]
 fn failed_creation_is_reported_on_the_next_pass() {
-    let c = DeploymentController::new(1);
+    let c = DeploymentController::new();
     let d = deployment(1, "nginx:1", rolling(json!(1), json!(0)));
     let out = run_with(&c, &[(DEPLOYMENTS, d.clone())]);
     let create = out

@@ -78,7 +78,7 @@ fn run_with(c: &DeploymentController, objects: &[(Kind, Value)]) -> Outcome {
 }
 
 fn run(objects: &[(Kind, Value)]) -> Outcome {
-    run_with(&DeploymentController::new(1), objects)
+    run_with(&DeploymentController::new(), objects)
 }
 
 fn creates(o: &Outcome) -> Vec<&Value> {
@@ -167,7 +167,7 @@ fn created(c: &DeploymentController, out: &Outcome) -> Value {
 
 #[test]
 fn new_deployment_creates_its_replica_set() {
-    let c = DeploymentController::new(1);
+    let c = DeploymentController::new();
     let d = deployment(3, "nginx:1", rolling(json!("25%"), json!("25%")));
     let out = run_with(&c, &[(DEPLOYMENTS, d.clone())]);
     // The pass ends with the creation.
@@ -639,7 +639,7 @@ fn recreate_pod_deletion_wakes_the_deployment_when_none_remain() {
             "uid": "u-web-old", "controller": true}]}})
     };
     let (cache, _) = cx_with(&[(DEPLOYMENTS, d), (REPLICASETS, old), (PODS, pod("p2"))]);
-    let c = DeploymentController::new(1);
+    let c = DeploymentController::new();
     let gone = Delta {
         kind: DeltaKind::Deleted,
         old: Some(std::sync::Arc::new(pod("p1"))),
