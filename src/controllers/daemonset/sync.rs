@@ -513,12 +513,13 @@ impl DaemonSetController {
         }
         if !delete.is_empty() {
             let report = report(ds, false);
+            let owner_key = obj::key(ds);
             let mut t = self.track();
             let deletes = delete
                 .iter()
                 .take(BURST_REPLICAS)
                 .map(|p| {
-                    t.deleting.insert(obj::key(p), obj::uid(p).to_string());
+                    t.inflight.deleting(&owner_key, obj::key(p), obj::uid(p));
                     Action::Reported {
                         action: Box::new(Action::Delete {
                             kind: PODS,

@@ -77,8 +77,6 @@ impl Flavor {
 struct Tracking {
     /// Pods created and deleted, not yet confirmed by the watch.
     inflight: InFlight,
-    /// Pod key -> uid of deletions decided and not applied yet.
-    deleting: HashMap<String, String>,
     /// Per owner key: the error of the last attempt to create or delete pods.
     manage_err: HashMap<String, String>,
     /// Namespace -> name -> labels (and deletion mark) of pods without a controller: the
@@ -465,11 +463,12 @@ impl ReplicaSetController {
             let count = |node: &str| on_node.get(node).copied().unwrap_or(0);
             let victims = pods_to_delete_by_node(pods, count, n, cx.now);
             let report = self.report(owner, false);
+            let owner_key = obj::key(owner);
             let mut t = self.track();
             let deletes = victims
                 .iter()
                 .map(|p| {
-                    t.deleting.insert(obj::key(p), obj::uid(p).to_string());
+                    t.inflight.deleting(&owner_key, obj::key(p), obj::uid(p));
                     Action::Reported {
                         action: Box::new(Action::Delete {
                             kind: PODS,
@@ -649,19 +648,15 @@ impl Controller for ReplicaSetController {
             ) => {
                 let pk = obj::make_key(namespace, name);
                 let mut t = self.track();
-                let uid = t.deleting.remove(&pk);
                 match res {
-                    Applied::Done(_) => {
-                        if let Some(uid) = uid {
-                            t.inflight.deleted(pk, uid);
-                        }
-                    }
+                    Applied::Done(_) => t.inflight.delete_done(key, &pk),
                     Applied::Failed(e) => {
+                        t.inflight.delete_failed(key, &pk);
                         t.manage_err
                             .entry(key.to_string())
                             .or_insert_with(|| format!("unable to delete pods: {}", e.message()));
                     }
-                    Applied::Skipped => {}
+                    Applied::Skipped => t.inflight.delete_failed(key, &pk),
                 }
             }
             _ => {}
