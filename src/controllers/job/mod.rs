@@ -24,6 +24,7 @@ pub mod indexes;
 pub mod metrics;
 pub mod policy;
 pub mod sync;
+mod tracking;
 
 use super::kit::inflight::InFlight;
 use super::kit::{self, selector};
