@@ -162,46 +162,7 @@ impl ReplicaSetController {
         let pods = cx.cache.store(PODS);
         let settled = self.creations_settled(key, &uid, &ns, &pods);
 
-        // Candidates: pods naming this owner, and orphans of the namespace.
-        let mut candidates: BTreeMap<String, Obj> = BTreeMap::new();
-        for p in pods.by_owner(&uid) {
-            if obj::namespace(&p) == ns {
-                candidates.insert(obj::name(&p).to_string(), p);
-            }
-        }
-        // Only orphans this owner may take are decoded whole and kept: the others of the
-        // namespace (a thousand pods of other owners' selectors, say) would otherwise be
-        // decoded and held by every sync of every owner there. Which ones is told by the
-        // labels the orphan index keeps, without touching the cache.
-        let takeable: Vec<String> = self
-            .track()
-            .orphans
-            .get(&ns)
-            .map(|m| {
-                m.iter()
-                    .filter(|(_, o)| {
-                        refmanager::may_adopt(&owner, selector.as_ref(), &o.labels, o.deleting)
-                    })
-                    .map(|(name, _)| name.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        for name in takeable {
-            if let std::collections::btree_map::Entry::Vacant(e) = candidates.entry(name) {
-                if let Some(p) = pods.get_in(&ns, e.key()) {
-                    e.insert(p);
-                }
-            }
-        }
-        {
-            let mut t = self.track();
-            candidates.retain(|name, p| {
-                if !is_pod_active(p) {
-                    return false;
-                }
-                !t.inflight.hides(&obj::make_key(&ns, name), obj::uid(p))
-            });
-        }
+        let candidates = self.candidates(&owner, selector.as_ref(), &pods, &ns, &uid);
 
         let mut actions = Vec::new();
         let mut claimed: Vec<Obj> = Vec::new();
@@ -315,6 +276,58 @@ impl ReplicaSetController {
             status_after_writes,
             ..Outcome::default()
         })
+    }
+
+    /// The pods a sync claims from (upstream's `getPodsForReplicaSet`): the active pods
+    /// naming this owner and the orphans of the namespace it may adopt, by name, without the
+    /// ones it deleted and the watch has not confirmed yet.
+    fn candidates(
+        &self,
+        owner: &Value,
+        selector: Option<&Value>,
+        pods: &Store,
+        ns: &str,
+        uid: &str,
+    ) -> BTreeMap<String, Obj> {
+        // Candidates: pods naming this owner, and orphans of the namespace.
+        let mut candidates: BTreeMap<String, Obj> = BTreeMap::new();
+        for p in pods.by_owner(uid) {
+            if obj::namespace(&p) == ns {
+                candidates.insert(obj::name(&p).to_string(), p);
+            }
+        }
+        // Only orphans this owner may take are decoded whole and kept: the others of the
+        // namespace (a thousand pods of other owners' selectors, say) would otherwise be
+        // decoded and held by every sync of every owner there. Which ones is told by the
+        // labels the orphan index keeps, without touching the cache.
+        let takeable: Vec<String> = self
+            .track()
+            .orphans
+            .get(ns)
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, o)| refmanager::may_adopt(owner, selector, &o.labels, o.deleting))
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for name in takeable {
+            if let std::collections::btree_map::Entry::Vacant(e) = candidates.entry(name) {
+                if let Some(p) = pods.get_in(ns, e.key()) {
+                    e.insert(p);
+                }
+            }
+        }
+        {
+            let mut t = self.track();
+            candidates.retain(|name, p| {
+                if !is_pod_active(p) {
+                    return false;
+                }
+                !t.inflight.hides(&obj::make_key(ns, name), obj::uid(p))
+            });
+        }
+        candidates
     }
 
     pub fn new(flavor: Flavor, workers: usize) -> Self {
