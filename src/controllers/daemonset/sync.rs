@@ -175,24 +175,18 @@ impl DaemonSetController {
             match refmanager::claim(ds, sel, &r) {
                 Claim::Owned => revs.push(r),
                 Claim::Adopt if act => {
-                    actions.push(Action::Patch {
-                        kind: CONTROLLERREVISIONS,
-                        namespace: ns.to_string(),
-                        name: obj::name(&r).to_string(),
-                        patch_type: PatchType::Strategic,
-                        patch: refmanager::adopt_patch(&DAEMONSETS, ds, obj::uid(&r)),
-                        subresource: None,
-                    });
+                    actions.push(refmanager::adopt_action(
+                        CONTROLLERREVISIONS,
+                        ns,
+                        &r,
+                        &DAEMONSETS,
+                        ds,
+                    ));
                     revs.push(r);
                 }
-                Claim::Release if act => actions.push(Action::Patch {
-                    kind: CONTROLLERREVISIONS,
-                    namespace: ns.to_string(),
-                    name: obj::name(&r).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::release_patch(uid, obj::uid(&r)),
-                    subresource: None,
-                }),
+                Claim::Release if act => {
+                    actions.push(refmanager::release_action(CONTROLLERREVISIONS, ns, &r, uid))
+                }
                 _ => {}
             }
         }
@@ -300,24 +294,12 @@ impl DaemonSetController {
             match refmanager::claim(ds, sel, &p) {
                 Claim::Owned => claimed.push(p),
                 Claim::Adopt if act => {
-                    actions.push(Action::Patch {
-                        kind: PODS,
-                        namespace: ns.to_string(),
-                        name: obj::name(&p).to_string(),
-                        patch_type: PatchType::Strategic,
-                        patch: refmanager::adopt_patch(&DAEMONSETS, ds, obj::uid(&p)),
-                        subresource: None,
-                    });
+                    actions.push(refmanager::adopt_action(PODS, ns, &p, &DAEMONSETS, ds));
                     claimed.push(p);
                 }
-                Claim::Release if act => actions.push(Action::Patch {
-                    kind: PODS,
-                    namespace: ns.to_string(),
-                    name: obj::name(&p).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::release_patch(obj::uid(ds), obj::uid(&p)),
-                    subresource: None,
-                }),
+                Claim::Release if act => {
+                    actions.push(refmanager::release_action(PODS, ns, &p, obj::uid(ds)))
+                }
                 _ => {}
             }
         }
@@ -528,22 +510,14 @@ impl DaemonSetController {
             let report = report(ds, false);
             let owner_key = obj::key(ds);
             let mut t = self.track();
-            let deletes = delete
-                .iter()
-                .take(BURST_REPLICAS)
-                .map(|p| {
-                    t.inflight.deleting(&owner_key, obj::key(p), obj::uid(p));
-                    Action::Reported {
-                        action: Box::new(Action::Delete {
-                            kind: PODS,
-                            namespace: ns.to_string(),
-                            name: obj::name(p).to_string(),
-                            options: DeleteOptions::default(),
-                        }),
-                        report: report.clone(),
-                    }
-                })
-                .collect();
+            let pods = delete.iter().take(BURST_REPLICAS);
+            let deletes = crate::controllers::kit::pod::delete_actions(
+                &mut t.inflight,
+                &owner_key,
+                ns,
+                pods,
+                &report,
+            );
             actions.push(Action::Parallel(deletes));
         }
         actions

@@ -29,7 +29,6 @@ use super::kit::ranking::pods_to_delete_by_node;
 use super::kit::{self, selector};
 use super::refmanager::{self, Claim};
 use super::{Action, Applied, Controller, Cx, ObjectRef, OnError, Outcome, Report, Watch};
-use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{PODS, REPLICASETS, REPLICATIONCONTROLLERS};
 use crate::api::Kind;
 use crate::cache::{Cache, Delta, DeltaKind, Store};
@@ -178,14 +177,7 @@ impl ReplicaSetController {
                         self.name(),
                         obj::name(&p)
                     );
-                    actions.push(Action::Patch {
-                        kind: PODS,
-                        namespace: ns.clone(),
-                        name: obj::name(&p).to_string(),
-                        patch_type: PatchType::Strategic,
-                        patch: refmanager::release_patch(&uid, obj::uid(&p)),
-                        subresource: None,
-                    });
+                    actions.push(refmanager::release_action(PODS, &ns, &p, &uid));
                 }
                 Claim::Ignore => {}
             }
@@ -201,14 +193,7 @@ impl ReplicaSetController {
             }
             for p in adopt {
                 log::debug!("{}: {key}: adopting pod {}", self.name(), obj::name(&p));
-                actions.push(Action::Patch {
-                    kind: PODS,
-                    namespace: ns.clone(),
-                    name: obj::name(&p).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::adopt_patch(&kind, &owner, obj::uid(&p)),
-                    subresource: None,
-                });
+                actions.push(refmanager::adopt_action(PODS, &ns, &p, &kind, &owner));
                 claimed.push(p);
             }
         }
@@ -478,21 +463,8 @@ impl ReplicaSetController {
             let report = self.report(owner, false);
             let owner_key = obj::key(owner);
             let mut t = self.track();
-            let deletes = victims
-                .iter()
-                .map(|p| {
-                    t.inflight.deleting(&owner_key, obj::key(p), obj::uid(p));
-                    Action::Reported {
-                        action: Box::new(Action::Delete {
-                            kind: PODS,
-                            namespace: ns.to_string(),
-                            name: obj::name(p).to_string(),
-                            options: DeleteOptions::default(),
-                        }),
-                        report: report.clone(),
-                    }
-                })
-                .collect();
+            let deletes =
+                kit::pod::delete_actions(&mut t.inflight, &owner_key, ns, &victims, &report);
             (vec![Action::Parallel(deletes)], None)
         } else {
             (vec![], None)

@@ -193,14 +193,7 @@ impl<'a> Sync<'a> {
             match refmanager::claim(set, Some(self.selector), &p) {
                 Claim::Owned => pods.push(p),
                 Claim::Adopt => adopt.push(p),
-                Claim::Release => pre.push(Action::Patch {
-                    kind: PODS,
-                    namespace: self.ns.clone(),
-                    name: obj::name(&p).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::release_patch(uid, obj::uid(&p)),
-                    subresource: None,
-                }),
+                Claim::Release => pre.push(refmanager::release_action(PODS, &self.ns, &p, uid)),
                 Claim::Ignore => {}
             }
         }
@@ -213,14 +206,13 @@ impl<'a> Sync<'a> {
                 ))
             })?;
             for p in adopt {
-                pre.push(Action::Patch {
-                    kind: PODS,
-                    namespace: self.ns.clone(),
-                    name: obj::name(&p).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::adopt_patch(&STATEFULSETS, set, obj::uid(&p)),
-                    subresource: None,
-                });
+                pre.push(refmanager::adopt_action(
+                    PODS,
+                    &self.ns,
+                    &p,
+                    &STATEFULSETS,
+                    set,
+                ));
                 pods.push(p);
             }
         }
