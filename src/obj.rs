@@ -108,6 +108,19 @@ pub fn label<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     labels(v)?.get(key)?.as_str()
 }
 
+/// A label or annotation map (`v`) as Go decodes it into `map[string]string`: the entries
+/// with string values; empty when absent or not a map.
+pub fn string_map(v: Option<&Value>) -> Map<String, Value> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(_, x)| x.is_string())
+                .map(|(k, x)| (k.clone(), x.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `ns/name` for namespaced objects, `name` for cluster-scoped ones (client-go's
 /// MetaNamespaceKeyFunc).
 pub fn key(v: &Value) -> String {
@@ -380,6 +393,17 @@ impl Labels {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn string_map_keeps_the_string_entries() {
+        let v = json!({"a": "1", "b": 2, "c": null, "d": ""});
+        assert_eq!(
+            Value::Object(string_map(Some(&v))),
+            json!({"a": "1", "d": ""})
+        );
+        assert!(string_map(Some(&json!("x"))).is_empty());
+        assert!(string_map(None).is_empty());
+    }
 
     #[test]
     #[allow(clippy::disallowed_methods)]

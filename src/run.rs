@@ -142,31 +142,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         let h = health.clone();
         move || h.healthz(&Default::default()).status == 200
     });
-    let server = if cfg.secure_port != 0 {
-        let mut s = Server::new(
-            ServeConfig {
-                bind_address: cfg.bind_address,
-                port: cfg.secure_port,
-                cert_dir: cfg.cert_dir.clone(),
-                tls_cert_file: cfg.tls_cert_file.clone(),
-                tls_private_key_file: cfg.tls_private_key_file.clone(),
-            },
-            health.clone(),
-        );
-        let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(&cfg)?)?;
-        s.set_filter(auth.filter());
-        s.route("/metrics", crate::metrics::handler());
-        crate::server::debug::install(&mut s, &cfg);
-        for row in registry::implemented() {
-            if let Some(route) = row.debug.filter(|_| cfg.controllers.is_enabled(row.name)) {
-                let (base, handler) = route();
-                s.route_tree(base, handler);
-            }
-        }
-        Some(s.start()?)
-    } else {
-        None
-    };
+    let server = start_server(&cfg, &health)?;
 
     if crate::startup::wait_for_apiserver(&rest, &stop)? == crate::startup::Waited::Stopped {
         if let Some(s) = server {
@@ -190,53 +166,8 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         manager.add(c, settings, client);
     }
 
-    let elector = if cfg.leader_election.enabled {
-        let le = &cfg.leader_election;
-        let client = Client::new_with_timeout(
-            &rest,
-            cfg.kube_api_qps,
-            cfg.kube_api_burst,
-            &format!("{base_ua} leader-election"),
-            le.renew_deadline / 2,
-        )?;
-        let api = Arc::new(LeaseClient {
-            client,
-            namespace: le.resource_namespace.clone(),
-            name: le.resource_name.clone(),
-        });
-        let e = LeaderElector::new(
-            LeaderElectionConfig {
-                lock_namespace: le.resource_namespace.clone(),
-                lock_name: le.resource_name.clone(),
-                identity: crate::leader::default_identity(),
-                lease_duration: le.lease_duration,
-                renew_deadline: le.renew_deadline,
-                retry_period: le.retry_period,
-            },
-            api,
-        );
-        let h = e.clone();
-        health.add_check(
-            "leaderElection",
-            Arc::new(move || h.healthy(Duration::from_secs(20))),
-        );
-        Some(e)
-    } else {
-        None
-    };
-    {
-        let cache = cache.clone();
-        let elector = elector.clone();
-        health.set_ready_check(Arc::new(move || {
-            if !cache.has_synced() {
-                return Err("caches not synced".into());
-            }
-            match &elector {
-                Some(e) => e.healthy(Duration::from_secs(20)),
-                None => Ok(()),
-            }
-        }));
-    }
+    let elector = leader_elector(&cfg, &rest, &base_ua, &health)?;
+    set_ready_check(&health, &cache, elector.clone());
 
     let manager = Arc::new(Mutex::new(manager));
     let started = Arc::new(AtomicBool::new(false));
@@ -261,79 +192,220 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     };
 
     // None: leader election is off. Otherwise how the elector ended and the elector.
-    let mut led = None;
-    match &elector {
+    let led = match &elector {
         None => {
             start_controllers();
             while !stop.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(100));
             }
+            None
         }
         Some(e) => {
-            // systemd: a standby is up once it has seen another holder of the lease.
-            let (e2, started2) = (e.clone(), started.clone());
-            crate::notify::ready_when(stop.clone(), move || {
-                let holder = e2.leader();
-                let standby = !started2.load(Ordering::SeqCst)
-                    && !holder.is_empty()
-                    && holder != e2.identity();
-                standby.then(|| format!("standby; the lease is held by {holder}"))
-            });
-            let lease_client = root.clone();
-            let (rec1, e1, lc1) = (recorder.clone(), e.clone(), lease_client.clone());
-            let api_for_event = LeaseClient {
-                client: lease_client.clone(),
-                namespace: cfg.leader_election.resource_namespace.clone(),
-                name: cfg.leader_election.resource_name.clone(),
+            let lead = Lead {
+                cfg: &cfg,
+                elector: e,
+                lease_client: &root,
+                recorder: &recorder,
+                started: &started,
+                stop: &stop,
             };
-            let on_started = move || {
-                if let Ok(Some(lease)) = api_for_event.get() {
-                    lease_event(
-                        &rec1,
-                        &lc1,
-                        &lease,
-                        format!("{} became leader", e1.identity()),
-                    );
+            match lead.run(start_controllers)? {
+                Some(led) => Some(led),
+                None => {
+                    // As upstream: exit at once, nothing released; the successor waits out
+                    // the lease. Nothing more is written meanwhile: another may hold the
+                    // lease already.
+                    fence.close();
+                    log::error!("leaderelection lost");
+                    crate::notify::stopping();
+                    return Ok(EXIT_LOST_LEADERSHIP);
                 }
-                // Controllers start on their own thread; the elector keeps renewing.
-                std::thread::spawn(start_controllers);
-            };
-            // The elector runs on its own thread so that a stop is acted on at once, even
-            // while an attempt waits on a slow API server.
-            let (tx, rx) = std::sync::mpsc::channel();
-            let (e3, stop3) = (e.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("leader-election".into())
-                .spawn(move || {
-                    let _ = tx.send(e3.run(on_started, &stop3));
-                })
-                .map_err(|err| Error::Io(format!("cannot start leader election: {err}")))?;
-            let ended = loop {
-                match rx.recv_timeout(Duration::from_millis(20)) {
-                    Ok(ended) => break Some(ended),
-                    Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::SeqCst) => {}
-                    // Stopped (the elector ends soon), or the elector thread is gone.
-                    Err(_) => break None,
-                }
-            };
-            if ended == Some(Ended::Lost) && !stop.load(Ordering::SeqCst) {
-                // As upstream: exit at once, nothing released; the successor waits out the
-                // lease. Nothing more is written meanwhile: another may hold the lease already.
-                fence.close();
-                log::error!("leaderelection lost");
-                crate::notify::stopping();
-                return Ok(EXIT_LOST_LEADERSHIP);
             }
-            led = Some((ended, rx, e.clone()));
         }
-    }
+    };
 
     log::info!("shutting down");
     crate::notify::stopping();
+    shut_down(led, &manager, &recorder, &fence);
+    if let Some(s) = server {
+        s.stop();
+    }
+    Ok(EXIT_OK)
+}
+
+/// The secure port with its authentication, /metrics, the debug routes and the enabled
+/// controllers' own routes; None when `--secure-port` is 0.
+fn start_server(
+    cfg: &Config,
+    health: &Arc<Health>,
+) -> Result<Option<crate::server::RunningServer>> {
+    if cfg.secure_port == 0 {
+        return Ok(None);
+    }
+    let mut s = Server::new(
+        ServeConfig {
+            bind_address: cfg.bind_address,
+            port: cfg.secure_port,
+            cert_dir: cfg.cert_dir.clone(),
+            tls_cert_file: cfg.tls_cert_file.clone(),
+            tls_private_key_file: cfg.tls_private_key_file.clone(),
+        },
+        health.clone(),
+    );
+    let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(cfg)?)?;
+    s.set_filter(auth.filter());
+    s.route("/metrics", crate::metrics::handler());
+    crate::server::debug::install(&mut s, cfg);
+    for row in registry::implemented() {
+        if let Some(route) = row.debug.filter(|_| cfg.controllers.is_enabled(row.name)) {
+            let (base, handler) = route();
+            s.route_tree(base, handler);
+        }
+    }
+    Ok(Some(s.start()?))
+}
+
+/// The leader elector when leader election is on, with its health check.
+fn leader_elector(
+    cfg: &Config,
+    rest: &RestConfig,
+    base_ua: &str,
+    health: &Arc<Health>,
+) -> Result<Option<Arc<LeaderElector>>> {
+    if !cfg.leader_election.enabled {
+        return Ok(None);
+    }
+    let le = &cfg.leader_election;
+    let client = Client::new_with_timeout(
+        rest,
+        cfg.kube_api_qps,
+        cfg.kube_api_burst,
+        &format!("{base_ua} leader-election"),
+        le.renew_deadline / 2,
+    )?;
+    let api = Arc::new(LeaseClient {
+        client,
+        namespace: le.resource_namespace.clone(),
+        name: le.resource_name.clone(),
+    });
+    let e = LeaderElector::new(
+        LeaderElectionConfig {
+            lock_namespace: le.resource_namespace.clone(),
+            lock_name: le.resource_name.clone(),
+            identity: crate::leader::default_identity(),
+            lease_duration: le.lease_duration,
+            renew_deadline: le.renew_deadline,
+            retry_period: le.retry_period,
+        },
+        api,
+    );
+    let h = e.clone();
+    health.add_check(
+        "leaderElection",
+        Arc::new(move || h.healthy(Duration::from_secs(20))),
+    );
+    Ok(Some(e))
+}
+
+/// /readyz: the caches synced and, with leader election, the elector healthy.
+fn set_ready_check(health: &Health, cache: &Arc<Cache>, elector: Option<Arc<LeaderElector>>) {
+    let cache = cache.clone();
+    health.set_ready_check(Arc::new(move || {
+        if !cache.has_synced() {
+            return Err("caches not synced".into());
+        }
+        match &elector {
+            Some(e) => e.healthy(Duration::from_secs(20)),
+            None => Ok(()),
+        }
+    }));
+}
+
+/// How the elector ended (None: still ending when the stop came), what it reports on, and
+/// the elector.
+type Led = (
+    Option<Ended>,
+    std::sync::mpsc::Receiver<Ended>,
+    Arc<LeaderElector>,
+);
+
+/// Running with leader election: the controllers start once the lease is held.
+struct Lead<'a> {
+    cfg: &'a Config,
+    elector: &'a Arc<LeaderElector>,
+    lease_client: &'a Client,
+    recorder: &'a Arc<Recorder>,
+    started: &'a Arc<AtomicBool>,
+    stop: &'a Arc<AtomicBool>,
+}
+
+impl Lead<'_> {
+    /// Elect until the stop (Some: how it ended) or until the lease is lost (None).
+    fn run(self, start_controllers: impl FnOnce() + Send + 'static) -> Result<Option<Led>> {
+        let (e, stop) = (self.elector, self.stop);
+        // systemd: a standby is up once it has seen another holder of the lease.
+        let (e2, started2) = (e.clone(), self.started.clone());
+        crate::notify::ready_when(stop.clone(), move || {
+            let holder = e2.leader();
+            let standby =
+                !started2.load(Ordering::SeqCst) && !holder.is_empty() && holder != e2.identity();
+            standby.then(|| format!("standby; the lease is held by {holder}"))
+        });
+        let lease_client = self.lease_client.clone();
+        let (rec1, e1, lc1) = (self.recorder.clone(), e.clone(), lease_client.clone());
+        let api_for_event = LeaseClient {
+            client: lease_client.clone(),
+            namespace: self.cfg.leader_election.resource_namespace.clone(),
+            name: self.cfg.leader_election.resource_name.clone(),
+        };
+        let on_started = move || {
+            if let Ok(Some(lease)) = api_for_event.get() {
+                lease_event(
+                    &rec1,
+                    &lc1,
+                    &lease,
+                    format!("{} became leader", e1.identity()),
+                );
+            }
+            // Controllers start on their own thread; the elector keeps renewing.
+            std::thread::spawn(start_controllers);
+        };
+        // The elector runs on its own thread so that a stop is acted on at once, even
+        // while an attempt waits on a slow API server.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (e3, stop3) = (e.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("leader-election".into())
+            .spawn(move || {
+                let _ = tx.send(e3.run(on_started, &stop3));
+            })
+            .map_err(|err| Error::Io(format!("cannot start leader election: {err}")))?;
+        let ended = loop {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(ended) => break Some(ended),
+                Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::SeqCst) => {}
+                // Stopped (the elector ends soon), or the elector thread is gone.
+                Err(_) => break None,
+            }
+        };
+        if ended == Some(Ended::Lost) && !stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        Ok(Some((ended, rx, e.clone())))
+    }
+}
+
+/// A clean stop: the controllers wound down and, when this process led, the lease given up.
+fn shut_down(
+    led: Option<Led>,
+    manager: &Arc<Mutex<Manager>>,
+    recorder: &Arc<Recorder>,
+    fence: &WriteFence,
+) {
     let t0 = Instant::now();
     match led {
         None => {
-            wind_down(&manager, &recorder, &fence, t0);
+            wind_down(manager, recorder, fence, t0);
         }
         // Never led: nothing ran and nothing is written, the Lease included.
         Some((Some(Ended::NeverLed), _, _)) => {}
@@ -342,7 +414,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         // Leading, or the elector is still ending an attempt: stop writing, then give the
         // lease up, unless a write may still land after that.
         Some((ended, rx, e)) => {
-            let drained = wind_down(&manager, &recorder, &fence, t0);
+            let drained = wind_down(manager, recorder, fence, t0);
             // An attempt still unfinished by now waits on a request; should it renew the
             // lease after all, the release's resourceVersion check keeps either write from
             // undoing the other unseen.
@@ -359,10 +431,6 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
             }
         }
     }
-    if let Some(s) = server {
-        s.stop();
-    }
-    Ok(EXIT_OK)
 }
 
 /// How long a clean stop takes at most, the release of the Lease included. Of it, the

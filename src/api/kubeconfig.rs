@@ -195,6 +195,29 @@ fn bool_field(obj: &Value, key: &str) -> bool {
     }
 }
 
+/// The first way of authenticating a kubeconfig user that edgekcm does not support, set
+/// (non-empty) in `user`: its key and what it is.
+fn unsupported_auth(user: &Value) -> Option<(&'static str, &'static str)> {
+    [
+        ("exec", "exec credential plugins"),
+        ("auth-provider", "auth-provider plugins"),
+        ("username", "basic authentication (username/password)"),
+        ("password", "basic authentication (username/password)"),
+        ("as", "impersonation"),
+        ("as-groups", "impersonation"),
+        ("as-uid", "impersonation"),
+        ("as-user-extra", "impersonation"),
+    ]
+    .into_iter()
+    .find(|(key, _)| match user.get(key) {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(o)) => !o.is_empty(),
+        Some(_) => true,
+    })
+}
+
 /// Parse the text of a kubeconfig (YAML or JSON). Relative file paths are resolved against
 /// `base_dir`; `origin` names the file in messages (`kubeconfig /etc/kubernetes/x.conf`).
 pub fn from_kubeconfig_str(text: &str, base_dir: &Path, origin: &str) -> Result<RestConfig> {
@@ -278,28 +301,10 @@ pub fn from_kubeconfig_str(text: &str, base_dir: &Path, origin: &str) -> Result<
         let user = find_named(&doc, "users", "user", user_name)
             .ok_or_else(|| err(format!("user {user_name:?} not found")))?;
         let who = format!("user {user_name:?}: ");
-        for (key, what) in [
-            ("exec", "exec credential plugins"),
-            ("auth-provider", "auth-provider plugins"),
-            ("username", "basic authentication (username/password)"),
-            ("password", "basic authentication (username/password)"),
-            ("as", "impersonation"),
-            ("as-groups", "impersonation"),
-            ("as-uid", "impersonation"),
-            ("as-user-extra", "impersonation"),
-        ] {
-            let present = match user.get(key) {
-                None | Some(Value::Null) => false,
-                Some(Value::String(s)) => !s.is_empty(),
-                Some(Value::Array(a)) => !a.is_empty(),
-                Some(Value::Object(o)) => !o.is_empty(),
-                Some(_) => true,
-            };
-            if present {
-                return Err(err(format!(
-                    "{who}edgekcm does not support {what} ({key}); use a client certificate or a token"
-                )));
-            }
+        if let Some((key, what)) = unsupported_auth(user) {
+            return Err(err(format!(
+                "{who}edgekcm does not support {what} ({key}); use a client certificate or a token"
+            )));
         }
         let cert = match (
             str_field(user, "client-certificate-data"),
@@ -544,6 +549,18 @@ mod tests {
                 "{msg}"
             );
         }
+    }
+
+    #[test]
+    fn unsupported_auth_is_the_first_set_key() {
+        let u = serde_json::json!({"token": "t", "as": "", "as-groups": ["g"], "exec": null});
+        assert_eq!(unsupported_auth(&u), Some(("as-groups", "impersonation")));
+        let u = serde_json::json!({"username": "a", "exec": {"command": "x"}});
+        assert_eq!(
+            unsupported_auth(&u),
+            Some(("exec", "exec credential plugins"))
+        );
+        assert_eq!(unsupported_auth(&serde_json::json!({"token": "t"})), None);
     }
 
     #[test]

@@ -68,7 +68,14 @@ struct Occurrence {
     value: String,
 }
 
-fn parse_run(args: &[String]) -> Result<Command> {
+/// The command line read as pflag reads it: each flag occurrence, normalised, and the
+/// positional arguments; or, for `-V`, the answer at once.
+enum Scan {
+    Flags(Vec<Occurrence>, Vec<String>),
+    Done(Command),
+}
+
+fn scan(args: &[String]) -> Result<Scan> {
     let mut occurrences = Vec::new();
     let mut positionals = Vec::new();
     let mut i = 0;
@@ -135,7 +142,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
                         value,
                     });
                 }
-                'V' if tail.is_empty() => return Ok(Command::Version(version_text())),
+                'V' if tail.is_empty() => return Ok(Scan::Done(Command::Version(version_text()))),
                 'h' if tail.is_empty() || tail.starts_with('=') => {
                     occurrences.push(Occurrence {
                         name: "help",
@@ -153,24 +160,20 @@ fn parse_run(args: &[String]) -> Result<Command> {
             positionals.push(arg.to_string());
         }
     }
+    Ok(Scan::Flags(occurrences, positionals))
+}
 
-    // Help and version win over everything else, as with cobra.
-    for o in &occurrences {
-        match o.kind {
-            Kind::Help if bool_value(o)? => return Ok(Command::Help(help_text())),
-            Kind::Version if o.value == "raw" || bool_value(o)? => {
-                return Ok(Command::Version(version_text()))
-            }
-            _ => {}
-        }
-    }
-    let positionals: Vec<&String> = positionals.iter().filter(|p| !p.is_empty()).collect();
-    if !positionals.is_empty() {
-        return Err(Error::Config(format!(
-            "\"edgekcm\" does not take any arguments, got {positionals:?}"
-        )));
-    }
+/// The occurrences by what is done with them: values and lists handed to argh, the
+/// `--concurrent-*` values, the text of flags kept for `/configz`, and the warnings.
+struct Sorted {
+    values: BTreeMap<&'static str, String>,
+    lists: BTreeMap<&'static str, Vec<String>>,
+    concurrent: BTreeMap<&'static str, String>,
+    given: BTreeMap<&'static str, String>,
+    warnings: Vec<String>,
+}
 
+fn sort(occurrences: Vec<Occurrence>) -> Result<Sorted> {
     let mut values: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut lists: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
     let mut concurrent: BTreeMap<&'static str, String> = BTreeMap::new();
@@ -243,6 +246,44 @@ fn parse_run(args: &[String]) -> Result<Command> {
             Kind::Help | Kind::Version => {}
         }
     }
+    Ok(Sorted {
+        values,
+        lists,
+        concurrent,
+        given,
+        warnings,
+    })
+}
+
+fn parse_run(args: &[String]) -> Result<Command> {
+    let (occurrences, positionals) = match scan(args)? {
+        Scan::Flags(o, p) => (o, p),
+        Scan::Done(c) => return Ok(c),
+    };
+    // Help and version win over everything else, as with cobra.
+    for o in &occurrences {
+        match o.kind {
+            Kind::Help if bool_value(o)? => return Ok(Command::Help(help_text())),
+            Kind::Version if o.value == "raw" || bool_value(o)? => {
+                return Ok(Command::Version(version_text()))
+            }
+            _ => {}
+        }
+    }
+    let positionals: Vec<&String> = positionals.iter().filter(|p| !p.is_empty()).collect();
+    if !positionals.is_empty() {
+        return Err(Error::Config(format!(
+            "\"edgekcm\" does not take any arguments, got {positionals:?}"
+        )));
+    }
+
+    let Sorted {
+        values,
+        lists,
+        concurrent,
+        given,
+        warnings,
+    } = sort(occurrences)?;
 
     // Hand the acted-on flags to argh, each exactly once.
     let mut argv: Vec<String> = Vec::new();

@@ -261,7 +261,7 @@ impl Config {
     }
 
     pub fn from_flags(
-        f: RunFlags,
+        mut f: RunFlags,
         concurrent: &BTreeMap<&'static str, String>,
         warnings: Vec<String>,
     ) -> Result<Config> {
@@ -269,26 +269,26 @@ impl Config {
             warnings,
             ..Config::default()
         };
-        c.kubeconfig = path(f.kubeconfig);
-        c.master = f.master.filter(|s| !s.is_empty());
-        if let Some(v) = f.kube_api_qps {
+        c.kubeconfig = path(f.kubeconfig.take());
+        c.master = f.master.take().filter(|s| !s.is_empty());
+        if let Some(v) = f.kube_api_qps.take() {
             c.kube_api_qps = parse_f32("kube-api-qps", &v)?;
         }
-        if let Some(v) = f.kube_api_burst {
+        if let Some(v) = f.kube_api_burst.take() {
             c.kube_api_burst = non_negative("kube-api-burst", parse_i32("kube-api-burst", &v)?)?;
         }
-        if let Some(v) = f.controllers {
+        if let Some(v) = f.controllers.take() {
             c.controllers = ControllerSelection::parse(&split_list(&v))?;
         }
         dur(
             &mut c.controller_start_interval,
             "controller-start-interval",
-            f.controller_start_interval,
+            f.controller_start_interval.take(),
         )?;
         dur(
             &mut c.min_resync_period,
             "min-resync-period",
-            f.min_resync_period,
+            f.min_resync_period.take(),
         )?;
         for (name, raw) in concurrent {
             let n = parse_i32(name, raw)?;
@@ -298,32 +298,32 @@ impl Config {
         boolean(
             &mut c.use_service_account_credentials,
             "use-service-account-credentials",
-            f.use_service_account_credentials,
+            f.use_service_account_credentials.take(),
         )?;
         boolean(
             &mut c.garbage_collector.enable_garbage_collector,
             "enable-garbage-collector",
-            f.enable_garbage_collector,
+            f.enable_garbage_collector.take(),
         )?;
         dur(
             &mut c.namespace_controller.namespace_sync_period,
             "namespace-sync-period",
-            f.namespace_sync_period,
+            f.namespace_sync_period.take(),
         )?;
         for (flag, v, slot) in [
             (
                 "endpoint-updates-batch-period",
-                f.endpoint_updates_batch_period,
+                f.endpoint_updates_batch_period.take(),
                 &mut c.endpoint_controller.endpoint_updates_batch_period,
             ),
             (
                 "endpointslice-updates-batch-period",
-                f.endpointslice_updates_batch_period,
+                f.endpointslice_updates_batch_period.take(),
                 &mut c.endpoint_slice.endpoint_updates_batch_period,
             ),
             (
                 "mirroring-endpointslice-updates-batch-period",
-                f.mirroring_endpointslice_updates_batch_period,
+                f.mirroring_endpointslice_updates_batch_period.take(),
                 &mut c.endpoint_slice.mirroring_endpoint_updates_batch_period,
             ),
         ] {
@@ -338,12 +338,12 @@ impl Config {
         for (flag, v, slot) in [
             (
                 "max-endpoints-per-slice",
-                f.max_endpoints_per_slice,
+                f.max_endpoints_per_slice.take(),
                 &mut c.endpoint_slice.max_endpoints_per_slice,
             ),
             (
                 "mirroring-max-endpoints-per-subset",
-                f.mirroring_max_endpoints_per_subset,
+                f.mirroring_max_endpoints_per_subset.take(),
                 &mut c.endpoint_slice.mirroring_max_endpoints_per_subset,
             ),
         ] {
@@ -352,190 +352,31 @@ impl Config {
                 record_flag(&mut c.given, flag, FlagType::Int32, &v);
             }
         }
-        if let Some(v) = f.terminated_pod_gc_threshold {
+        if let Some(v) = f.terminated_pod_gc_threshold.take() {
             c.pod_gc.terminated_pod_gc_threshold = parse_i32("terminated-pod-gc-threshold", &v)?;
         }
         dur(
             &mut c.kube_cloud_shared.node_monitor_period,
             "node-monitor-period",
-            f.node_monitor_period,
+            f.node_monitor_period.take(),
         )?;
         dur(
             &mut c.node_lifecycle.node_monitor_grace_period,
             "node-monitor-grace-period",
-            f.node_monitor_grace_period,
+            f.node_monitor_grace_period.take(),
         )?;
         dur(
             &mut c.node_lifecycle.node_startup_grace_period,
             "node-startup-grace-period",
-            f.node_startup_grace_period,
+            f.node_startup_grace_period.take(),
         )?;
-        if let Some(v) = f.cluster_name {
+        if let Some(v) = f.cluster_name.take() {
             c.kube_cloud_shared.cluster_name = v;
         }
 
-        boolean(
-            &mut c.kube_cloud_shared.allocate_node_cidrs,
-            "allocate-node-cidrs",
-            f.allocate_node_cidrs,
-        )?;
-        for (name, v) in [
-            ("cluster-cidr", &f.cluster_cidr),
-            ("service-cluster-ip-range", &f.service_cluster_ip_range),
-        ] {
-            if let Some(v) = v {
-                c.given.insert(name, v.clone());
-            }
-        }
-        c.kube_cloud_shared.cluster_cidrs = cidrs(
-            "cluster-cidr",
-            f.cluster_cidr.as_deref(),
-            c.kube_cloud_shared.allocate_node_cidrs,
-            &mut c.warnings,
-        )?;
-        c.node_ipam.service_cluster_ip_ranges = cidrs(
-            "service-cluster-ip-range",
-            f.service_cluster_ip_range.as_deref(),
-            c.kube_cloud_shared.allocate_node_cidrs,
-            &mut c.warnings,
-        )?;
-        if c.node_ipam.service_cluster_ip_ranges.len() > 2 {
-            return Err(Error::Config(
-                "--service-cluster-ip-range can not contain more than two entries".to_string(),
-            ));
-        }
-        c.node_ipam.node_cidr_mask_size = mask("node-cidr-mask-size", f.node_cidr_mask_size, 128)?;
-        c.node_ipam.node_cidr_mask_size_ipv4 =
-            mask("node-cidr-mask-size-ipv4", f.node_cidr_mask_size_ipv4, 32)?;
-        c.node_ipam.node_cidr_mask_size_ipv6 =
-            mask("node-cidr-mask-size-ipv6", f.node_cidr_mask_size_ipv6, 128)?;
-
-        let le = &mut c.leader_election;
-        boolean(&mut le.enabled, "leader-elect", f.leader_elect)?;
-        dur(
-            &mut le.lease_duration,
-            "leader-elect-lease-duration",
-            f.leader_elect_lease_duration,
-        )?;
-        dur(
-            &mut le.renew_deadline,
-            "leader-elect-renew-deadline",
-            f.leader_elect_renew_deadline,
-        )?;
-        dur(
-            &mut le.retry_period,
-            "leader-elect-retry-period",
-            f.leader_elect_retry_period,
-        )?;
-        if let Some(v) = f.leader_elect_resource_lock {
-            le.resource_lock = v;
-        }
-        if let Some(v) = f.leader_elect_resource_name {
-            le.resource_name = v;
-        }
-        if let Some(v) = f.leader_elect_resource_namespace {
-            le.resource_namespace = v;
-        }
-
-        c.sa_controller.service_account_private_key_file = path(f.service_account_private_key_file);
-        c.sa_controller.root_ca_file = path(f.root_ca_file);
-        let cs = &mut c.cluster_signing;
-        cs.cert_file = path(f.cluster_signing_cert_file);
-        cs.key_file = path(f.cluster_signing_key_file);
-        cs.kubelet_serving = SignerFiles {
-            cert_file: path(f.cluster_signing_kubelet_serving_cert_file),
-            key_file: path(f.cluster_signing_kubelet_serving_key_file),
-        };
-        cs.kubelet_client = SignerFiles {
-            cert_file: path(f.cluster_signing_kubelet_client_cert_file),
-            key_file: path(f.cluster_signing_kubelet_client_key_file),
-        };
-        cs.kube_apiserver_client = SignerFiles {
-            cert_file: path(f.cluster_signing_kube_apiserver_client_cert_file),
-            key_file: path(f.cluster_signing_kube_apiserver_client_key_file),
-        };
-        cs.legacy_unknown = SignerFiles {
-            cert_file: path(f.cluster_signing_legacy_unknown_cert_file),
-            key_file: path(f.cluster_signing_legacy_unknown_key_file),
-        };
-        dur(
-            &mut cs.duration,
-            "cluster-signing-duration",
-            f.cluster_signing_duration,
-        )?;
-
-        if let Some(v) = f.secure_port {
-            let n = parse_i32("secure-port", &v)?;
-            c.secure_port = u16::try_from(n).map_err(|_| {
-                Error::Config(format!(
-                    "--secure-port {n} must be between 0 and 65535, inclusive. 0 for turning off secure port"
-                ))
-            })?;
-        }
-        if let Some(v) = f.bind_address {
-            c.bind_address = v
-                .trim()
-                .parse()
-                .map_err(|_| invalid("bind-address", &v, &format!("failed to parse IP: {v:?}")))?;
-        }
-        c.cert_dir = path(f.cert_dir);
-        c.tls_cert_file = path(f.tls_cert_file);
-        c.tls_private_key_file = path(f.tls_private_key_file);
-
-        c.authentication_kubeconfig = path(f.authentication_kubeconfig);
-        boolean(
-            &mut c.authentication_skip_lookup,
-            "authentication-skip-lookup",
-            f.authentication_skip_lookup,
-        )?;
-        boolean(
-            &mut c.authentication_tolerate_lookup_failure,
-            "authentication-tolerate-lookup-failure",
-            f.authentication_tolerate_lookup_failure,
-        )?;
-        dur(
-            &mut c.authentication_token_webhook_cache_ttl,
-            "authentication-token-webhook-cache-ttl",
-            f.authentication_token_webhook_cache_ttl,
-        )?;
-        c.client_ca_file = path(f.client_ca_file);
-        c.requestheader_client_ca_file = path(f.requestheader_client_ca_file);
-        for (field, value) in [
-            (
-                &mut c.requestheader_allowed_names,
-                f.requestheader_allowed_names,
-            ),
-            (
-                &mut c.requestheader_username_headers,
-                f.requestheader_username_headers,
-            ),
-            (
-                &mut c.requestheader_group_headers,
-                f.requestheader_group_headers,
-            ),
-            (
-                &mut c.requestheader_extra_headers_prefix,
-                f.requestheader_extra_headers_prefix,
-            ),
-        ] {
-            if let Some(v) = value {
-                *field = split_list(&v);
-            }
-        }
-        c.authorization_kubeconfig = path(f.authorization_kubeconfig);
-        if let Some(v) = f.authorization_always_allow_paths {
-            c.authorization_always_allow_paths = split_list(&v);
-        }
-        dur(
-            &mut c.authorization_webhook_cache_authorized_ttl,
-            "authorization-webhook-cache-authorized-ttl",
-            f.authorization_webhook_cache_authorized_ttl,
-        )?;
-        dur(
-            &mut c.authorization_webhook_cache_unauthorized_ttl,
-            "authorization-webhook-cache-unauthorized-ttl",
-            f.authorization_webhook_cache_unauthorized_ttl,
-        )?;
+        node_ipam_flags(&mut c, &mut f)?;
+        leader_election_and_signing(&mut c, &mut f)?;
+        secure_serving_and_auth(&mut c, &mut f)?;
         if let Some(v) = f.v {
             // klog's Level is an int32 read in base 10; negative levels behave as 0.
             let n = goparse::parse_go_int10(&v, 32).map_err(|why| invalid("v", &v, &why))?;
@@ -718,6 +559,189 @@ fn cidrs(
         }
     }
     Ok(out)
+}
+
+/// `--allocate-node-cidrs`, the cluster and service CIDRs and the node CIDR mask sizes.
+fn node_ipam_flags(c: &mut Config, f: &mut RunFlags) -> Result<()> {
+    boolean(
+        &mut c.kube_cloud_shared.allocate_node_cidrs,
+        "allocate-node-cidrs",
+        f.allocate_node_cidrs.take(),
+    )?;
+    for (name, v) in [
+        ("cluster-cidr", &f.cluster_cidr),
+        ("service-cluster-ip-range", &f.service_cluster_ip_range),
+    ] {
+        if let Some(v) = v {
+            c.given.insert(name, v.clone());
+        }
+    }
+    c.kube_cloud_shared.cluster_cidrs = cidrs(
+        "cluster-cidr",
+        f.cluster_cidr.as_deref(),
+        c.kube_cloud_shared.allocate_node_cidrs,
+        &mut c.warnings,
+    )?;
+    c.node_ipam.service_cluster_ip_ranges = cidrs(
+        "service-cluster-ip-range",
+        f.service_cluster_ip_range.as_deref(),
+        c.kube_cloud_shared.allocate_node_cidrs,
+        &mut c.warnings,
+    )?;
+    if c.node_ipam.service_cluster_ip_ranges.len() > 2 {
+        return Err(Error::Config(
+            "--service-cluster-ip-range can not contain more than two entries".to_string(),
+        ));
+    }
+    c.node_ipam.node_cidr_mask_size =
+        mask("node-cidr-mask-size", f.node_cidr_mask_size.take(), 128)?;
+    c.node_ipam.node_cidr_mask_size_ipv4 = mask(
+        "node-cidr-mask-size-ipv4",
+        f.node_cidr_mask_size_ipv4.take(),
+        32,
+    )?;
+    c.node_ipam.node_cidr_mask_size_ipv6 = mask(
+        "node-cidr-mask-size-ipv6",
+        f.node_cidr_mask_size_ipv6.take(),
+        128,
+    )?;
+    Ok(())
+}
+
+/// `--leader-elect*` and `--cluster-signing-*`, with the two private-key and CA files.
+fn leader_election_and_signing(c: &mut Config, f: &mut RunFlags) -> Result<()> {
+    let le = &mut c.leader_election;
+    boolean(&mut le.enabled, "leader-elect", f.leader_elect.take())?;
+    dur(
+        &mut le.lease_duration,
+        "leader-elect-lease-duration",
+        f.leader_elect_lease_duration.take(),
+    )?;
+    dur(
+        &mut le.renew_deadline,
+        "leader-elect-renew-deadline",
+        f.leader_elect_renew_deadline.take(),
+    )?;
+    dur(
+        &mut le.retry_period,
+        "leader-elect-retry-period",
+        f.leader_elect_retry_period.take(),
+    )?;
+    if let Some(v) = f.leader_elect_resource_lock.take() {
+        le.resource_lock = v;
+    }
+    if let Some(v) = f.leader_elect_resource_name.take() {
+        le.resource_name = v;
+    }
+    if let Some(v) = f.leader_elect_resource_namespace.take() {
+        le.resource_namespace = v;
+    }
+
+    c.sa_controller.service_account_private_key_file =
+        path(f.service_account_private_key_file.take());
+    c.sa_controller.root_ca_file = path(f.root_ca_file.take());
+    let cs = &mut c.cluster_signing;
+    cs.cert_file = path(f.cluster_signing_cert_file.take());
+    cs.key_file = path(f.cluster_signing_key_file.take());
+    cs.kubelet_serving = SignerFiles {
+        cert_file: path(f.cluster_signing_kubelet_serving_cert_file.take()),
+        key_file: path(f.cluster_signing_kubelet_serving_key_file.take()),
+    };
+    cs.kubelet_client = SignerFiles {
+        cert_file: path(f.cluster_signing_kubelet_client_cert_file.take()),
+        key_file: path(f.cluster_signing_kubelet_client_key_file.take()),
+    };
+    cs.kube_apiserver_client = SignerFiles {
+        cert_file: path(f.cluster_signing_kube_apiserver_client_cert_file.take()),
+        key_file: path(f.cluster_signing_kube_apiserver_client_key_file.take()),
+    };
+    cs.legacy_unknown = SignerFiles {
+        cert_file: path(f.cluster_signing_legacy_unknown_cert_file.take()),
+        key_file: path(f.cluster_signing_legacy_unknown_key_file.take()),
+    };
+    dur(
+        &mut cs.duration,
+        "cluster-signing-duration",
+        f.cluster_signing_duration.take(),
+    )?;
+    Ok(())
+}
+
+/// The secure port and its authentication and authorization flags.
+fn secure_serving_and_auth(c: &mut Config, f: &mut RunFlags) -> Result<()> {
+    if let Some(v) = f.secure_port.take() {
+        let n = parse_i32("secure-port", &v)?;
+        c.secure_port = u16::try_from(n).map_err(|_| {
+            Error::Config(format!(
+                "--secure-port {n} must be between 0 and 65535, inclusive. 0 for turning off secure port"
+            ))
+        })?;
+    }
+    if let Some(v) = f.bind_address.take() {
+        c.bind_address = v
+            .trim()
+            .parse()
+            .map_err(|_| invalid("bind-address", &v, &format!("failed to parse IP: {v:?}")))?;
+    }
+    c.cert_dir = path(f.cert_dir.take());
+    c.tls_cert_file = path(f.tls_cert_file.take());
+    c.tls_private_key_file = path(f.tls_private_key_file.take());
+
+    c.authentication_kubeconfig = path(f.authentication_kubeconfig.take());
+    boolean(
+        &mut c.authentication_skip_lookup,
+        "authentication-skip-lookup",
+        f.authentication_skip_lookup.take(),
+    )?;
+    boolean(
+        &mut c.authentication_tolerate_lookup_failure,
+        "authentication-tolerate-lookup-failure",
+        f.authentication_tolerate_lookup_failure.take(),
+    )?;
+    dur(
+        &mut c.authentication_token_webhook_cache_ttl,
+        "authentication-token-webhook-cache-ttl",
+        f.authentication_token_webhook_cache_ttl.take(),
+    )?;
+    c.client_ca_file = path(f.client_ca_file.take());
+    c.requestheader_client_ca_file = path(f.requestheader_client_ca_file.take());
+    for (field, value) in [
+        (
+            &mut c.requestheader_allowed_names,
+            f.requestheader_allowed_names.take(),
+        ),
+        (
+            &mut c.requestheader_username_headers,
+            f.requestheader_username_headers.take(),
+        ),
+        (
+            &mut c.requestheader_group_headers,
+            f.requestheader_group_headers.take(),
+        ),
+        (
+            &mut c.requestheader_extra_headers_prefix,
+            f.requestheader_extra_headers_prefix.take(),
+        ),
+    ] {
+        if let Some(v) = value {
+            *field = split_list(&v);
+        }
+    }
+    c.authorization_kubeconfig = path(f.authorization_kubeconfig.take());
+    if let Some(v) = f.authorization_always_allow_paths.take() {
+        c.authorization_always_allow_paths = split_list(&v);
+    }
+    dur(
+        &mut c.authorization_webhook_cache_authorized_ttl,
+        "authorization-webhook-cache-authorized-ttl",
+        f.authorization_webhook_cache_authorized_ttl.take(),
+    )?;
+    dur(
+        &mut c.authorization_webhook_cache_unauthorized_ttl,
+        "authorization-webhook-cache-unauthorized-ttl",
+        f.authorization_webhook_cache_unauthorized_ttl.take(),
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

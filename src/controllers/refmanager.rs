@@ -92,6 +92,38 @@ pub fn release_patch(owner_uid: &str, child_uid: &str) -> Value {
     })
 }
 
+/// The write that adopts `child` (a `child_kind` in `ns`) for `owner` (a `kind`): the
+/// strategic merge patch of [`adopt_patch`].
+pub fn adopt_action(
+    child_kind: Kind,
+    ns: &str,
+    child: &Value,
+    kind: &Kind,
+    owner: &Value,
+) -> super::Action {
+    super::Action::Patch {
+        kind: child_kind,
+        namespace: ns.to_string(),
+        name: obj::name(child).to_string(),
+        patch_type: crate::api::client::PatchType::Strategic,
+        patch: adopt_patch(kind, owner, obj::uid(child)),
+        subresource: None,
+    }
+}
+
+/// The write that releases `child` (a `child_kind` in `ns`) from the owner with
+/// `owner_uid`: the strategic merge patch of [`release_patch`].
+pub fn release_action(child_kind: Kind, ns: &str, child: &Value, owner_uid: &str) -> super::Action {
+    super::Action::Patch {
+        kind: child_kind,
+        namespace: ns.to_string(),
+        name: obj::name(child).to_string(),
+        patch_type: crate::api::client::PatchType::Strategic,
+        patch: release_patch(owner_uid, obj::uid(child)),
+        subresource: None,
+    }
+}
+
 /// Upstream's `RecheckDeletionTimestamp`, done before adopting: read the owner live (a quorum
 /// read, not the cache) and adopt only if it is the same object and not being deleted.
 pub fn recheck_deletion(
@@ -351,6 +383,33 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn adopt_and_release_actions_patch_the_child() {
+        use crate::api::resources::PODS;
+        let child = json!({"metadata": {"name": "p", "namespace": "ns", "uid": "c-1"}});
+        match adopt_action(PODS, "ns", &child, &REPLICASETS, &owner(false)) {
+            super::super::Action::Patch {
+                kind,
+                namespace,
+                name,
+                patch,
+                subresource: None,
+                ..
+            } => {
+                assert_eq!((kind, &*namespace, &*name), (PODS, "ns", "p"));
+                assert_eq!(patch, adopt_patch(&REPLICASETS, &owner(false), "c-1"));
+            }
+            a => panic!("{a:?}"),
+        }
+        match release_action(PODS, "ns", &child, "o-1") {
+            super::super::Action::Patch { name, patch, .. } => {
+                assert_eq!(name, "p");
+                assert_eq!(patch, release_patch("o-1", "c-1"));
+            }
+            a => panic!("{a:?}"),
         }
     }
 

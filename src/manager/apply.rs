@@ -146,6 +146,83 @@ fn create_once(
     }
 }
 
+/// A create; a namespace being deleted is refused here once the server said so.
+fn create(
+    cache: &Cache,
+    client: &Client,
+    settings: &Settings,
+    kind: crate::api::resources::Kind,
+    namespace: &str,
+    object: &Value,
+) -> crate::Result<Option<crate::obj::Obj>> {
+    let ns = Some(namespace.to_string()).filter(|s| !s.is_empty());
+    // Creating in a namespace being deleted is refused: once the apiserver said so,
+    // the same answer is given here for a while without asking again (a replica
+    // controller would otherwise send every missing pod, every sync, until the
+    // namespace is gone).
+    if cache.namespace_terminating(namespace) {
+        return Err(crate::Error::api(
+            403,
+            "Forbidden",
+            format!(
+                "{kind} is forbidden: unable to create new content in namespace \
+                     {namespace} because it is being terminated (recently refused; not sent)"
+            ),
+        ));
+    }
+    let shape = cache.write_shape(kind);
+    let created = match create_once(client, kind, ns.as_deref(), object, shape.as_deref()) {
+        Err(e) if e.is_namespace_terminating() => {
+            cache.saw_namespace_terminating(namespace);
+            return Err(e);
+        }
+        r => r?,
+    };
+    log::debug!(
+        "{}: created {} {}",
+        settings.name,
+        kind,
+        crate::obj::key(&created)
+    );
+    let created = std::sync::Arc::new(created);
+    cache.observe_write_shared(kind, &created);
+    Ok(Some(created))
+}
+
+/// A delete; the cache keeps what remains of the object (terminating) or forgets it.
+fn delete(
+    cache: &Cache,
+    client: &Client,
+    settings: &Settings,
+    kind: crate::api::resources::Kind,
+    namespace: &str,
+    name: &str,
+    options: &crate::api::client::DeleteOptions,
+) -> crate::Result<Option<crate::obj::Obj>> {
+    let ns = Some(namespace.to_string()).filter(|s| !s.is_empty());
+    let shape = cache.write_shape(kind);
+    let (remains, res) =
+        match client.delete_shaped(&kind, ns.as_deref(), name, options, shape.as_deref()) {
+            Ok(r) => (r, Ok(None)),
+            Err(e) if e.is_not_found() => (None, Err(e)),
+            Err(e) => return Err(e),
+        };
+    log::debug!(
+        "{}: deleted {} {}",
+        settings.name,
+        kind,
+        crate::obj::make_key(namespace, name)
+    );
+    match &remains {
+        // Deleted gracefully or held by finalizers: it is still there, terminating
+        // (removing it from the cache would have every other controller sync as if
+        // it were gone until its next event put it back).
+        Some(o) => cache.observe_write(kind, o),
+        None => cache.observe_delete(kind, namespace, name),
+    }
+    res
+}
+
 /// One write; returns the server's answer where there is one. A delete that finds nothing is
 /// the NotFound error (the cache forgets the object all the same).
 fn apply_leaf(
@@ -161,41 +238,7 @@ fn apply_leaf(
             kind,
             namespace,
             object,
-        } => {
-            let ns = opt(namespace);
-            // Creating in a namespace being deleted is refused: once the apiserver said so,
-            // the same answer is given here for a while without asking again (a replica
-            // controller would otherwise send every missing pod, every sync, until the
-            // namespace is gone).
-            if cache.namespace_terminating(namespace) {
-                return Err(crate::Error::api(
-                    403,
-                    "Forbidden",
-                    format!(
-                        "{kind} is forbidden: unable to create new content in namespace \
-                         {namespace} because it is being terminated (recently refused; not sent)"
-                    ),
-                ));
-            }
-            let shape = cache.write_shape(*kind);
-            let created = match create_once(client, *kind, ns.as_deref(), object, shape.as_deref())
-            {
-                Err(e) if e.is_namespace_terminating() => {
-                    cache.saw_namespace_terminating(namespace);
-                    return Err(e);
-                }
-                r => r?,
-            };
-            log::debug!(
-                "{}: created {} {}",
-                settings.name,
-                kind,
-                crate::obj::key(&created)
-            );
-            let created = std::sync::Arc::new(created);
-            cache.observe_write_shared(*kind, &created);
-            Ok(Some(created))
-        }
+        } => create(cache, client, settings, *kind, namespace, object),
         Action::Update { kind, object } => {
             let shape = cache.write_shape(*kind);
             let v = client.update_shaped(kind, object, None, shape.as_deref())?;
@@ -261,30 +304,7 @@ fn apply_leaf(
             namespace,
             name,
             options,
-        } => {
-            let ns = opt(namespace);
-            let shape = cache.write_shape(*kind);
-            let (remains, res) =
-                match client.delete_shaped(kind, ns.as_deref(), name, options, shape.as_deref()) {
-                    Ok(r) => (r, Ok(None)),
-                    Err(e) if e.is_not_found() => (None, Err(e)),
-                    Err(e) => return Err(e),
-                };
-            log::debug!(
-                "{}: deleted {} {}",
-                settings.name,
-                kind,
-                crate::obj::make_key(namespace, name)
-            );
-            match &remains {
-                // Deleted gracefully or held by finalizers: it is still there, terminating
-                // (removing it from the cache would have every other controller sync as if
-                // it were gone until its next event put it back).
-                Some(o) => cache.observe_write(*kind, o),
-                None => cache.observe_delete(*kind, namespace, name),
-            }
-            res
-        }
+        } => delete(cache, client, settings, *kind, namespace, name, options),
         Action::Apply {
             kind,
             namespace,

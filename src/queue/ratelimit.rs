@@ -83,12 +83,38 @@ impl TokenBucket {
         !(self.qps > 0.0 && self.qps.is_finite())
     }
 
-    /// Bring the bucket to time `now` (refill since the last call).
+    /// The tokens at time `now` (refilled since the last call).
+    fn tokens_at(&self, now: Instant) -> f64 {
+        let elapsed = self
+            .last
+            .map_or(Duration::ZERO, |l| now.saturating_duration_since(l));
+        (self.tokens + elapsed.as_secs_f64() * self.qps).min(self.burst)
+    }
+
+    /// Bring the bucket to time `now` (refill since the last call; an earlier `now` than the
+    /// last one refills nothing).
     fn advance(&mut self, now: Instant) {
-        let last = self.last.unwrap_or(now);
-        let elapsed = now.saturating_duration_since(last);
-        self.tokens = (self.tokens + elapsed.as_secs_f64() * self.qps).min(self.burst);
-        self.last = Some(now);
+        self.tokens = self.tokens_at(now);
+        self.last = Some(self.last.map_or(now, |l| l.max(now)));
+    }
+
+    /// How long until a whole token would be there at `now` if nobody took one (zero when
+    /// one is there). Takes nothing.
+    pub fn wait_at(&self, now: Instant) -> Duration {
+        if self.unlimited() {
+            return Duration::ZERO;
+        }
+        Self::until_whole(self.tokens_at(now), self.qps).unwrap_or(Duration::ZERO)
+    }
+
+    /// None when `tokens` is a whole token but for the float sums' rounding, else how long
+    /// until it is at `qps`.
+    fn until_whole(tokens: f64, qps: f64) -> Option<Duration> {
+        if tokens >= 1.0 - 1e-9 {
+            return None;
+        }
+        let nanos = (1.0 - tokens) / qps * 1e9;
+        Some(Duration::from_nanos(nanos as u64))
     }
 
     /// Take one token at time `now` and return how long the caller must wait before acting.
@@ -115,13 +141,13 @@ impl TokenBucket {
             return Ok(());
         }
         self.advance(now);
-        // A whole token but for the float sums' rounding counts as whole.
-        if self.tokens >= 1.0 - 1e-9 {
-            self.tokens -= 1.0;
-            return Ok(());
+        match Self::until_whole(self.tokens, self.qps) {
+            Some(wait) => Err(wait),
+            None => {
+                self.tokens -= 1.0;
+                Ok(())
+            }
         }
-        let nanos = (1.0 - self.tokens) / self.qps * 1e9;
-        Err(Duration::from_nanos(nanos as u64))
     }
 
     /// `reserve_at(Instant::now())`.

@@ -468,3 +468,19 @@ fn keys_delayed_before_on_ready_all_come_in() {
         .collect();
     assert_eq!(got, vec![s("a"), s("b"), s("c")]);
 }
+
+#[test]
+fn token_bucket_wait_takes_nothing() {
+    let t0 = Instant::now();
+    let mut b = TokenBucket::new(10.0, 1);
+    assert_eq!(b.wait_at(t0), Duration::ZERO);
+    assert_eq!(b.take_idle_at(t0), Ok(()));
+    assert_eq!(b.wait_at(t0), 100 * MS);
+    assert_eq!(b.wait_at(t0 + 40 * MS), 60 * MS);
+    assert_eq!(b.wait_at(t0 + 40 * MS), 60 * MS, "asking takes nothing");
+    assert_eq!(b.wait_at(t0 + 100 * MS), Duration::ZERO);
+    // An earlier time than the last refills nothing.
+    assert_eq!(b.take_idle_at(t0 + 100 * MS), Ok(()));
+    assert_eq!(b.take_idle_at(t0), Err(100 * MS));
+    assert!(TokenBucket::new(0.0, 0).wait_at(t0).is_zero());
+}

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use futures_lite::{AsyncRead, AsyncReadExt};
 
+use super::query::query_pairs;
+
 // ---------------------------------------------------------------------------------------------
 // Requests and responses
 
@@ -120,43 +122,6 @@ impl Response {
 pub type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 pub type Filter = Arc<dyn Fn(&Request) -> Option<Response> + Send + Sync>;
 pub type Check = Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>;
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                let hex = std::str::from_utf8(&b[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                match hex {
-                    Some(v) => {
-                        out.push(v);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// `a=1&b&c=x%20y` -> [(a,1),(b,""),(c,"x y")]; `;` is not a separator (Go >= 1.17).
-fn query_pairs(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (percent_decode(k), percent_decode(v)),
-            None => (percent_decode(p), String::new()),
-        })
-        .collect()
-}
 
 /// What reading a request head gave.
 #[derive(Debug, PartialEq)]

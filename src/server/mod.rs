@@ -25,6 +25,7 @@ mod conn;
 pub mod debug;
 mod healthz;
 pub(crate) mod http;
+pub mod query;
 mod tls;
 
 use std::collections::{HashMap, HashSet};

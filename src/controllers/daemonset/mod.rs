@@ -60,8 +60,6 @@ pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/spec/taints"]);
 #[derive(Default)]
 struct Tracking {
     inflight: InFlight,
-    /// Pod key -> uid of deletions decided and not applied yet.
-    deleting: HashMap<String, String>,
     /// Failed-pod backoff per `<ds uid>/<observedGeneration>/<node>`: (delay, last update).
     backoff: HashMap<String, (Duration, SystemTime)>,
     /// Namespace -> names of pods without a controller (candidates for adoption).
@@ -328,9 +326,9 @@ impl Controller for DaemonSetController {
             ) if *kind == PODS => {
                 let pk = obj::make_key(namespace, name);
                 let mut t = self.track();
-                let uid = t.deleting.remove(&pk);
-                if let (Applied::Done(_), Some(uid)) = (res, uid) {
-                    t.inflight.deleted(pk, uid);
+                match res {
+                    Applied::Done(_) => t.inflight.delete_done(key, &pk),
+                    _ => t.inflight.delete_failed(key, &pk),
                 }
             }
             _ => {}

@@ -53,38 +53,7 @@ impl DaemonSetController {
         let nodes = self.nodes();
 
         // Revisions (constructHistory).
-        let mut actions = Vec::new();
-        // Its own revisions and the orphans it selects, not every revision of the namespace.
-        let revs_all = cx
-            .cache
-            .store(CONTROLLERREVISIONS)
-            .claimable(&ns, &uid, |m| refmanager::may_take(&ds, sel.as_ref(), m));
-        let mut revs: Vec<Obj> = Vec::new();
-        for r in revs_all {
-            match refmanager::claim(&ds, sel.as_ref(), &r) {
-                Claim::Owned => revs.push(r),
-                Claim::Adopt if act => {
-                    actions.push(Action::Patch {
-                        kind: CONTROLLERREVISIONS,
-                        namespace: ns.clone(),
-                        name: obj::name(&r).to_string(),
-                        patch_type: PatchType::Strategic,
-                        patch: refmanager::adopt_patch(&DAEMONSETS, &ds, obj::uid(&r)),
-                        subresource: None,
-                    });
-                    revs.push(r);
-                }
-                Claim::Release if act => actions.push(Action::Patch {
-                    kind: CONTROLLERREVISIONS,
-                    namespace: ns.clone(),
-                    name: obj::name(&r).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::release_patch(&uid, obj::uid(&r)),
-                    subresource: None,
-                }),
-                _ => {}
-            }
-        }
+        let (revs, mut actions) = self.claim_revisions(cx, &ds, sel.as_ref(), act);
         if act {
             for r in &revs {
                 if obj::label(r, history::HASH_LABEL).is_none() {
@@ -182,6 +151,44 @@ impl DaemonSetController {
             status_after_writes: pod_writes,
             ..Outcome::default()
         })
+    }
+
+    /// Upstream's `controlledHistories`: the DaemonSet's own revisions and the orphans it
+    /// selects (not every revision of the namespace), with the adoptions and releases.
+    fn claim_revisions(
+        &self,
+        cx: &Cx,
+        ds: &Value,
+        sel: Option<&Value>,
+        act: bool,
+    ) -> (Vec<Obj>, Vec<Action>) {
+        let (ns, uid) = (obj::namespace(ds), obj::uid(ds));
+        let mut actions = Vec::new();
+        let revs_all = cx
+            .cache
+            .store(CONTROLLERREVISIONS)
+            .claimable(ns, uid, |m| refmanager::may_take(ds, sel, m));
+        let mut revs: Vec<Obj> = Vec::new();
+        for r in revs_all {
+            match refmanager::claim(ds, sel, &r) {
+                Claim::Owned => revs.push(r),
+                Claim::Adopt if act => {
+                    actions.push(refmanager::adopt_action(
+                        CONTROLLERREVISIONS,
+                        ns,
+                        &r,
+                        &DAEMONSETS,
+                        ds,
+                    ));
+                    revs.push(r);
+                }
+                Claim::Release if act => {
+                    actions.push(refmanager::release_action(CONTROLLERREVISIONS, ns, &r, uid))
+                }
+                _ => {}
+            }
+        }
+        (revs, actions)
     }
 
     /// The revision for the current template: created, or when another of that name holds
@@ -285,24 +292,12 @@ impl DaemonSetController {
             match refmanager::claim(ds, sel, &p) {
                 Claim::Owned => claimed.push(p),
                 Claim::Adopt if act => {
-                    actions.push(Action::Patch {
-                        kind: PODS,
-                        namespace: ns.to_string(),
-                        name: obj::name(&p).to_string(),
-                        patch_type: PatchType::Strategic,
-                        patch: refmanager::adopt_patch(&DAEMONSETS, ds, obj::uid(&p)),
-                        subresource: None,
-                    });
+                    actions.push(refmanager::adopt_action(PODS, ns, &p, &DAEMONSETS, ds));
                     claimed.push(p);
                 }
-                Claim::Release if act => actions.push(Action::Patch {
-                    kind: PODS,
-                    namespace: ns.to_string(),
-                    name: obj::name(&p).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::release_patch(obj::uid(ds), obj::uid(&p)),
-                    subresource: None,
-                }),
+                Claim::Release if act => {
+                    actions.push(refmanager::release_action(PODS, ns, &p, obj::uid(ds)))
+                }
                 _ => {}
             }
         }
@@ -511,23 +506,16 @@ impl DaemonSetController {
         }
         if !delete.is_empty() {
             let report = report(ds, false);
+            let owner_key = obj::key(ds);
             let mut t = self.track();
-            let deletes = delete
-                .iter()
-                .take(BURST_REPLICAS)
-                .map(|p| {
-                    t.deleting.insert(obj::key(p), obj::uid(p).to_string());
-                    Action::Reported {
-                        action: Box::new(Action::Delete {
-                            kind: PODS,
-                            namespace: ns.to_string(),
-                            name: obj::name(p).to_string(),
-                            options: DeleteOptions::default(),
-                        }),
-                        report: report.clone(),
-                    }
-                })
-                .collect();
+            let pods = delete.iter().take(BURST_REPLICAS);
+            let deletes = crate::controllers::kit::pod::delete_actions(
+                &mut t.inflight,
+                &owner_key,
+                ns,
+                pods,
+                &report,
+            );
             actions.push(Action::Parallel(deletes));
         }
         actions

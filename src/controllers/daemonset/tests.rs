@@ -111,7 +111,6 @@ fn nodes_that_do_not_fit_get_no_pod_and_misscheduled_pods_are_counted() {
     h.add(PODS, pod_on(&d, "agent-z", "n2", &hash, true));
     h.delete(PODS, pod_on(&d, "agent-x", "n1", &hash, true));
     h.take_queued();
-    h.ctrl.track().deleting.clear();
     let w = h.sync("ns/agent");
     // A NoSchedule taint not tolerated: the pod stays, counted misscheduled.
     assert!(w.deletes.iter().all(|(_, k)| k != "ns/agent-z"), "{w:?}");
@@ -196,7 +195,6 @@ fn failed_pods_are_deleted_with_backoff() {
         w.events[0].2,
         "Found failed daemon pod ns/a1 on node n1, will try to kill it"
     );
-    h.ctrl.track().deleting.clear();
     let w = h.sync("ns/agent");
     assert!(w.deletes.is_empty(), "in backoff: {w:?}");
     assert_eq!(w.requeue_after, Some(BACKOFF_INITIAL));

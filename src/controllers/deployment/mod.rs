@@ -18,7 +18,6 @@ use super::{
     refmanager, Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome,
     Watch,
 };
-use crate::api::client::PatchType;
 use crate::api::resources::{DEPLOYMENTS, PODS, REPLICASETS};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::{Error, Result};
@@ -183,24 +182,21 @@ impl DeploymentController {
                         refmanager::recheck_deletion(cx.client, &DEPLOYMENTS, &d.obj)?;
                         adoption_checked = true;
                     }
-                    actions.push(Action::Patch {
-                        kind: REPLICASETS,
-                        namespace: d.namespace.clone(),
-                        name: obj::name(&rs).to_string(),
-                        patch_type: PatchType::Strategic,
-                        patch: refmanager::adopt_patch(&DEPLOYMENTS, &d.obj, obj::uid(&rs)),
-                        subresource: None,
-                    });
+                    actions.push(refmanager::adopt_action(
+                        REPLICASETS,
+                        &d.namespace,
+                        &rs,
+                        &DEPLOYMENTS,
+                        &d.obj,
+                    ));
                     owned.push(ReplicaSet::parse(&rs));
                 }
-                refmanager::Claim::Release => actions.push(Action::Patch {
-                    kind: REPLICASETS,
-                    namespace: d.namespace.clone(),
-                    name: obj::name(&rs).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::release_patch(&d.uid, obj::uid(&rs)),
-                    subresource: None,
-                }),
+                refmanager::Claim::Release => actions.push(refmanager::release_action(
+                    REPLICASETS,
+                    &d.namespace,
+                    &rs,
+                    &d.uid,
+                )),
                 refmanager::Claim::Ignore => {}
             }
         }

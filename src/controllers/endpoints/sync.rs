@@ -79,17 +79,6 @@ pub fn desired_subsets(svc: &Value, pods: &[obj::Obj]) -> (Vec<Subset>, usize, u
     (repack::repack(&raw), ready, not_ready)
 }
 
-fn string_map(v: Option<&Value>) -> Map<String, Value> {
-    v.and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter(|(_, x)| x.is_string())
-                .map(|(k, x)| (k.clone(), x.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// upstream's `capacityAnnotationSetCorrectly` on the current object.
 fn capacity_annotation_right(current: &Value, current_subsets: &[Subset]) -> bool {
     let n: usize = current_subsets.iter().map(Subset::count).sum();
@@ -105,10 +94,10 @@ pub fn endpoints_to_write(
     subsets: Vec<Subset>,
     trigger: Option<String>,
 ) -> Option<Value> {
-    let svc_labels = string_map(svc.at("/metadata/labels"));
+    let svc_labels = obj::string_map(svc.at("/metadata/labels"));
     if let Some(cur) = current {
         let cur_subsets = Subset::all_from(cur);
-        let mut cur_labels = string_map(cur.at("/metadata/labels"));
+        let mut cur_labels = obj::string_map(cur.at("/metadata/labels"));
         cur_labels.remove(HEADLESS_LABEL);
         if subsets::equal_ignoring_resource_version(&cur_subsets, &subsets)
             && cur_labels == svc_labels

@@ -33,7 +33,7 @@ pub mod reconciler;
 pub mod topology;
 
 use super::kit::servicepods::{pod_change_delay, selector, ServicePods};
-use super::kit::slicetracker::{self, SliceIndex, SliceTracker};
+use super::kit::slicetracker::{SliceIndex, SliceTracker, UpdateReads};
 use super::kit::trigger;
 use super::{
     Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome, Report,
@@ -44,7 +44,7 @@ use crate::api::resources::{ENDPOINTSLICES, NODES, SERVICES};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::Result;
 use crate::obj::{self, At as _};
-use model::{Slice, MANAGED_BY_LABEL, SERVICE_NAME_LABEL};
+use model::Slice;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -79,12 +79,6 @@ pub struct EndpointSliceController {
     topology: topology::TopologyCache,
     /// Node name -> (ready, zone), to tell the node changes that matter.
     nodes: Mutex<BTreeMap<String, (bool, Option<String>)>>,
-    /// Slice key -> (Service key, UID) of deletes asked for and not yet answered.
-    deleting: Mutex<HashMap<String, (String, String)>>,
-}
-
-fn managed(o: &Value) -> bool {
-    obj::label(o, MANAGED_BY_LABEL) == Some(CONTROLLER_NAME)
 }
 
 impl EndpointSliceController {
@@ -98,42 +92,6 @@ impl EndpointSliceController {
             triggers: trigger::Tracker::default(),
             topology: topology::TopologyCache::default(),
             nodes: Mutex::new(BTreeMap::new()),
-            deleting: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// `onEndpointSliceAdd/Update/Delete`.
-    fn slice_keys(&self, d: &Delta) -> Vec<String> {
-        self.slices.observe(d);
-        let key_of = |s: &Value| {
-            obj::label(s, SERVICE_NAME_LABEL)
-                .filter(|n| !n.is_empty())
-                .map(|_| slicetracker::service_key(s))
-        };
-        match (d.kind, &d.old, &d.new) {
-            (DeltaKind::Added, _, Some(s)) => {
-                if managed(s) && self.tracker.should_sync(s) {
-                    return key_of(s).into_iter().collect();
-                }
-                vec![]
-            }
-            (DeltaKind::Updated, Some(old), Some(s)) => {
-                if obj::label(old, SERVICE_NAME_LABEL) != obj::label(s, SERVICE_NAME_LABEL) {
-                    return key_of(s).into_iter().chain(key_of(old)).collect();
-                }
-                if managed(old) != managed(s) || (managed(s) && self.tracker.should_sync(s)) {
-                    return key_of(s).into_iter().collect();
-                }
-                vec![]
-            }
-            (DeltaKind::Deleted, _, _) => {
-                let s = d.object();
-                if managed(s) && self.tracker.has(s) && !self.tracker.handle_deletion(s) {
-                    return key_of(s).into_iter().collect();
-                }
-                vec![]
-            }
-            _ => vec![],
         }
     }
 
@@ -200,7 +158,7 @@ impl Controller for EndpointSliceController {
                 self.index.observe_service(d);
                 vec![obj::key(d.object())]
             }
-            k if k == ENDPOINTSLICES => self.slice_keys(d),
+            k if k == ENDPOINTSLICES => self.slices.keys_for(&self.tracker, d, UpdateReads::New),
             k if k == NODES => self.node_keys(d, cache),
             _ => self.index.pod_keys(d),
         }
@@ -255,7 +213,7 @@ impl Controller for EndpointSliceController {
     }
 
     fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
-        self.tracker.applied(&self.deleting, action, result)
+        self.tracker.applied(action, result)
     }
 
     fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {
@@ -307,10 +265,9 @@ impl EndpointSliceController {
                 )),
             });
         }
-        let mut deleting = self.deleting.lock().unwrap_or_else(|p| p.into_inner());
         for s in &plan.delete {
-            let uid = s.from.as_deref().map(obj::uid).unwrap_or("").to_string();
-            deleting.insert(obj::make_key(ns, &s.name), (key.clone(), uid));
+            let uid = s.from.as_deref().map(obj::uid).unwrap_or("");
+            self.tracker.deleting(&key, ns, &s.name, uid);
             actions.push(Action::Reported {
                 action: Box::new(Action::Delete {
                     kind: ENDPOINTSLICES,
@@ -324,7 +281,6 @@ impl EndpointSliceController {
                 )),
             });
         }
-        drop(deleting);
         for (event_type, reason, message) in plan.events {
             actions.push(Action::Event(EventSpec {
                 involved: service_ref(svc),

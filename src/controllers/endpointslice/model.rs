@@ -162,17 +162,6 @@ pub struct Slice {
     pub owner_refs: Vec<Value>,
 }
 
-fn string_map(v: Option<&Value>) -> Map<String, Value> {
-    v.and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter(|(_, x)| x.is_string())
-                .map(|(k, x)| (k.clone(), x.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 impl Slice {
     pub fn from_cached(o: &Obj) -> Slice {
         Slice {
@@ -193,8 +182,8 @@ impl Slice {
                 .and_then(Value::as_array)
                 .map(|a| a.iter().map(Endpoint::from_json).collect())
                 .unwrap_or_default(),
-            labels: string_map(o.at("/metadata/labels")),
-            annotations: string_map(o.at("/metadata/annotations")),
+            labels: obj::string_map(o.at("/metadata/labels")),
+            annotations: obj::string_map(o.at("/metadata/annotations")),
             owner_refs: o
                 .at("/metadata/ownerReferences")
                 .and_then(Value::as_array)

@@ -21,9 +21,9 @@
 
 pub mod reconciler;
 
-use super::endpointslice::model::{Slice, SERVICE_NAME_LABEL};
+use super::endpointslice::model::Slice;
 use super::endpointslice::sync_rate_limiter;
-use super::kit::slicetracker::{self, SliceIndex, SliceTracker};
+use super::kit::slicetracker::{SliceIndex, SliceTracker, UpdateReads};
 use super::{Action, Applied, Controller, Cx, EventSpec, ObjectRef, OnError, Outcome, Watch};
 use crate::api::client::DeleteOptions;
 use crate::api::resources::{ENDPOINTS, ENDPOINTSLICES, SERVICES};
@@ -32,8 +32,6 @@ use crate::error::Result;
 use crate::obj::{self, At as _};
 use reconciler::CONTROLLER_NAME;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 const SKIP_MIRROR: &str = "endpointslice.kubernetes.io/skip-mirror";
@@ -67,8 +65,6 @@ pub struct MirroringController {
     batch: Duration,
     slices: SliceIndex,
     tracker: SliceTracker,
-    /// Slice key -> (Endpoints key, UID) of deletes asked for and not yet answered.
-    deleting: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl MirroringController {
@@ -78,43 +74,6 @@ impl MirroringController {
             batch,
             slices: SliceIndex::new(CONTROLLER_NAME),
             tracker: SliceTracker::default(),
-            deleting: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn slice_keys(&self, d: &Delta) -> Vec<String> {
-        self.slices.observe(d);
-        let key_of = |s: &Value| {
-            obj::label(s, SERVICE_NAME_LABEL)
-                .filter(|n| !n.is_empty())
-                .map(|_| slicetracker::service_key(s))
-        };
-        match (d.kind, &d.old, &d.new) {
-            (DeltaKind::Added, _, Some(s))
-                if self.slices.manages(s) && self.tracker.should_sync(s) =>
-            {
-                key_of(s).into_iter().collect()
-            }
-            (DeltaKind::Updated, Some(old), Some(new)) => {
-                if obj::label(old, SERVICE_NAME_LABEL) != obj::label(new, SERVICE_NAME_LABEL) {
-                    return key_of(old).into_iter().chain(key_of(new)).collect();
-                }
-                // Upstream's handler names the old slice as the new one (see the module docs).
-                let changed = self.slices.manages(old) != self.slices.manages(new);
-                if changed || (self.slices.manages(old) && self.tracker.should_sync(old)) {
-                    return key_of(old).into_iter().collect();
-                }
-                vec![]
-            }
-            (DeltaKind::Deleted, _, _) => {
-                let s = d.object();
-                if self.slices.manages(s) && self.tracker.has(s) && !self.tracker.handle_deletion(s)
-                {
-                    return key_of(s).into_iter().collect();
-                }
-                vec![]
-            }
-            _ => vec![],
         }
     }
 
@@ -179,7 +138,7 @@ impl Controller for MirroringController {
                     vec![]
                 }
             }
-            _ => self.slice_keys(d),
+            _ => self.slices.keys_for(&self.tracker, d, UpdateReads::Old),
         }
     }
 
@@ -219,10 +178,9 @@ impl Controller for MirroringController {
                 object: s.to_object(ns, &generate),
             });
         }
-        let mut deleting = self.deleting.lock().unwrap_or_else(|p| p.into_inner());
         for s in &plan.delete {
-            let uid = s.from.as_deref().map(obj::uid).unwrap_or("").to_string();
-            deleting.insert(obj::make_key(ns, &s.name), (key.to_string(), uid));
+            let uid = s.from.as_deref().map(obj::uid).unwrap_or("");
+            self.tracker.deleting(key, ns, &s.name, uid);
             actions.push(Action::Delete {
                 kind: ENDPOINTSLICES,
                 namespace: ns.to_string(),
@@ -230,7 +188,6 @@ impl Controller for MirroringController {
                 options: DeleteOptions::default(),
             });
         }
-        drop(deleting);
         for (event_type, reason, message) in plan.events {
             actions.push(Action::Event(EventSpec {
                 involved: ObjectRef::of(&ENDPOINTS, &ep),
@@ -243,7 +200,7 @@ impl Controller for MirroringController {
     }
 
     fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
-        self.tracker.applied(&self.deleting, action, result)
+        self.tracker.applied(action, result)
     }
 
     fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {

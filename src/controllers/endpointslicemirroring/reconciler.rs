@@ -66,20 +66,9 @@ fn endpoint(a: &Address, ready: bool) -> Endpoint {
     }
 }
 
-fn string_map(v: Option<&Value>) -> Map<String, Value> {
-    v.and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter(|(_, x)| x.is_string())
-                .map(|(k, x)| (k.clone(), x.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The Endpoints' annotations a mirrored slice carries.
 fn mirrored_annotations(ep: &Value) -> Map<String, Value> {
-    let mut a = string_map(ep.at("/metadata/annotations"));
+    let mut a = obj::string_map(ep.at("/metadata/annotations"));
     a.remove(model::TRIGGER_TIME);
     a.remove(LAST_APPLIED);
     a
@@ -87,7 +76,7 @@ fn mirrored_annotations(ep: &Value) -> Map<String, Value> {
 
 /// `newEndpointSlice` of the mirroring controller.
 fn new_slice(ep: &Value, ports: &[Value], address_type: &str, name: &str) -> Slice {
-    let mut labels = string_map(ep.at("/metadata/labels"));
+    let mut labels = obj::string_map(ep.at("/metadata/labels"));
     labels.insert(SERVICE_NAME_LABEL.into(), json!(obj::name(ep)));
     labels.insert(MANAGED_BY_LABEL.into(), json!(CONTROLLER_NAME));
     Slice {
@@ -254,7 +243,7 @@ fn by_port_mapping(
         let added = set.len() != matches;
         if !changed
             && !added
-            && labels == string_map(ep.at("/metadata/labels"))
+            && labels == obj::string_map(ep.at("/metadata/labels"))
             && mirrored_annotations(ep) == first.annotations
         {
             return;

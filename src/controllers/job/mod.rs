@@ -24,6 +24,7 @@ pub mod indexes;
 pub mod metrics;
 pub mod policy;
 pub mod sync;
+mod tracking;
 
 use super::kit::inflight::InFlight;
 use super::kit::{self, selector};
@@ -47,11 +48,9 @@ const ORPHAN: &str = "orphan:";
 
 #[derive(Default)]
 struct State {
+    /// Pods created, and pods deleted until the watch shows them deleting or gone
+    /// (upstream's expectations).
     inflight: InFlight,
-    /// Per job key: UIDs of pods it deletes, until the watch shows them deleting or gone
-    /// (upstream's deletion expectations). Noted before the request, so a watch event that
-    /// comes before the answer is not missed.
-    deleting: HashMap<String, HashMap<String, (String, Instant)>>,
     /// Per job key: the pod-recreation backoff record.
     records: HashMap<String, backoff::Record>,
     /// Per job key: the record to keep once the status write of the sync succeeds.
@@ -114,7 +113,6 @@ impl JobController {
     fn forget(&self, key: &str) {
         let mut s = self.state();
         s.inflight.forget(key);
-        s.deleting.remove(key);
         s.records.remove(key);
         s.pending.remove(key);
         s.pending_flush.remove(key);
@@ -209,16 +207,7 @@ impl JobController {
         let (settled, record) = {
             let mut s = self.state();
             let created_ok = s.inflight.settled(key, &uid, &ns, &store).is_ok();
-            let deletes_ok = match s.deleting.get_mut(key) {
-                Some(m) => {
-                    m.retain(|_, (_, at)| at.elapsed() < kit::inflight::EXPECTATIONS_TIMEOUT);
-                    m.is_empty()
-                }
-                None => true,
-            };
-            if deletes_ok {
-                s.deleting.remove(key);
-            }
+            let deletes_ok = s.inflight.deletes_settled(key);
             (
                 created_ok && deletes_ok,
                 s.records.get(key).copied().unwrap_or_default(),
@@ -307,10 +296,8 @@ impl JobController {
                     .deletes
                     .into_iter()
                     .map(|d| {
-                        s.deleting
-                            .entry(key.to_string())
-                            .or_default()
-                            .insert(d.uid.clone(), (d.name.clone(), Instant::now()));
+                        s.inflight
+                            .deleting(key, obj::make_key(&ns, &d.name), &d.uid);
                         let del = Action::Reported {
                             action: Box::new(Action::Delete {
                                 kind: PODS,
@@ -445,14 +432,7 @@ impl Controller for JobController {
             (d.kind != DeltaKind::Deleted).then_some(&**pod),
         );
         if d.kind == DeltaKind::Deleted || obj::is_deleting(pod) {
-            let uid = obj::uid(pod);
-            if let Some(r) = obj::controller_ref(pod) {
-                let jk = obj::make_key(obj::namespace(pod), r.name);
-                let mut s = self.state();
-                if let Some(m) = s.deleting.get_mut(&jk) {
-                    m.remove(uid);
-                }
-            }
+            self.state().inflight.observe(d, |_| true);
         }
         let job_of = |p: &Value| {
             obj::controller_ref(p)
@@ -514,11 +494,15 @@ impl Controller for JobController {
                 s.pending.remove(key);
                 s.pending_flush.remove(key);
             }
-            (Action::Delete { name, .. }, Applied::Failed(_) | Applied::Skipped) => {
+            (
+                Action::Delete {
+                    namespace, name, ..
+                },
+                Applied::Failed(_) | Applied::Skipped,
+            ) => {
                 // Not deleted: nothing to wait for (the next sync decides again).
-                if let Some(m) = self.state().deleting.get_mut(key) {
-                    m.retain(|_, (n, _)| n != name);
-                }
+                let pk = obj::make_key(namespace, name);
+                self.state().inflight.delete_failed(key, &pk);
             }
             _ => {}
         }

@@ -12,12 +12,13 @@
 
 use super::backoff::{self, Record};
 use super::indexes::{self, Intervals};
-use super::policy::{self, PolicyAction};
+use super::policy;
+use super::tracking;
 use crate::api::resources::JOBS;
-use crate::controllers::kit::pod::{is_pod_active, is_pod_ready, phase, pod_from_template};
+use crate::controllers::kit::pod::{is_pod_active, phase, pod_from_template};
 use crate::controllers::kit::ranking::pods_to_delete;
 use crate::obj::{self, At as _, Obj};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
 
@@ -99,7 +100,7 @@ pub fn condition(type_: &str, status: &str, reason: &str, message: &str, now: &s
     c
 }
 
-fn field<'a>(c: &'a Value, f: &str) -> &'a str {
+pub(super) fn field<'a>(c: &'a Value, f: &str) -> &'a str {
     c.get(f).and_then(Value::as_str).unwrap_or("")
 }
 
@@ -150,7 +151,7 @@ pub fn has_finalizer(p: &Value) -> bool {
         .is_some_and(|l| l.iter().any(|f| f.as_str() == Some(TRACKING_FINALIZER)))
 }
 
-fn int(v: &Value, path: &str) -> Option<i64> {
+pub(super) fn int(v: &Value, path: &str) -> Option<i64> {
     v.at(path).and_then(Value::as_i64)
 }
 
@@ -162,7 +163,7 @@ pub fn suspended(job: &Value) -> bool {
     job.at("/spec/suspend").and_then(Value::as_bool) == Some(true)
 }
 
-fn uid_list(job: &Value, which: &str) -> Vec<String> {
+pub(super) fn uid_list(job: &Value, which: &str) -> Vec<String> {
     job.at(&format!("/status/uncountedTerminatedPods/{which}"))
         .and_then(Value::as_array)
         .map(|l| {
@@ -295,6 +296,84 @@ fn active_pods_for_removal(
     rm
 }
 
+/// What a pass reads of the Job and its pods, worked out once for its steps.
+pub(super) struct Pass<'a> {
+    pub inp: &'a Input<'a>,
+    pub job: &'a Value,
+    pub now_s: String,
+    pub indexed: bool,
+    pub completions: Option<usize>,
+    /// `completions`, 0 when unset.
+    pub comp_n: usize,
+    /// The UIDs in `status.uncountedTerminatedPods.succeeded` and `.failed`.
+    pub unc_s: HashSet<String>,
+    pub unc_f: HashSet<String>,
+    /// The pods, Indexed ones in index order.
+    pub pods: Vec<Obj>,
+    pub active_pods: Vec<Obj>,
+    /// `status.completedIndexes` as the Job has it.
+    pub prev_ix: Intervals,
+}
+
+impl<'a> Pass<'a> {
+    fn new(inp: &'a Input<'a>) -> Self {
+        let job = inp.job;
+        let indexed = is_indexed(job);
+        let completions = int(job, "/spec/completions").map(|c| c.max(0) as usize);
+        let comp_n = completions.unwrap_or(0);
+        let mut pods: Vec<Obj> = inp.pods.to_vec();
+        if indexed {
+            pods.sort_by_key(|p| indexes::completion_index(p).map_or(-1, |i| i as i64));
+        }
+        let active_pods = pods.iter().filter(|p| is_pod_active(p)).cloned().collect();
+        Pass {
+            inp,
+            job,
+            now_s: crate::timefmt::rfc3339(inp.now),
+            indexed,
+            completions,
+            comp_n,
+            unc_s: uid_list(job, "succeeded").into_iter().collect(),
+            unc_f: uid_list(job, "failed").into_iter().collect(),
+            pods,
+            active_pods,
+            prev_ix: Intervals::parse(
+                job.at("/status/completedIndexes")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                comp_n,
+            ),
+        }
+    }
+
+    /// Whether the pod counts for the Job: any pod, or for an Indexed Job one with a valid
+    /// index.
+    pub fn counts_index(&self, p: &Value) -> bool {
+        !self.indexed || indexes::valid_index(p, self.comp_n).is_some()
+    }
+
+    /// The pods finished since the last count: succeeded, failed (with the finalizer, not
+    /// yet in the uncounted lists).
+    fn newly_terminated(&self) -> (Vec<&Value>, Vec<&Value>) {
+        let fresh = |p: &&Value, uncounted: &HashSet<String>| {
+            has_finalizer(p) && !uncounted.contains(obj::uid(p)) && self.counts_index(p)
+        };
+        let succeeded = self
+            .pods
+            .iter()
+            .map(|p| &**p)
+            .filter(|p| fresh(p, &self.unc_s) && phase(p) == "Succeeded")
+            .collect();
+        let failed = self
+            .pods
+            .iter()
+            .map(|p| &**p)
+            .filter(|p| fresh(p, &self.unc_f) && policy::is_pod_failed(p, self.job))
+            .collect();
+        (succeeded, failed)
+    }
+}
+
 /// Decide one pass (see the module docs). None: nothing to do for this job at all.
 pub fn plan(inp: &Input) -> Plan {
     let job = inp.job;
@@ -312,60 +391,26 @@ pub fn plan(inp: &Input) -> Plan {
         ));
         return out;
     }
-    let now_s = crate::timefmt::rfc3339(inp.now);
-    let indexed = is_indexed(job);
-    let completions = int(job, "/spec/completions").map(|c| c.max(0) as usize);
-    let comp_n = completions.unwrap_or(0);
-    let parallelism = int(job, "/spec/parallelism").unwrap_or(1).max(0) as usize;
-    let backoff_limit = int(job, "/spec/backoffLimit").unwrap_or(6);
-    let job_deleting = obj::is_deleting(job);
-
-    let mut status = job
-        .get("status")
-        .cloned()
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({}));
-    let unc_s: HashSet<String> = uid_list(job, "succeeded").into_iter().collect();
-    let unc_f: HashSet<String> = uid_list(job, "failed").into_iter().collect();
-    let mut pods: Vec<Obj> = inp.pods.to_vec();
-    if indexed {
-        pods.sort_by_key(|p| indexes::completion_index(p).map_or(-1, |i| i as i64));
-    }
-    let active_pods: Vec<Obj> = pods.iter().filter(|p| is_pod_active(p)).cloned().collect();
-    let counts_index = |p: &Value| !indexed || indexes::valid_index(p, comp_n).is_some();
-    let new_succeeded: Vec<&Value> = pods
-        .iter()
-        .map(|p| &**p)
-        .filter(|p| {
-            has_finalizer(p)
-                && !unc_s.contains(obj::uid(p))
-                && counts_index(p)
-                && phase(p) == "Succeeded"
-        })
-        .collect();
-    let new_failed: Vec<&Value> = pods
-        .iter()
-        .map(|p| &**p)
-        .filter(|p| {
-            has_finalizer(p)
-                && !unc_f.contains(obj::uid(p))
-                && counts_index(p)
-                && policy::is_pod_failed(p, job)
-        })
-        .collect();
+    let pass = Pass::new(inp);
+    let (new_succeeded, new_failed) = pass.newly_terminated();
     let counted_new_failed = new_failed
         .iter()
         .filter(|p| policy::match_policy(job, p).counts)
         .count();
     let mut succeeded = int(job, "/status/succeeded").unwrap_or(0).max(0) as usize
         + new_succeeded.len()
-        + unc_s.len();
-    let failed =
-        int(job, "/status/failed").unwrap_or(0).max(0) as usize + counted_new_failed + unc_f.len();
-    let ready = active_pods.iter().filter(|p| is_pod_ready(p)).count();
+        + pass.unc_s.len();
+    let failed = int(job, "/status/failed").unwrap_or(0).max(0) as usize
+        + counted_new_failed
+        + pass.unc_f.len();
 
+    let mut status = job
+        .get("status")
+        .cloned()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
     if status.get("startTime").is_none_or(Value::is_null) && !suspended(job) {
-        status["startTime"] = json!(now_s);
+        status["startTime"] = json!(pass.now_s);
     }
     let start = status
         .get("startTime")
@@ -375,76 +420,134 @@ pub fn plan(inp: &Input) -> Plan {
 
     let mut conds = conditions(job);
     // The condition that finishes the job: Complete, Failed, or the interim FailureTarget.
-    let mut finished: Option<Value> = None;
+    let mut finished = finishing_condition(&pass, &conds, failed, start, &mut out);
+    let mut succeeded_ix = Intervals::default();
+    if pass.indexed {
+        let new_ix: BTreeSet<usize> = pass
+            .pods
+            .iter()
+            .filter(|p| phase(p) == "Succeeded" && has_finalizer(p))
+            .filter_map(|p| indexes::valid_index(p, pass.comp_n))
+            .collect();
+        succeeded_ix = pass.prev_ix.with_indexes(new_ix);
+        succeeded = succeeded_ix.total();
+    }
+    let managed = Managed {
+        succeeded,
+        succeeded_ix,
+        record,
+    };
+    let Some(suspend_changed) = sync_pods(
+        &pass,
+        &managed,
+        &mut out,
+        &mut finished,
+        &mut conds,
+        &mut status,
+    ) else {
+        return out;
+    };
+    if out.requeue.is_some() && (finished.is_some() || suspended(job)) {
+        out.requeue = None;
+    }
+    let track = tracking::Track {
+        status,
+        conds,
+        finished,
+        suspend_changed,
+        record,
+    };
+    tracking::track_status(&pass, track, &mut out);
+    out
+}
+
+/// The part of upstream's `syncJob` that finds the condition finishing the Job: Failed
+/// after a FailureTarget, a FailureTarget for a pod the failure policy fails the Job for,
+/// Failed past the backoff limit or the active deadline. A deadline still ahead sets the
+/// requeue.
+fn finishing_condition(
+    pass: &Pass,
+    conds: &[Value],
+    failed: usize,
+    start: Option<SystemTime>,
+    out: &mut Plan,
+) -> Option<Value> {
+    let (job, now_s) = (pass.job, pass.now_s.as_str());
     if let Some(ft) = conds.iter().find(|c| field(c, "type") == "FailureTarget") {
-        finished = Some(condition(
+        return Some(condition(
             "Failed",
             "True",
             field(ft, "reason"),
             field(ft, "message"),
-            &now_s,
+            now_s,
         ));
-    } else if policy::policy(job).is_some() {
-        if let Some(msg) = pods
+    }
+    if policy::policy(job).is_some() {
+        if let Some(msg) = pass
+            .pods
             .iter()
             .filter(|p| policy::is_pod_failed(p, job))
             .find_map(|p| policy::match_policy(job, p).fail_job)
         {
-            finished = Some(condition(
+            return Some(condition(
                 "FailureTarget",
                 "True",
                 "PodFailurePolicy",
                 &msg,
-                &now_s,
+                now_s,
             ));
         }
     }
-    if finished.is_none() {
-        let ads = int(job, "/spec/activeDeadlineSeconds");
-        if failed as i64 > backoff_limit || past_backoff_on_failure(job, &pods, backoff_limit) {
-            finished = Some(condition(
+    let backoff_limit = int(job, "/spec/backoffLimit").unwrap_or(6);
+    let ads = int(job, "/spec/activeDeadlineSeconds");
+    if failed as i64 > backoff_limit || past_backoff_on_failure(job, &pass.pods, backoff_limit) {
+        return Some(condition(
+            "Failed",
+            "True",
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+            now_s,
+        ));
+    }
+    if let (Some(ads), Some(start), false) = (ads, start, suspended(job)) {
+        let allowed = Duration::from_secs(ads.max(0) as u64);
+        let since = pass.inp.now.duration_since(start).unwrap_or_default();
+        if since >= allowed {
+            return Some(condition(
                 "Failed",
                 "True",
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-                &now_s,
+                "DeadlineExceeded",
+                "Job was active longer than specified deadline",
+                now_s,
             ));
-        } else if let (Some(ads), Some(start), false) = (ads, start, suspended(job)) {
-            let allowed = Duration::from_secs(ads.max(0) as u64);
-            let since = inp.now.duration_since(start).unwrap_or_default();
-            if since >= allowed {
-                finished = Some(condition(
-                    "Failed",
-                    "True",
-                    "DeadlineExceeded",
-                    "Job was active longer than specified deadline",
-                    &now_s,
-                ));
-            } else {
-                out.requeue = Some(allowed - since);
-            }
         }
+        out.requeue = Some(allowed - since);
     }
-    let prev_ix = Intervals::parse(
-        status
-            .get("completedIndexes")
-            .and_then(Value::as_str)
-            .unwrap_or(""),
-        comp_n,
-    );
-    let mut succeeded_ix = Intervals::default();
-    if indexed {
-        let new_ix: BTreeSet<usize> = pods
-            .iter()
-            .filter(|p| phase(p) == "Succeeded" && has_finalizer(p))
-            .filter_map(|p| indexes::valid_index(p, comp_n))
-            .collect();
-        succeeded_ix = prev_ix.with_indexes(new_ix);
-        succeeded = succeeded_ix.total();
-    }
+    None
+}
 
-    let active = active_pods.len();
-    let mut suspend_changed = false;
+/// What `manageJob` goes by besides the pods.
+struct Managed {
+    succeeded: usize,
+    succeeded_ix: Intervals,
+    record: Record,
+}
+
+/// Upstream's `syncJob` around `manageJob`: a finishing Job's active pods are deleted (it
+/// finishes once none is left); any other Job's pods are managed, then it is Complete, or
+/// its Suspended condition follows `spec.suspend`. None: this pass creates or deletes pods,
+/// and the status is left to the pass after those writes. Else whether the Suspended
+/// condition changed.
+fn sync_pods(
+    pass: &Pass,
+    m: &Managed,
+    out: &mut Plan,
+    finished: &mut Option<Value>,
+    conds: &mut Vec<Value>,
+    status: &mut Value,
+) -> Option<bool> {
+    let (inp, job, now_s) = (pass.inp, pass.job, pass.now_s.as_str());
+    let active_pods = &pass.active_pods;
     if finished.is_some() {
         if !active_pods.is_empty() || !inp.settled {
             if inp.mode == Mode::Act {
@@ -457,239 +560,71 @@ pub fn plan(inp: &Input) -> Plan {
                     })
                     .collect();
                 if out.manages() {
-                    return out;
+                    return None;
                 }
             }
-            finished = None;
+            *finished = None;
         }
-    } else {
-        let manage = inp.settled && !job_deleting;
-        if manage && inp.mode == Mode::Act {
-            manage_job(
-                inp,
-                &mut out,
-                &active_pods,
-                &pods,
-                succeeded,
-                &succeeded_ix,
-                completions,
-                parallelism,
-                record,
-            );
-            if out.manages() {
-                return out;
-            }
-        }
-        let complete = match completions {
-            None => succeeded > 0 && active == 0,
-            Some(c) => succeeded >= c && active == 0,
-        };
-        if complete {
-            finished = Some(condition("Complete", "True", "", "", &now_s));
-        } else if manage {
-            if suspended(job) {
-                if ensure_condition(
-                    &mut conds,
-                    "Suspended",
-                    "True",
-                    "JobSuspended",
-                    "Job suspended",
-                    &now_s,
-                ) {
-                    suspend_changed = true;
-                    out.events
-                        .push((false, "Suspended", "Job suspended".into()));
-                }
-            } else if ensure_condition(
-                &mut conds,
-                "Suspended",
-                "False",
-                "JobResumed",
-                "Job resumed",
-                &now_s,
-            ) {
-                suspend_changed = true;
-                out.events.push((false, "Resumed", "Job resumed".into()));
-                status["startTime"] = json!(now_s);
-            }
-        }
+        return Some(false);
     }
-    if out.requeue.is_some() && (finished.is_some() || suspended(job)) {
-        out.requeue = None;
-    }
-
-    // Tracking (upstream's trackJobStatusAndRemoveFinalizers).
-    let old_active = int(job, "/status/active").unwrap_or(0);
-    let old_ready = int(job, "/status/ready");
-    let mut needs_flush =
-        suspend_changed || active as i64 != old_active || old_ready != Some(ready as i64);
-    let with_fin: HashSet<&str> = pods
-        .iter()
-        .filter(|p| has_finalizer(p))
-        .map(|p| obj::uid(p))
-        .collect();
-    let mut st_s: Vec<String> = uid_list(job, "succeeded");
-    let mut st_f: Vec<String> = uid_list(job, "failed");
-    let mut n_succeeded = int(job, "/status/succeeded").unwrap_or(0).max(0) as usize;
-    let mut n_failed = int(job, "/status/failed").unwrap_or(0).max(0) as usize;
-    let (ls, lf) = (st_s.len(), st_f.len());
-    st_s.retain(|u| with_fin.contains(u.as_str()));
-    st_f.retain(|u| with_fin.contains(u.as_str()));
-    if st_s.len() != ls || st_f.len() != lf {
-        needs_flush = true;
-        n_succeeded += ls - st_s.len();
-        n_failed += lf - st_f.len();
-    }
-    let mut new_ix: Vec<usize> = Vec::new();
-    let mut reached_max = false;
-    for p in pods.iter().filter(|p| has_finalizer(p)) {
-        let uid = obj::uid(p);
-        let failed_pod = policy::is_pod_failed(p, job);
-        let can_remove =
-            job_deleting || finished.is_some() || phase(p) == "Succeeded" || failed_pod;
-        if !can_remove {
-            continue;
-        }
-        out.removals.push(obj::name(p).to_string());
-        if phase(p) == "Succeeded" && !unc_f.contains(uid) {
-            if indexed {
-                if let Some(ix) = indexes::valid_index(p, comp_n) {
-                    if !prev_ix.has(ix) {
-                        new_ix.push(ix);
-                        needs_flush = true;
-                    }
-                }
-            } else if !unc_s.contains(uid) {
-                needs_flush = true;
-                st_s.push(uid.to_string());
-            }
-        } else if (failed_pod || finished.is_some()) && !unc_f.contains(uid) && counts_index(p) {
-            let m = policy::match_policy(job, p);
-            if m.counts {
-                needs_flush = true;
-                st_f.push(uid.to_string());
-            }
-            if let Some(PolicyAction::Count | PolicyAction::Ignore | PolicyAction::FailJob) =
-                m.action
-            {
-                log::trace!(
-                    "job-controller: pod {} handled by the failure policy: {:?}",
-                    obj::name(p),
-                    m.action
-                );
-            }
-        }
-        if new_ix.len() + st_s.len() + st_f.len() >= MAX_UNCOUNTED {
-            reached_max = true;
-            break;
-        }
-    }
-    if indexed {
-        let all = prev_ix.with_indexes(new_ix);
-        let s = all.to_string();
-        if s != status
-            .get("completedIndexes")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-        {
-            needs_flush = true;
-        }
-        n_succeeded = all.total();
-        if s.is_empty() {
-            status.as_object_mut().map(|m| m.remove("completedIndexes"));
-        } else {
-            status["completedIndexes"] = json!(s);
-        }
-    }
-    if let Some(f) = finished
-        .as_ref()
-        .filter(|f| field(f, "type") == "FailureTarget")
-    {
-        conds.push(f.clone());
-        needs_flush = true;
-        finished = Some(condition(
-            "Failed",
-            "True",
-            field(f, "reason"),
-            field(f, "message"),
-            &now_s,
-        ));
-    }
-    // Finished once everything is counted and no finalizer is left to remove.
-    let done = !reached_max && st_s.is_empty() && st_f.is_empty() && out.removals.is_empty();
-    if let Some(f) = finished.as_ref().filter(|_| done) {
-        let t = field(f, "type").to_string();
-        ensure_condition(
-            &mut conds,
-            &t,
-            "True",
-            field(f, "reason"),
-            field(f, "message"),
-            &now_s,
+    let manage = inp.settled && !obj::is_deleting(job);
+    if manage && inp.mode == Mode::Act {
+        let parallelism = int(job, "/spec/parallelism").unwrap_or(1).max(0) as usize;
+        manage_job(
+            inp,
+            out,
+            active_pods,
+            &pass.pods,
+            m.succeeded,
+            &m.succeeded_ix,
+            pass.completions,
+            parallelism,
+            m.record,
         );
-        if t == "Complete" {
-            status["completionTime"] = json!(now_s);
-            if completions.is_some_and(|c| n_succeeded > c) {
-                out.events.push((
-                    true,
-                    "TooManySucceededPods",
-                    "Too many succeeded pods running after completion count reached".into(),
-                ));
-            }
-            out.events
-                .push((false, "Completed", "Job completed".into()));
-        } else {
-            out.events.push((
-                true,
-                leak(field(f, "reason")),
-                field(f, "message").to_string(),
-            ));
+        if out.manages() {
+            return None;
         }
-        out.finished = true;
-        needs_flush = true;
     }
-
-    let set_count = |status: &mut Value, f: &str, n: usize| {
-        if n == 0 {
-            status.as_object_mut().map(|m| m.remove(f));
-        } else {
-            status[f] = json!(n);
-        }
+    let active = active_pods.len();
+    let complete = match pass.completions {
+        None => m.succeeded > 0 && active == 0,
+        Some(c) => m.succeeded >= c && active == 0,
     };
-    set_count(&mut status, "active", active);
-    status["ready"] = json!(ready);
-    set_count(&mut status, "succeeded", n_succeeded);
-    set_count(&mut status, "failed", n_failed);
-    let mut unc = Map::new();
-    if !st_s.is_empty() {
-        unc.insert("succeeded".into(), json!(st_s));
+    if complete {
+        *finished = Some(condition("Complete", "True", "", "", now_s));
+        return Some(false);
     }
-    if !st_f.is_empty() {
-        unc.insert("failed".into(), json!(st_f));
+    if !manage {
+        return Some(false);
     }
-    status["uncountedTerminatedPods"] = Value::Object(unc);
-    if conds.is_empty() {
-        status.as_object_mut().map(|m| m.remove("conditions"));
-    } else {
-        status["conditions"] = json!(conds);
+    if suspended(job) {
+        let changed = ensure_condition(
+            conds,
+            "Suspended",
+            "True",
+            "JobSuspended",
+            "Job suspended",
+            now_s,
+        );
+        if changed {
+            out.events
+                .push((false, "Suspended", "Job suspended".into()));
+        }
+        return Some(changed);
     }
-    if needs_flush {
-        let mut j = job.clone();
-        j["status"] = status;
-        out.status = Some(j);
-        out.record = Some(record);
+    let changed = ensure_condition(
+        conds,
+        "Suspended",
+        "False",
+        "JobResumed",
+        "Job resumed",
+        now_s,
+    );
+    if changed {
+        out.events.push((false, "Resumed", "Job resumed".into()));
+        status["startTime"] = json!(now_s);
     }
-    out
-}
-
-/// Event reasons are upstream's fixed strings; a FailureTarget's reason is one of them.
-fn leak(reason: &str) -> &'static str {
-    match reason {
-        "BackoffLimitExceeded" => "BackoffLimitExceeded",
-        "DeadlineExceeded" => "DeadlineExceeded",
-        "PodFailurePolicy" => "PodFailurePolicy",
-        _ => "Failed",
-    }
+    Some(changed)
 }
 
 /// Upstream's `manageJob`: suspend, delete extra pods, or create missing ones (after the

@@ -157,3 +157,60 @@ pub fn write_report(
         }
     }
 }
+
+/// The deletes of `pods` of the owner `owner_key` in `ns`, each reported with `report` and
+/// noted in `inflight` before it is sent.
+pub fn delete_actions<'a>(
+    inflight: &mut super::inflight::InFlight,
+    owner_key: &str,
+    ns: &str,
+    pods: impl IntoIterator<Item = &'a crate::obj::Obj>,
+    report: &crate::controller::Report,
+) -> Vec<crate::controller::Action> {
+    use crate::controller::Action;
+    pods.into_iter()
+        .map(|p| {
+            inflight.deleting(owner_key, crate::obj::key(p), crate::obj::uid(p));
+            Action::Reported {
+                action: Box::new(Action::Delete {
+                    kind: crate::api::resources::PODS,
+                    namespace: ns.to_string(),
+                    name: crate::obj::name(p).to_string(),
+                    options: crate::api::client::DeleteOptions::default(),
+                }),
+                report: report.clone(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod delete_tests {
+    use super::*;
+    use crate::controller::{Action, ObjectRef};
+    use serde_json::json;
+    use std::sync::Arc;
+
+    #[test]
+    fn deletes_are_reported_and_noted_before_they_are_sent() {
+        let pod = Arc::new(json!({"metadata": {"name": "a", "namespace": "ns", "uid": "u1"}}));
+        let report = write_report(
+            ObjectRef::of(&crate::api::resources::REPLICASETS, &pod),
+            false,
+        );
+        let mut f = crate::controllers::kit::inflight::InFlight::default();
+        let acts = delete_actions(&mut f, "ns/rs", "ns", [&pod], &report);
+        match &acts[..] {
+            [Action::Reported { action, .. }] => match &**action {
+                Action::Delete {
+                    namespace, name, ..
+                } => assert_eq!((&**namespace, &**name), ("ns", "a")),
+                a => panic!("{a:?}"),
+            },
+            a => panic!("{a:?}"),
+        }
+        assert!(!f.deletes_settled("ns/rs"), "waited for until answered");
+        f.delete_done("ns/rs", "ns/a");
+        assert!(f.hides("ns/a", "u1"));
+    }
+}

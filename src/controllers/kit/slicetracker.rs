@@ -12,7 +12,12 @@ use std::sync::Mutex;
 const DELETION_EXPECTED: i64 = -1;
 
 #[derive(Default)]
-pub struct SliceTracker(Mutex<HashMap<String, HashMap<String, i64>>>);
+pub struct SliceTracker {
+    /// Service key -> slice UID -> the generation written (or [`DELETION_EXPECTED`]).
+    gens: Mutex<HashMap<String, HashMap<String, i64>>>,
+    /// Slice key -> (Service key, UID) of deletes asked for and not yet answered.
+    deleting: Mutex<HashMap<String, (String, String)>>,
+}
 
 /// The Service key of a slice: its namespace and `kubernetes.io/service-name` label.
 pub fn service_key(slice: &Value) -> String {
@@ -31,7 +36,16 @@ fn generation(slice: &Value) -> i64 {
 
 impl SliceTracker {
     fn all(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, i64>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.gens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The slice `ns/name` (with `uid`) of Service `key` is about to be deleted: its answer
+    /// makes the deletion expected (see [`SliceTracker::applied`]).
+    pub fn deleting(&self, key: &str, ns: &str, name: &str, uid: &str) {
+        self.deleting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(obj::make_key(ns, name), (key.to_string(), uid.to_string()));
     }
 
     /// `Has`.
@@ -89,11 +103,10 @@ impl SliceTracker {
     }
 
     /// What a controller's `applied` does with its slice writes: a created or updated slice's
-    /// generation is recorded; a delete that went through (`deleting` held the slice's
-    /// Service key and UID since the delete was planned) is expected.
+    /// generation is recorded; a delete that went through (noted by
+    /// [`SliceTracker::deleting`] when it was planned) is expected.
     pub fn applied(
         &self,
-        deleting: &Mutex<HashMap<String, (String, String)>>,
         action: &crate::controller::Action,
         result: crate::controller::Applied<'_>,
     ) {
@@ -108,7 +121,8 @@ impl SliceTracker {
                 },
                 r,
             ) => {
-                let pending = deleting
+                let pending = self
+                    .deleting
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&obj::make_key(namespace, name));
@@ -137,6 +151,21 @@ impl SliceTracker {
     pub fn delete_service(&self, key: &str) {
         self.all().remove(key);
     }
+}
+
+/// Which slice of an update upstream's slice handler reads as the changed one: the new one
+/// (endpointslice), or the old one (mirroring, whose handler has them the wrong way round).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateReads {
+    New,
+    Old,
+}
+
+/// The Service key of a slice labelled with a Service name, else None.
+fn named_service_key(slice: &Value) -> Option<String> {
+    obj::label(slice, "kubernetes.io/service-name")
+        .filter(|n| !n.is_empty())
+        .map(|_| service_key(slice))
 }
 
 /// The EndpointSlices one controller manages, by Service key (namespace and
@@ -183,6 +212,51 @@ impl SliceIndex {
         }
     }
 
+    /// Upstream's `onEndpointSliceAdd/Update/Delete`: follow one delta of the slice watch and
+    /// answer the Services to sync. A slice this controller manages counts when `tracker`
+    /// says it should be synced (not written here at that generation), or, deleted, when its
+    /// deletion was not expected.
+    pub fn keys_for(
+        &self,
+        tracker: &SliceTracker,
+        d: &crate::cache::Delta,
+        reads: UpdateReads,
+    ) -> Vec<String> {
+        use crate::cache::DeltaKind;
+        self.observe(d);
+        match (d.kind, &d.old, &d.new) {
+            (DeltaKind::Added, _, Some(s)) if self.manages(s) && tracker.should_sync(s) => {
+                named_service_key(s).into_iter().collect()
+            }
+            (DeltaKind::Updated, Some(old), Some(new)) => {
+                let (cur, other) = match reads {
+                    UpdateReads::New => (new, old),
+                    UpdateReads::Old => (old, new),
+                };
+                const NAME: &str = "kubernetes.io/service-name";
+                if obj::label(old, NAME) != obj::label(new, NAME) {
+                    return named_service_key(cur)
+                        .into_iter()
+                        .chain(named_service_key(other))
+                        .collect();
+                }
+                let changed = self.manages(old) != self.manages(new);
+                if changed || (self.manages(cur) && tracker.should_sync(cur)) {
+                    return named_service_key(cur).into_iter().collect();
+                }
+                vec![]
+            }
+            (DeltaKind::Deleted, _, _) => {
+                let s = d.object();
+                if self.manages(s) && tracker.has(s) && !tracker.handle_deletion(s) {
+                    return named_service_key(s).into_iter().collect();
+                }
+                vec![]
+            }
+            _ => vec![],
+        }
+    }
+
     /// The cached slices of Service `key` managed here, in name order, not being deleted
     /// unless `with_deleting`.
     pub fn slices(
@@ -213,6 +287,7 @@ impl SliceIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::{Delta, DeltaKind};
     use serde_json::json;
     use std::sync::Arc;
 
@@ -252,5 +327,65 @@ mod tests {
         );
         t.delete_service("ns/svc");
         assert!(!t.has(&slice("b", 1)));
+    }
+
+    fn managed(name: &str, uid: &str, svc: &str, gen: i64) -> obj::Obj {
+        Arc::new(
+            json!({"metadata": {"name": name, "namespace": "ns", "uid": uid,
+            "generation": gen, "labels": {"kubernetes.io/service-name": svc,
+                "endpointslice.kubernetes.io/managed-by": "me"}}}),
+        )
+    }
+
+    fn delta(kind: DeltaKind, old: Option<&obj::Obj>, new: Option<&obj::Obj>) -> Delta {
+        Delta {
+            kind,
+            old: old.cloned(),
+            new: new.cloned(),
+        }
+    }
+
+    #[test]
+    fn slice_events_queue_their_service_unless_written_here() {
+        let (index, t) = (SliceIndex::new("me"), SliceTracker::default());
+        let a = managed("a", "ua", "svc", 1);
+        let keys = |d: &Delta, r| index.keys_for(&t, d, r);
+        assert_eq!(
+            keys(&delta(DeltaKind::Added, None, Some(&a)), UpdateReads::New),
+            ["ns/svc"]
+        );
+        t.update(&a);
+        assert!(keys(&delta(DeltaKind::Added, None, Some(&a)), UpdateReads::New).is_empty());
+        // Changed by someone else: only the slice the handler reads counts.
+        let a2 = managed("a", "ua", "svc", 2);
+        let up = delta(DeltaKind::Updated, Some(&a), Some(&a2));
+        assert_eq!(keys(&up, UpdateReads::New), ["ns/svc"]);
+        assert!(
+            keys(&up, UpdateReads::Old).is_empty(),
+            "the old one is ours"
+        );
+        // Moved to another Service: both, the one read first.
+        let moved = managed("a", "ua", "other", 2);
+        let up = delta(DeltaKind::Updated, Some(&a), Some(&moved));
+        assert_eq!(keys(&up, UpdateReads::New), ["ns/other", "ns/svc"]);
+        assert_eq!(keys(&up, UpdateReads::Old), ["ns/svc", "ns/other"]);
+        // Deleted: queued unless the deletion was expected.
+        t.update(&a);
+        t.deleting("ns/svc", "ns", "a", "ua");
+        t.applied(
+            &crate::controller::Action::Delete {
+                kind: crate::api::resources::ENDPOINTSLICES,
+                namespace: "ns".into(),
+                name: "a".into(),
+                options: Default::default(),
+            },
+            crate::controller::Applied::Done(None),
+        );
+        assert!(keys(&delta(DeltaKind::Deleted, Some(&a), None), UpdateReads::New).is_empty());
+        t.update(&a);
+        assert_eq!(
+            keys(&delta(DeltaKind::Deleted, Some(&a), None), UpdateReads::New),
+            ["ns/svc"]
+        );
     }
 }

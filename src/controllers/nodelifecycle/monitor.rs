@@ -250,10 +250,7 @@ impl Inner {
             return;
         }
         states.insert(zone.clone(), ZoneState::Initial);
-        lock(&self.zones).insert(
-            zone.clone(),
-            ZoneQueue::new(self.opts.rates.healthy, Instant::now()),
-        );
+        lock(&self.zones).insert(zone.clone(), ZoneQueue::new(self.opts.rates.healthy));
         log::info!("{NAME}: initializing eviction metric for zone {zone:?}");
         super::metrics::zone_seen(&zone);
     }

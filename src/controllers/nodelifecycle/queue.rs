@@ -3,27 +3,27 @@
 //! `flowcontrol.NewTokenBucketRateLimiter`), the bucket swapped when the zone changes state.
 //! The clock is an argument, so tests choose it.
 
+use crate::queue::TokenBucket;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// `EvictionRateLimiterBurst`.
-pub const BURST: f64 = 1.0;
+pub const BURST: u32 = 1;
 
-/// A token bucket as `golang.org/x/time/rate` keeps one: full when made; a rate of zero or
-/// less never accepts (`NewFakeNeverRateLimiter`).
+/// The eviction limiter (`flowcontrol.NewTokenBucketRateLimiter`): the shared token bucket
+/// with burst [`BURST`], full when made; a rate of zero or less never accepts
+/// (`NewFakeNeverRateLimiter`).
 #[derive(Debug, Clone)]
-pub struct TokenBucket {
+pub struct Limiter {
     qps: f32,
-    tokens: f64,
-    last: Instant,
+    bucket: TokenBucket,
 }
 
-impl TokenBucket {
-    pub fn new(qps: f32, now: Instant) -> Self {
-        TokenBucket {
+impl Limiter {
+    pub fn new(qps: f32) -> Self {
+        Limiter {
             qps,
-            tokens: if qps > 0.0 { BURST } else { 0.0 },
-            last: now,
+            bucket: TokenBucket::new(f64::from(qps), BURST),
         }
     }
 
@@ -31,39 +31,13 @@ impl TokenBucket {
         self.qps
     }
 
-    fn refill(&mut self, now: Instant) {
-        if self.qps <= 0.0 {
-            return;
-        }
-        let dt = now.saturating_duration_since(self.last).as_secs_f64();
-        self.tokens = (self.tokens + dt * f64::from(self.qps)).min(BURST);
-        self.last = now.max(self.last);
-    }
-
     pub fn try_accept(&mut self, now: Instant) -> bool {
-        if self.qps <= 0.0 {
-            return false;
-        }
-        self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.qps > 0.0 && self.bucket.take_idle_at(now).is_ok()
     }
 
     /// How long until a token is there (None: never).
     pub fn wait(&self, now: Instant) -> Option<Duration> {
-        if self.qps <= 0.0 {
-            return None;
-        }
-        let dt = now.saturating_duration_since(self.last).as_secs_f64();
-        let have = (self.tokens + dt * f64::from(self.qps)).min(BURST);
-        if have >= 1.0 {
-            return Some(Duration::ZERO);
-        }
-        Some(Duration::from_secs_f64((1.0 - have) / f64::from(self.qps)))
+        (self.qps > 0.0).then(|| self.bucket.wait_at(now))
     }
 }
 
@@ -83,15 +57,15 @@ pub struct ZoneQueue {
     /// Every value added and not removed: a node stays here after it was processed, so it is
     /// not added again until `remove` (upstream's `UniqueQueue` set).
     set: std::collections::HashSet<String>,
-    limiter: TokenBucket,
+    limiter: Limiter,
 }
 
 impl ZoneQueue {
-    pub fn new(qps: f32, now: Instant) -> Self {
+    pub fn new(qps: f32) -> Self {
         ZoneQueue {
             items: VecDeque::new(),
             set: Default::default(),
-            limiter: TokenBucket::new(qps, now),
+            limiter: Limiter::new(qps),
         }
     }
 
@@ -167,7 +141,7 @@ impl ZoneQueue {
         if self.limiter.qps() == qps {
             return;
         }
-        let mut new = TokenBucket::new(qps, now);
+        let mut new = Limiter::new(qps);
         if qps > 0.0 && !self.limiter.try_accept(now) {
             new.try_accept(now);
         }

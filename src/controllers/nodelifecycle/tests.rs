@@ -1,6 +1,6 @@
 use super::eviction::disruption_patch;
 use super::health::{self, look, Grace, Health, Rates, ZoneState};
-use super::queue::{TokenBucket, ZoneQueue};
+use super::queue::{Limiter, ZoneQueue};
 use super::taints::{self, Taint};
 use crate::timefmt::{parse_rfc3339, rfc3339};
 use serde_json::{json, Value};
@@ -196,18 +196,18 @@ fn zone_keys_and_exclusion() {
 #[test]
 fn the_token_bucket_allows_one_then_the_rate() {
     let t0 = Instant::now();
-    let mut b = TokenBucket::new(0.1, t0);
+    let mut b = Limiter::new(0.1);
     assert!(b.try_accept(t0));
     assert!(!b.try_accept(t0 + Duration::from_secs(9)));
     assert!(b.try_accept(t0 + Duration::from_secs(10)));
-    let mut never = TokenBucket::new(0.0, t0);
+    let mut never = Limiter::new(0.0);
     assert!(!never.try_accept(t0 + Duration::from_secs(1000)));
 }
 
 #[test]
 fn the_zone_queue_takes_nodes_at_the_limiter_rate_once_each() {
     let t0 = Instant::now();
-    let mut q = ZoneQueue::new(1.0, t0);
+    let mut q = ZoneQueue::new(1.0);
     assert!(q.add("a", "ua", t0));
     assert!(q.add("b", "ub", t0));
     assert!(!q.add("a", "ua", t0), "already queued");

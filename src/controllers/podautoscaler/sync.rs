@@ -237,71 +237,29 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
         reason = "Current number of replicas below Spec.MinReplicas".into();
         desired = min;
     } else {
-        let p: Proposal = metrics::compute(&mut run, &scale, current);
-        if p.replicas == -1 {
-            let e = p.error.unwrap_or_default();
-            let st = status(&run, current, old_desired, old_last_scale, old_metrics);
-            run.event(true, "FailedComputeMetricsReplicas", e.clone());
-            return finish(
-                run,
-                st,
-                false,
-                Some(format!(
-                    "failed to compute desired number of replicas based on listed metrics for {reference}: {e}"
-                )),
-            );
+        match from_metrics(&mut run, h, &scale, current, min, max) {
+            Ok(d) => {
+                (desired, reason, statuses, error) = (d.replicas, d.reason, d.statuses, d.error);
+                rescale = desired != current;
+            }
+            Err(e) => {
+                let st = status(&run, current, old_desired, old_last_scale, old_metrics);
+                run.event(true, "FailedComputeMetricsReplicas", e.clone());
+                return finish(
+                    run,
+                    st,
+                    false,
+                    Some(format!(
+                        "failed to compute desired number of replicas based on listed metrics for {reference}: {e}"
+                    )),
+                );
+            }
         }
-        error = p.error;
-        statuses = p.statuses;
-        let mut rescale_metric = "";
-        if p.replicas > desired {
-            desired = p.replicas;
-            rescale_metric = &p.metric;
-        }
-        if desired > current {
-            reason = format!("{rescale_metric} above target");
-        }
-        if desired < current {
-            reason = "All metrics below target".into();
-        }
-        let n = match spec::behavior(hpa, input.downscale_window.as_secs() as i32) {
-            None => normalize::normalize(
-                h,
-                input.downscale_window,
-                current,
-                desired,
-                min,
-                max,
-                input.now,
-            ),
-            Some(b) => normalize::normalize_with(h, &b, current, desired, min, max, input.now),
-        };
-        run.set("AbleToScale", "True", n.able.0, n.able.1);
-        run.set(
-            "ScalingLimited",
-            if n.limited { "True" } else { "False" },
-            n.limit.0,
-            n.limit.1,
-        );
-        desired = n.replicas;
-        rescale = desired != current;
     }
 
     let mut last_scale = old_last_scale.clone();
     if rescale {
-        scale["spec"]["replicas"] = json!(desired);
-        if let Err(e) = input.source.update_scale(&path, &scale) {
-            run.event(
-                true,
-                "FailedRescale",
-                format!("New size: {desired}; reason: {reason}; error: {e}"),
-            );
-            run.set(
-                "AbleToScale",
-                "False",
-                "FailedUpdateScale",
-                &format!("the HPA controller was unable to update the target scale: {e}"),
-            );
+        if let Err(e) = write_scale(&mut run, h, &mut scale, &path, current, desired, &reason) {
             let st = status(&run, current, old_desired, old_last_scale, old_metrics);
             return finish(
                 run,
@@ -310,24 +268,6 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
                 Some(format!("failed to rescale {reference}: {e}")),
             );
         }
-        run.set(
-            "AbleToScale",
-            "True",
-            "SucceededRescale",
-            &format!("the HPA controller was able to update the target scale to {desired}"),
-        );
-        run.event(
-            false,
-            "SuccessfulRescale",
-            format!("New size: {desired}; reason: {reason}"),
-        );
-        if let Some(b) = spec::behavior(hpa, input.downscale_window.as_secs() as i32) {
-            h.store_scale_event(&b, current, desired, input.now);
-        }
-        log::info!(
-            "horizontal-pod-autoscaler: successfully rescaled {}: {current} -> {desired} ({reason})",
-            crate::obj::key(hpa)
-        );
         last_scale = Some(json!(crate::timefmt::rfc3339(input.now)));
     } else {
         desired = current;
@@ -335,4 +275,115 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
     let st = status(&run, current, desired, last_scale, statuses);
     // Events were recorded as they happened, before the status write.
     finish(run, st, true, error)
+}
+
+/// The replicas the metrics ask for, normalised, and why.
+struct Desired {
+    replicas: i32,
+    reason: String,
+    statuses: Option<Vec<Value>>,
+    error: Option<String>,
+}
+
+/// Upstream's `computeReplicasForMetrics` then `normalizeDesiredReplicas` (or, with a
+/// `behavior`, `normalizeDesiredReplicasWithBehaviors`). Err: no metric could be computed.
+fn from_metrics(
+    run: &mut Run,
+    h: &mut History,
+    scale: &Value,
+    current: i32,
+    min: i32,
+    max: i32,
+) -> Result<Desired, String> {
+    let (hpa, input) = (run.input.hpa, run.input);
+    let p: Proposal = metrics::compute(run, scale, current);
+    if p.replicas == -1 {
+        return Err(p.error.unwrap_or_default());
+    }
+    let mut desired = 0;
+    let mut reason = String::new();
+    let mut rescale_metric = "";
+    if p.replicas > desired {
+        desired = p.replicas;
+        rescale_metric = &p.metric;
+    }
+    if desired > current {
+        reason = format!("{rescale_metric} above target");
+    }
+    if desired < current {
+        reason = "All metrics below target".into();
+    }
+    let n = match spec::behavior(hpa, input.downscale_window.as_secs() as i32) {
+        None => normalize::normalize(
+            h,
+            input.downscale_window,
+            current,
+            desired,
+            min,
+            max,
+            input.now,
+        ),
+        Some(b) => normalize::normalize_with(h, &b, current, desired, min, max, input.now),
+    };
+    run.set("AbleToScale", "True", n.able.0, n.able.1);
+    run.set(
+        "ScalingLimited",
+        if n.limited { "True" } else { "False" },
+        n.limit.0,
+        n.limit.1,
+    );
+    Ok(Desired {
+        replicas: n.replicas,
+        reason,
+        statuses: p.statuses,
+        error: p.error,
+    })
+}
+
+/// Write the target's scale with `desired` replicas, with its condition and Event (and,
+/// with a `behavior`, the scale event recorded). Err: the write failed.
+fn write_scale(
+    run: &mut Run,
+    h: &mut History,
+    scale: &mut Value,
+    path: &str,
+    current: i32,
+    desired: i32,
+    reason: &str,
+) -> Result<(), String> {
+    let (hpa, input) = (run.input.hpa, run.input);
+    scale["spec"]["replicas"] = json!(desired);
+    if let Err(e) = input.source.update_scale(path, scale) {
+        run.event(
+            true,
+            "FailedRescale",
+            format!("New size: {desired}; reason: {reason}; error: {e}"),
+        );
+        run.set(
+            "AbleToScale",
+            "False",
+            "FailedUpdateScale",
+            &format!("the HPA controller was unable to update the target scale: {e}"),
+        );
+        return Err(e);
+    }
+    run.set(
+        "AbleToScale",
+        "True",
+        "SucceededRescale",
+        &format!("the HPA controller was able to update the target scale to {desired}"),
+    );
+    run.event(
+        false,
+        "SuccessfulRescale",
+        format!("New size: {desired}; reason: {reason}"),
+    );
+    if let Some(b) = spec::behavior(hpa, input.downscale_window.as_secs() as i32) {
+        h.store_scale_event(&b, current, desired, input.now);
+    }
+    log::info!(
+        "horizontal-pod-autoscaler: successfully rescaled {}: {current} -> {desired} ({reason})",
+        crate::obj::key(hpa)
+    );
+    Ok(())
 }

@@ -29,7 +29,6 @@ use super::kit::ranking::pods_to_delete_by_node;
 use super::kit::{self, selector};
 use super::refmanager::{self, Claim};
 use super::{Action, Applied, Controller, Cx, ObjectRef, OnError, Outcome, Report, Watch};
-use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{PODS, REPLICASETS, REPLICATIONCONTROLLERS};
 use crate::api::Kind;
 use crate::cache::{Cache, Delta, DeltaKind, Store};
@@ -77,8 +76,6 @@ impl Flavor {
 struct Tracking {
     /// Pods created and deleted, not yet confirmed by the watch.
     inflight: InFlight,
-    /// Pod key -> uid of deletions decided and not applied yet.
-    deleting: HashMap<String, String>,
     /// Per owner key: the error of the last attempt to create or delete pods.
     manage_err: HashMap<String, String>,
     /// Namespace -> name -> labels (and deletion mark) of pods without a controller: the
@@ -165,46 +162,7 @@ impl ReplicaSetController {
         let pods = cx.cache.store(PODS);
         let settled = self.creations_settled(key, &uid, &ns, &pods);
 
-        // Candidates: pods naming this owner, and orphans of the namespace.
-        let mut candidates: BTreeMap<String, Obj> = BTreeMap::new();
-        for p in pods.by_owner(&uid) {
-            if obj::namespace(&p) == ns {
-                candidates.insert(obj::name(&p).to_string(), p);
-            }
-        }
-        // Only orphans this owner may take are decoded whole and kept: the others of the
-        // namespace (a thousand pods of other owners' selectors, say) would otherwise be
-        // decoded and held by every sync of every owner there. Which ones is told by the
-        // labels the orphan index keeps, without touching the cache.
-        let takeable: Vec<String> = self
-            .track()
-            .orphans
-            .get(&ns)
-            .map(|m| {
-                m.iter()
-                    .filter(|(_, o)| {
-                        refmanager::may_adopt(&owner, selector.as_ref(), &o.labels, o.deleting)
-                    })
-                    .map(|(name, _)| name.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        for name in takeable {
-            if let std::collections::btree_map::Entry::Vacant(e) = candidates.entry(name) {
-                if let Some(p) = pods.get_in(&ns, e.key()) {
-                    e.insert(p);
-                }
-            }
-        }
-        {
-            let mut t = self.track();
-            candidates.retain(|name, p| {
-                if !is_pod_active(p) {
-                    return false;
-                }
-                !t.inflight.hides(&obj::make_key(&ns, name), obj::uid(p))
-            });
-        }
+        let candidates = self.candidates(&owner, selector.as_ref(), &pods, &ns, &uid);
 
         let mut actions = Vec::new();
         let mut claimed: Vec<Obj> = Vec::new();
@@ -220,14 +178,7 @@ impl ReplicaSetController {
                         self.name(),
                         obj::name(&p)
                     );
-                    actions.push(Action::Patch {
-                        kind: PODS,
-                        namespace: ns.clone(),
-                        name: obj::name(&p).to_string(),
-                        patch_type: PatchType::Strategic,
-                        patch: refmanager::release_patch(&uid, obj::uid(&p)),
-                        subresource: None,
-                    });
+                    actions.push(refmanager::release_action(PODS, &ns, &p, &uid));
                 }
                 Claim::Ignore => {}
             }
@@ -243,14 +194,7 @@ impl ReplicaSetController {
             }
             for p in adopt {
                 log::debug!("{}: {key}: adopting pod {}", self.name(), obj::name(&p));
-                actions.push(Action::Patch {
-                    kind: PODS,
-                    namespace: ns.clone(),
-                    name: obj::name(&p).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::adopt_patch(&kind, &owner, obj::uid(&p)),
-                    subresource: None,
-                });
+                actions.push(refmanager::adopt_action(PODS, &ns, &p, &kind, &owner));
                 claimed.push(p);
             }
         }
@@ -318,6 +262,58 @@ impl ReplicaSetController {
             status_after_writes,
             ..Outcome::default()
         })
+    }
+
+    /// The pods a sync claims from (upstream's `getPodsForReplicaSet`): the active pods
+    /// naming this owner and the orphans of the namespace it may adopt, by name, without the
+    /// ones it deleted and the watch has not confirmed yet.
+    fn candidates(
+        &self,
+        owner: &Value,
+        selector: Option<&Value>,
+        pods: &Store,
+        ns: &str,
+        uid: &str,
+    ) -> BTreeMap<String, Obj> {
+        // Candidates: pods naming this owner, and orphans of the namespace.
+        let mut candidates: BTreeMap<String, Obj> = BTreeMap::new();
+        for p in pods.by_owner(uid) {
+            if obj::namespace(&p) == ns {
+                candidates.insert(obj::name(&p).to_string(), p);
+            }
+        }
+        // Only orphans this owner may take are decoded whole and kept: the others of the
+        // namespace (a thousand pods of other owners' selectors, say) would otherwise be
+        // decoded and held by every sync of every owner there. Which ones is told by the
+        // labels the orphan index keeps, without touching the cache.
+        let takeable: Vec<String> = self
+            .track()
+            .orphans
+            .get(ns)
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, o)| refmanager::may_adopt(owner, selector, &o.labels, o.deleting))
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for name in takeable {
+            if let std::collections::btree_map::Entry::Vacant(e) = candidates.entry(name) {
+                if let Some(p) = pods.get_in(ns, e.key()) {
+                    e.insert(p);
+                }
+            }
+        }
+        {
+            let mut t = self.track();
+            candidates.retain(|name, p| {
+                if !is_pod_active(p) {
+                    return false;
+                }
+                !t.inflight.hides(&obj::make_key(ns, name), obj::uid(p))
+            });
+        }
+        candidates
     }
 
     pub fn new(flavor: Flavor) -> Self {
@@ -465,22 +461,10 @@ impl ReplicaSetController {
             let count = |node: &str| on_node.get(node).copied().unwrap_or(0);
             let victims = pods_to_delete_by_node(pods, count, n, cx.now);
             let report = self.report(owner, false);
+            let owner_key = obj::key(owner);
             let mut t = self.track();
-            let deletes = victims
-                .iter()
-                .map(|p| {
-                    t.deleting.insert(obj::key(p), obj::uid(p).to_string());
-                    Action::Reported {
-                        action: Box::new(Action::Delete {
-                            kind: PODS,
-                            namespace: ns.to_string(),
-                            name: obj::name(p).to_string(),
-                            options: DeleteOptions::default(),
-                        }),
-                        report: report.clone(),
-                    }
-                })
-                .collect();
+            let deletes =
+                kit::pod::delete_actions(&mut t.inflight, &owner_key, ns, &victims, &report);
             (vec![Action::Parallel(deletes)], None)
         } else {
             (vec![], None)
@@ -635,19 +619,15 @@ impl Controller for ReplicaSetController {
             ) => {
                 let pk = obj::make_key(namespace, name);
                 let mut t = self.track();
-                let uid = t.deleting.remove(&pk);
                 match res {
-                    Applied::Done(_) => {
-                        if let Some(uid) = uid {
-                            t.inflight.deleted(pk, uid);
-                        }
-                    }
+                    Applied::Done(_) => t.inflight.delete_done(key, &pk),
                     Applied::Failed(e) => {
+                        t.inflight.delete_failed(key, &pk);
                         t.manage_err
                             .entry(key.to_string())
                             .or_insert_with(|| format!("unable to delete pods: {}", e.message()));
                     }
-                    Applied::Skipped => {}
+                    Applied::Skipped => t.inflight.delete_failed(key, &pk),
                 }
             }
             _ => {}

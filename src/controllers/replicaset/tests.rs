@@ -1,6 +1,7 @@
 //! The replica controllers' decisions, on a cache built from objects.
 
 use super::*;
+use crate::api::client::DeleteOptions;
 use crate::controllers::kit::pod::*;
 use crate::controllers::kit::ranking::*;
 use crate::controllers::kit::selector;

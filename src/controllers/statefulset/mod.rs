@@ -22,6 +22,7 @@
 //! - a failed pod is deleted in one sync and re-created in a later one, once it is gone.
 
 mod identity;
+mod revisions;
 mod sync;
 #[cfg(test)]
 mod tests;

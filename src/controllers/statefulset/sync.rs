@@ -36,11 +36,11 @@ struct Slot {
 }
 
 pub struct Sync<'a> {
-    ctrl: &'a StatefulSetController,
-    cx: &'a Cx<'a>,
-    set: &'a Value,
-    selector: &'a Value,
-    ns: String,
+    pub(super) ctrl: &'a StatefulSetController,
+    pub(super) cx: &'a Cx<'a>,
+    pub(super) set: &'a Value,
+    pub(super) selector: &'a Value,
+    pub(super) ns: String,
     name: String,
 }
 
@@ -118,143 +118,12 @@ impl<'a> Sync<'a> {
         // Revisions: the parent's and orphans its selector matches; orphans are adopted.
         let revstore = self.cx.cache.store(CONTROLLERREVISIONS);
         let revisions = history::owned(&revstore, &self.ns, &uid, self.selector);
-        let orphans: Vec<&Obj> = revisions
-            .iter()
-            .filter(|r| obj::controller_ref(r).is_none())
-            .collect();
-        if !orphans.is_empty() {
-            if let Err(e) = self.ctrl.can_adopt(self.cx, set) {
-                return Err(crate::Error::Config(format!(
-                    "can't adopt ControllerRevisions: {e}"
-                )));
-            }
-            for r in orphans {
-                pre.push(Action::Patch {
-                    kind: CONTROLLERREVISIONS,
-                    namespace: self.ns.clone(),
-                    name: obj::name(r).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: history::adopt_patch(&STATEFULSETS, set, r),
-                    subresource: None,
-                });
-            }
-        }
-
-        // Pods: members by name that the set controls, or orphans it may adopt.
-        let pods_store = self.cx.cache.store(PODS);
-        let candidates = pods_store.claimable(&self.ns, &uid, |m| {
-            id::is_member_of(set, m)
-                && !obj::is_deleting(m)
-                && obj::selector_matches(self.selector, m)
-        });
-        let mut pods: Vec<Obj> = Vec::new();
-        let mut adopt: Vec<Obj> = Vec::new();
-        for p in candidates {
-            if !id::is_member_of(set, &p) {
-                continue;
-            }
-            match refmanager::claim(set, Some(self.selector), &p) {
-                Claim::Owned => pods.push(p),
-                Claim::Adopt => adopt.push(p),
-                Claim::Release => pre.push(Action::Patch {
-                    kind: PODS,
-                    namespace: self.ns.clone(),
-                    name: obj::name(&p).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::release_patch(&uid, obj::uid(&p)),
-                    subresource: None,
-                }),
-                Claim::Ignore => {}
-            }
-        }
-        if !adopt.is_empty() {
-            self.ctrl.can_adopt(self.cx, set).map_err(|e| {
-                crate::Error::Config(format!(
-                    "can't adopt Pod {}/{}: {e}",
-                    self.ns,
-                    obj::name(&adopt[0])
-                ))
-            })?;
-            for p in adopt {
-                pre.push(Action::Patch {
-                    kind: PODS,
-                    namespace: self.ns.clone(),
-                    name: obj::name(&p).to_string(),
-                    patch_type: PatchType::Strategic,
-                    patch: refmanager::adopt_patch(&STATEFULSETS, set, obj::uid(&p)),
-                    subresource: None,
-                });
-                pods.push(p);
-            }
-        }
+        self.adopt_orphan_revisions(&revisions, &mut pre)?;
+        let pods = self.claim_pods(&uid, &mut pre)?;
 
         // The update revision: the newest equal one, an older equal one renumbered, or a new one.
         let mut steps: Vec<Action> = Vec::new();
-        let mut collision = set
-            .at("/status/collisionCount")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let next = history::next_number(&revisions);
-        let data = id::revision_data(set);
-        let labels = set
-            .at("/spec/template/metadata/labels")
-            .and_then(Value::as_object);
-        let mut update_rev = history::new_revision(
-            &STATEFULSETS,
-            set,
-            labels,
-            obj::annotations(set),
-            &data,
-            next,
-            collision,
-        );
-        let equal: Vec<&Obj> = revisions
-            .iter()
-            .filter(|r| history::equal(r, &update_rev))
-            .collect();
-        match (equal.last(), revisions.last()) {
-            (Some(e), Some(last)) if history::equal(last, e) => {
-                update_rev = (**last).clone();
-            }
-            (Some(e), _) => {
-                let mut renumbered = (***e).clone();
-                renumbered["revision"] = json!(next);
-                steps.push(Action::Update {
-                    kind: CONTROLLERREVISIONS,
-                    object: renumbered.clone(),
-                });
-                update_rev = renumbered;
-            }
-            (None, _) => loop {
-                let name = obj::name(&update_rev).to_string();
-                match revstore.get_in(&self.ns, &name) {
-                    Some(existing) if history::equal(&existing, &update_rev) => {
-                        update_rev = (*existing).clone();
-                        break;
-                    }
-                    Some(_) => {
-                        collision += 1;
-                        update_rev = history::new_revision(
-                            &STATEFULSETS,
-                            set,
-                            labels,
-                            obj::annotations(set),
-                            &data,
-                            next,
-                            collision,
-                        );
-                    }
-                    None => {
-                        steps.push(Action::Create {
-                            kind: CONTROLLERREVISIONS,
-                            namespace: self.ns.clone(),
-                            object: update_rev.clone(),
-                        });
-                        break;
-                    }
-                }
-            },
-        }
+        let (update_rev, collision) = self.update_revision(&revstore, &revisions, &mut steps);
         let status_current = set
             .at("/status/currentRevision")
             .and_then(Value::as_str)
@@ -282,18 +151,92 @@ impl<'a> Sync<'a> {
 
         let mut actions = pre;
         actions.extend(seq(steps));
+        actions.extend(self.status_update(&counts, &current_name, &update_name, collision));
+        actions.extend(seq(self.truncate_history(
+            &revisions,
+            &pods,
+            current_name,
+            update_name,
+        )));
 
-        // Status, as upstream computes it whatever the writes did.
+        let min_ready = set
+            .at("/spec/minReadySeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let requeue_after = (min_ready > 0 && counts.available != id::replicas(set))
+            .then(|| Duration::from_secs(min_ready as u64));
+        Ok(Outcome {
+            actions,
+            requeue_after,
+            ..Outcome::default()
+        })
+    }
+
+    /// Upstream's `getPodsForStatefulSet`: members by name that the set controls, or orphans
+    /// it may adopt (adopted by patches into `pre`; ones no longer matching are released).
+    fn claim_pods(&self, uid: &str, pre: &mut Vec<Action>) -> Result<Vec<Obj>> {
+        let set = self.set;
+        let pods_store = self.cx.cache.store(PODS);
+        let candidates = pods_store.claimable(&self.ns, uid, |m| {
+            id::is_member_of(set, m)
+                && !obj::is_deleting(m)
+                && obj::selector_matches(self.selector, m)
+        });
+        let mut pods: Vec<Obj> = Vec::new();
+        let mut adopt: Vec<Obj> = Vec::new();
+        for p in candidates {
+            if !id::is_member_of(set, &p) {
+                continue;
+            }
+            match refmanager::claim(set, Some(self.selector), &p) {
+                Claim::Owned => pods.push(p),
+                Claim::Adopt => adopt.push(p),
+                Claim::Release => pre.push(refmanager::release_action(PODS, &self.ns, &p, uid)),
+                Claim::Ignore => {}
+            }
+        }
+        if !adopt.is_empty() {
+            self.ctrl.can_adopt(self.cx, set).map_err(|e| {
+                crate::Error::Config(format!(
+                    "can't adopt Pod {}/{}: {e}",
+                    self.ns,
+                    obj::name(&adopt[0])
+                ))
+            })?;
+            for p in adopt {
+                pre.push(refmanager::adopt_action(
+                    PODS,
+                    &self.ns,
+                    &p,
+                    &STATEFULSETS,
+                    set,
+                ));
+                pods.push(p);
+            }
+        }
+        Ok(pods)
+    }
+
+    /// Upstream's `updateStatefulSetStatus`: the status as upstream computes it whatever the
+    /// writes did, written when it differs from the set's.
+    fn status_update(
+        &self,
+        counts: &Counts,
+        current_name: &str,
+        update_name: &str,
+        collision: i64,
+    ) -> Option<Action> {
+        let set = self.set;
         let replicas = id::replicas(set);
         let rolling = update_strategy(set) == "RollingUpdate";
-        let (mut current_out, mut current_revision) = (counts.current, current_name.clone());
+        let (mut current_out, mut current_revision) = (counts.current, current_name);
         if rolling
             && counts.updated == replicas
             && counts.ready == replicas
             && counts.replicas == replicas
         {
             current_out = counts.updated;
-            current_revision = update_name.clone();
+            current_revision = update_name;
         }
         let st = set.get("status").cloned().unwrap_or_else(|| json!({}));
         let int = |f: &str| st.get(f).and_then(Value::as_i64).unwrap_or(0);
@@ -310,54 +253,25 @@ impl<'a> Sync<'a> {
             || current_revision != s_str("currentRevision")
             || counts.available != int("availableReplicas")
             || update_name != s_str("updateRevision");
-        if inconsistent {
-            let mut updated = set.clone();
-            updated["status"] = json!({
-                "observedGeneration": generation,
-                "replicas": counts.replicas,
-                "readyReplicas": counts.ready,
-                "currentReplicas": current_out,
-                "updatedReplicas": counts.updated,
-                "currentRevision": current_revision,
-                "updateRevision": update_name,
-                "collisionCount": collision,
-                "availableReplicas": counts.available,
-            });
-            actions.push(Action::UpdateSubresource {
-                kind: STATEFULSETS,
-                object: updated,
-                subresource: "status",
-            });
+        if !inconsistent {
+            return None;
         }
-
-        // History: keep revisionHistoryLimit revisions besides the live ones.
-        let mut live: BTreeSet<String> = [current_name, update_name].into();
-        live.extend(pods.iter().map(|p| id::revision_of(p).to_string()));
-        let limit = set
-            .at("/spec/revisionHistoryLimit")
-            .and_then(Value::as_i64)
-            .unwrap_or(10);
-        let old: Vec<Action> = history::to_truncate(&revisions, &live, limit)
-            .into_iter()
-            .map(|r| Action::Delete {
-                kind: CONTROLLERREVISIONS,
-                namespace: self.ns.clone(),
-                name: obj::name(r).to_string(),
-                options: DeleteOptions::default(),
-            })
-            .collect();
-        actions.extend(seq(old));
-
-        let min_ready = set
-            .at("/spec/minReadySeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let requeue_after = (min_ready > 0 && counts.available != replicas)
-            .then(|| Duration::from_secs(min_ready as u64));
-        Ok(Outcome {
-            actions,
-            requeue_after,
-            ..Outcome::default()
+        let mut updated = set.clone();
+        updated["status"] = json!({
+            "observedGeneration": generation,
+            "replicas": counts.replicas,
+            "readyReplicas": counts.ready,
+            "currentReplicas": current_out,
+            "updatedReplicas": counts.updated,
+            "currentRevision": current_revision,
+            "updateRevision": update_name,
+            "collisionCount": collision,
+            "availableReplicas": counts.available,
+        });
+        Some(Action::UpdateSubresource {
+            kind: STATEFULSETS,
+            object: updated,
+            subresource: "status",
         })
     }
 
