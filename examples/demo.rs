@@ -60,7 +60,7 @@ fn demo() -> Result<Sandbox, Box<dyn std::error::Error>> {
     let Command::Run(cfg) = cli::parse(&args)? else {
         return Err("unexpected command".into());
     };
-    edgekcm::logging::init(cfg.verbosity, cfg.logging_format);
+    edgekcm::runtime::logging::init(cfg.verbosity, cfg.logging_format);
     let stop = Arc::new(AtomicBool::new(false));
     let kcm = {
         let stop = stop.clone();

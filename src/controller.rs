@@ -10,7 +10,7 @@ pub use crate::cache::Watch;
 use crate::cache::{Cache, Delta};
 use crate::error::Result;
 use crate::queue::WorkQueue;
-use crate::workers::Workers;
+use crate::runtime::workers::Workers;
 use serde_json::Value;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -231,7 +231,7 @@ impl<K: Clone + Eq + std::hash::Hash + Send + 'static> Served for Workers<K> {
 }
 
 impl RunEnv {
-    /// Serve `queue` with the shared worker loop (`crate::workers`): at most `limit` keys at
+    /// Serve `queue` with the shared worker loop (`crate::runtime::workers`): at most `limit` keys at
     /// once, each handed to `handle` and then marked done; the manager waits for them at
     /// shutdown. The queue itself is the controller's to shut down (`SelfDriven::shutdown`).
     pub fn serve<K: Clone + Eq + std::hash::Hash + Send + 'static>(

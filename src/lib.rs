@@ -14,24 +14,17 @@ pub mod events;
 #[cfg(test)]
 mod fuzz;
 pub mod gofmt;
-pub mod heap;
 pub mod leader;
-pub mod logging;
 pub mod manager;
-pub mod memops;
 pub mod metrics;
-pub mod notify;
 pub mod obj;
-pub mod pool;
 pub mod queue;
-pub mod reactor;
 pub mod run;
+pub mod runtime;
 #[cfg(any(test, feature = "sandbox"))]
 pub mod sandbox;
 pub mod server;
 pub mod startup;
 pub mod timefmt;
-pub mod timer;
-pub mod workers;
 
 pub use error::{Error, Result};

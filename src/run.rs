@@ -138,7 +138,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
 
     let health = Health::new();
     // systemd: ping the watchdog while /healthz passes (WatchdogSec= in the unit).
-    let _watchdog = crate::notify::start_watchdog({
+    let _watchdog = crate::runtime::notify::start_watchdog({
         let h = health.clone();
         move || h.healthz(&Default::default()).status == 200
     });
@@ -255,7 +255,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                 }
                 started.store(true, Ordering::SeqCst);
                 let n = m.controller_names().len();
-                crate::notify::ready(&format!("caches synced; {n} controllers running"));
+                crate::runtime::notify::ready(&format!("caches synced; {n} controllers running"));
             }
         }
     };
@@ -272,7 +272,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         Some(e) => {
             // systemd: a standby is up once it has seen another holder of the lease.
             let (e2, started2) = (e.clone(), started.clone());
-            crate::notify::ready_when(stop.clone(), move || {
+            crate::runtime::notify::ready_when(stop.clone(), move || {
                 let holder = e2.leader();
                 let standby = !started2.load(Ordering::SeqCst)
                     && !holder.is_empty()
@@ -321,7 +321,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                 // lease. Nothing more is written meanwhile: another may hold the lease already.
                 fence.close();
                 log::error!("leaderelection lost");
-                crate::notify::stopping();
+                crate::runtime::notify::stopping();
                 return Ok(EXIT_LOST_LEADERSHIP);
             }
             led = Some((ended, rx, e.clone()));
@@ -329,7 +329,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     }
 
     log::info!("shutting down");
-    crate::notify::stopping();
+    crate::runtime::notify::stopping();
     let t0 = Instant::now();
     match led {
         None => {

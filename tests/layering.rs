@@ -27,6 +27,7 @@ const KERNEL: &[&str] = &[
     "pool.rs",
     "queue",
     "reactor.rs",
+    "runtime",
     "sandbox",
     "server.rs",
     "server",

@@ -123,7 +123,7 @@ pub struct Config {
     /// `-v` / `--v`.
     pub verbosity: u32,
     /// `--logging-format`.
-    pub logging_format: crate::logging::Format,
+    pub logging_format: crate::runtime::logging::Format,
     /// One line per ignored, renamed or removed flag; logged once at start.
     pub warnings: Vec<String>,
     /// The text of flags given on the command line that edgekcm keeps as text, for
@@ -222,7 +222,7 @@ impl Default for Config {
             authorization_webhook_cache_authorized_ttl: Duration::from_secs(10),
             authorization_webhook_cache_unauthorized_ttl: Duration::from_secs(10),
             verbosity: 0,
-            logging_format: crate::logging::Format::Text,
+            logging_format: crate::runtime::logging::Format::Text,
             warnings: Vec::new(),
             given: BTreeMap::new(),
         }

@@ -13,8 +13,8 @@
 //!
 //! Workers either block in `get` (a condition variable), or are started on demand: with
 //! `set_on_ready`, the queue calls back whenever a key becomes available (delayed keys are
-//! brought in by the shared timer thread, `crate::timer`), and workers take keys with the
-//! non-blocking `try_get` (see `crate::workers`).
+//! brought in by the shared timer thread, `crate::runtime::timer`), and workers take keys with the
+//! non-blocking `try_get` (see `crate::runtime::workers`).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
@@ -181,7 +181,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// next of them (see `set_on_ready`).
     fn poke_unarmed_at(&self, t: Instant) {
         let me = self.me.clone();
-        crate::timer::at(t, move || {
+        crate::runtime::timer::at(t, move || {
             let Some(q) = me.upgrade() else { return };
             let now = (q.clock)();
             let mut st = lock(&q.state);
@@ -214,7 +214,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             return;
         }
         let me = self.me.clone();
-        crate::timer::at(t, move || {
+        crate::runtime::timer::at(t, move || {
             if let Some(q) = me.upgrade() {
                 q.poke();
             }

@@ -73,7 +73,7 @@ fn set_verbosity(body: &[u8]) -> Result<String, String> {
     parse_go_uint10(val, 32)?;
     let level = parse_go_int10(val, 32)
         .map_err(|e| format!("failed set klog.logging.verbosity {val}: {e}"))?;
-    crate::logging::set_verbosity(u32::try_from(level).unwrap_or(0));
+    crate::runtime::logging::set_verbosity(u32::try_from(level).unwrap_or(0));
     Ok(format!("successfully set klog.logging.verbosity to {val}"))
 }
 
@@ -101,7 +101,7 @@ mod tests {
     /// Every case as kube-controller-manager v1.28.4 answered it.
     #[test]
     fn flags_v_as_upstream_answers() {
-        let _serial = crate::logging::VERBOSITY_TEST_LOCK
+        let _serial = crate::runtime::logging::VERBOSITY_TEST_LOCK
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         for (body, status, text) in [
@@ -161,12 +161,12 @@ mod tests {
             let r = flags_v(&put(body));
             assert_eq!(answer(&r), (status, "text/plain", text.to_string()));
             if body == b"3" {
-                assert_eq!(crate::logging::verbosity(), 3);
+                assert_eq!(crate::runtime::logging::verbosity(), 3);
                 assert_eq!(log::max_level(), log::LevelFilter::Debug);
             }
             assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
         }
-        assert_eq!(crate::logging::verbosity(), 0);
+        assert_eq!(crate::runtime::logging::verbosity(), 0);
         for method in ["GET", "POST", "HEAD", "DELETE", "PATCH", "OPTIONS"] {
             let r = flags_v(&Request {
                 method: method.into(),
@@ -177,7 +177,7 @@ mod tests {
                 (406, "text/plain", "unsupported http method\n".to_string())
             );
         }
-        assert_eq!(crate::logging::verbosity(), 0);
+        assert_eq!(crate::runtime::logging::verbosity(), 0);
     }
 
     #[test]

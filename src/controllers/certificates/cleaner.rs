@@ -193,7 +193,7 @@ impl SelfDriven for CsrCleaner {
                     return false;
                 };
                 let (client, stopped, running) = (client.clone(), stopped.clone(), running.clone());
-                crate::pool::spawn(move || {
+                crate::runtime::pool::spawn(move || {
                     // A pass still running (a slow server) makes this one unnecessary.
                     if let Ok(_held) = running.try_lock() {
                         pass(&cache, &client, &stopped);
@@ -203,7 +203,7 @@ impl SelfDriven for CsrCleaner {
             }
         };
         run();
-        crate::timer::every(self.period, run);
+        crate::runtime::timer::every(self.period, run);
         Vec::new()
     }
     fn shutdown(&self) {

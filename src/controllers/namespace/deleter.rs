@@ -150,7 +150,7 @@ impl Inner {
 
         // Empty the resources, a few at a time.
         let results: Mutex<Vec<(Kind, Leftover, Option<String>)>> = Mutex::new(Vec::new());
-        crate::pool::for_each_parallel(resources.len(), PARALLEL_RESOURCES, |i| {
+        crate::runtime::pool::for_each_parallel(resources.len(), PARALLEL_RESOURCES, |i| {
             let r = resources[i];
             let t0 = Instant::now();
             let (left, err) = self.empty_resource(client, &r.kind, r.verbs, &name, deleting_for);
@@ -320,7 +320,7 @@ impl Inner {
             return send(String::new());
         }
         let outcome: Mutex<Result<bool>> = Mutex::new(Ok(true));
-        crate::pool::for_each_parallel(pages.len(), PARALLEL_PAGES, |i| {
+        crate::runtime::pool::for_each_parallel(pages.len(), PARALLEL_PAGES, |i| {
             let mut q = format!("?limit={PAGE}");
             if let Some(t) = &pages[i] {
                 q.push_str("&continue=");
@@ -495,7 +495,7 @@ fn delete_each(client: &Client, kind: &Kind, ns: &str, items: &[Remnant]) -> Res
         ..Default::default()
     };
     let failed: Mutex<Option<Error>> = Mutex::new(None);
-    crate::pool::for_each_parallel(items.len(), PARALLEL_PAGES, |i| {
+    crate::runtime::pool::for_each_parallel(items.len(), PARALLEL_PAGES, |i| {
         match client.delete(kind, Some(ns), &items[i].name, &background) {
             Ok(()) => true,
             Err(e) if e.is_not_found() || e.code() == Some(405) => true,

@@ -482,7 +482,7 @@ impl Inner {
             }
         }
         let zones: Mutex<HashMap<String, Vec<String>>> = Mutex::default();
-        crate::pool::for_each_parallel(nodes.len(), NODE_WORKERS, |i| {
+        crate::runtime::pool::for_each_parallel(nodes.len(), NODE_WORKERS, |i| {
             let one = Instant::now();
             if let Some((zone, status)) = self.node_health(e, nodes[i].clone()) {
                 lock(&zones).entry(zone).or_default().push(status);

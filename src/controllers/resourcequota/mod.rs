@@ -435,7 +435,7 @@ impl SelfDriven for ResourceQuotaController {
                 }
                 i.enqueue_all();
                 let weak = Arc::downgrade(&i);
-                crate::timer::every(i.sync_period, move || {
+                crate::runtime::timer::every(i.sync_period, move || {
                     weak.upgrade().map(|i| i.enqueue_all()).is_some()
                 });
             }),

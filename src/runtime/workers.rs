@@ -1,5 +1,5 @@
 //! The worker loop, once for every controller: the keys of a work queue are handled on helper
-//! threads (`crate::pool`), at most `limit` at a time (a `--concurrent-*-syncs` value).
+//! threads (`crate::runtime::pool`), at most `limit` at a time (a `--concurrent-*-syncs` value).
 //!
 //! No thread waits on an empty queue: when a key becomes available the queue calls back
 //! (`WorkQueue::set_on_ready`), a helper is put to work if fewer than `limit` are, and it
@@ -87,7 +87,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Workers<K> {
             self.leave();
             return;
         };
-        if !crate::pool::spawn(move || me.run()) {
+        if !crate::runtime::pool::spawn(move || me.run()) {
             log::error!("{}: cannot start a worker thread", self.name);
             self.leave();
         }
