@@ -187,7 +187,7 @@ impl ServerCertVerifier for NoVerification {
 
 /// ureq's connector chain (HTTP CONNECT proxy, TCP) followed by TLS with our configuration,
 /// which `Connector::set_config` gives once (connections made before fail). Used behind a
-/// proxy only: requests go over `api::direct` connections otherwise.
+/// proxy only: requests go over `api::client::direct` connections otherwise.
 #[derive(Debug)]
 pub(crate) struct Connector {
     chain: Box<dyn UreqConnector<(), Out = Box<dyn Transport>>>,
