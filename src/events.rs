@@ -137,7 +137,7 @@ fn key_hash(text: &str) -> u64 {
 }
 
 fn timestamp(t: SystemTime) -> String {
-    crate::timefmt::rfc3339(t)
+    crate::compat::timefmt::rfc3339(t)
 }
 
 impl Correlator {

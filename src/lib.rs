@@ -5,6 +5,7 @@ pub mod auth;
 pub mod cache;
 pub mod certs;
 pub mod cli;
+pub mod compat;
 pub mod config;
 pub mod controller;
 pub mod controllers;
@@ -13,7 +14,6 @@ pub mod error;
 pub mod events;
 #[cfg(test)]
 mod fuzz;
-pub mod gofmt;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
@@ -25,6 +25,5 @@ pub mod runtime;
 pub mod sandbox;
 pub mod server;
 pub mod startup;
-pub mod timefmt;
 
 pub use error::{Error, Result};

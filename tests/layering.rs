@@ -15,7 +15,7 @@ const KERNEL: &[&str] = &[
     "credentials.rs",
     "error.rs",
     "events.rs",
-    "gofmt.rs",
+    "compat",
     "heap.rs",
     "leader",
     "logging.rs",
@@ -31,7 +31,6 @@ const KERNEL: &[&str] = &[
     "sandbox",
     "server.rs",
     "server",
-    "timefmt.rs",
     "timer.rs",
     "workers.rs",
 ];

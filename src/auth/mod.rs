@@ -21,7 +21,7 @@
 //! unless `--authentication-tolerate-lookup-failure`) and re-read when a request needs them and
 //! they are older than [`CONFIGMAP_REFRESH`]; `--client-ca-file` is re-read when it changes.
 
-use crate::gofmt::go_quote;
+use crate::compat::quote::go_quote;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -193,7 +193,7 @@ pub(crate) fn service_ip(ranges: &str) -> Result<IpAddr> {
     }
     let cidrs = parts
         .iter()
-        .map(|p| p.parse::<crate::config::Cidr>())
+        .map(|p| p.parse::<crate::compat::cidr::Cidr>())
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| bad(&e))?;
     if let [a, b] = cidrs.as_slice() {

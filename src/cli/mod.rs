@@ -277,7 +277,7 @@ fn keep(
     ty.parse(&o.value).map_err(|e| {
         Error::Config(format!(
             "invalid argument {} for \"--{}\" flag: {e}",
-            config::go_quote(o.value.as_bytes()),
+            crate::compat::parse::go_quote(o.value.as_bytes()),
             o.name
         ))
     })?;
@@ -295,7 +295,7 @@ fn release(since: &str) -> String {
 }
 
 fn bool_value(o: &Occurrence) -> Result<bool> {
-    config::parse_go_bool(&o.value).map_err(|e| {
+    crate::compat::parse::parse_go_bool(&o.value).map_err(|e| {
         Error::Config(format!(
             "invalid argument {:?} for \"--{}\" flag: {e}",
             o.value, o.name

@@ -9,21 +9,15 @@ use crate::cli::RunFlags;
 use crate::controllers::registry::ControllerSelection;
 use crate::error::{Error, Result};
 
-mod cidr;
 pub mod componentconfig;
 pub mod files;
 mod flagtype;
-mod gojson;
-mod goparse;
 pub(crate) mod gopem;
 mod groups;
 mod signing;
-pub use cidr::Cidr;
+use crate::compat::cidr::Cidr;
+use crate::compat::parse::{format_go_duration, go_quote, parse_go_bool, parse_go_duration};
 pub use flagtype::{record as record_flag, FlagType, FlagValue};
-pub use gojson::Json;
-pub use goparse::{
-    format_go_duration, go_quote, parse_go_bool, parse_go_duration, parse_go_int10, parse_go_uint10,
-};
 pub use groups::{
     EndpointOptions, EndpointSliceOptions, GarbageCollectorOptions, KubeCloudShared,
     NamespaceOptions, NodeIpamOptions, NodeLifecycleOptions, PodGcOptions, SaControllerOptions,
@@ -251,7 +245,8 @@ impl Config {
             ("unhealthy-zone-threshold", &mut nl.unhealthy_zone_threshold),
         ] {
             if let Some(v) = self.given.get(flag) {
-                *to = goparse::parse_go_float(v, 32).map_err(|e| invalid(flag, v, &e))? as f32;
+                *to = crate::compat::parse::parse_go_float(v, 32)
+                    .map_err(|e| invalid(flag, v, &e))? as f32;
             }
         }
         if let Some(v) = self.given.get("large-cluster-size-threshold") {
@@ -328,8 +323,8 @@ impl Config {
             ),
         ] {
             if let Some(v) = v {
-                let (negative, d) =
-                    goparse::parse_go_duration_signed(&v).map_err(|e| invalid(flag, &v, &e))?;
+                let (negative, d) = crate::compat::parse::parse_go_duration_signed(&v)
+                    .map_err(|e| invalid(flag, &v, &e))?;
                 *slot = if negative { Duration::ZERO } else { d };
                 // `/configz` shows the value as given (a negative one too).
                 record_flag(&mut c.given, flag, FlagType::Duration, &v);
@@ -538,7 +533,8 @@ impl Config {
         )?;
         if let Some(v) = f.v {
             // klog's Level is an int32 read in base 10; negative levels behave as 0.
-            let n = goparse::parse_go_int10(&v, 32).map_err(|why| invalid("v", &v, &why))?;
+            let n = crate::compat::parse::parse_go_int10(&v, 32)
+                .map_err(|why| invalid("v", &v, &why))?;
             c.verbosity = n.max(0) as u32;
         }
         if let Some(v) = f.logging_format {
@@ -657,7 +653,7 @@ fn boolean(slot: &mut bool, flag: &str, v: Option<String>) -> Result<()> {
 /// pflag's int and int32 flags: Go's `strconv.ParseInt(v, 0, 32)` (`0x10`, `010` and `1_000`
 /// are numbers too).
 fn parse_i32(flag: &str, v: &str) -> Result<i32> {
-    goparse::parse_go_int(v, 32)
+    crate::compat::parse::parse_go_int(v, 32)
         .map(|n| n as i32)
         .map_err(|why| invalid(flag, v, &why))
 }
@@ -669,7 +665,7 @@ fn non_negative(flag: &str, n: i32) -> Result<u32> {
 /// pflag's float32 flags (Go's `strconv.ParseFloat(v, 32)`); NaN and infinities, which Go
 /// reads, are refused too.
 fn parse_f32(flag: &str, v: &str) -> Result<f32> {
-    goparse::parse_go_float(v, 32)
+    crate::compat::parse::parse_go_float(v, 32)
         .and_then(|f| {
             f.is_finite().then_some(f as f32).ok_or_else(|| {
                 format!(

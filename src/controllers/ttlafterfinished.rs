@@ -87,7 +87,7 @@ pub fn process_ttl(job: &Value, now: SystemTime) -> std::result::Result<Ttl, Str
     }
     let key = obj::key(job);
     let finished = finish_time_field(job)
-        .and_then(crate::timefmt::parse_rfc3339)
+        .and_then(crate::compat::timefmt::parse_rfc3339)
         .ok_or_else(|| format!("unable to find the time when the Job {key} finished"))?;
     if finished > now {
         log::info!(
@@ -128,7 +128,7 @@ pub fn metric_families() -> Vec<crate::metrics::Family> {
 
 /// When a Job's TTL ran out.
 fn expiry(job: &Value) -> Option<SystemTime> {
-    let finished = finish_time_field(job).and_then(crate::timefmt::parse_rfc3339)?;
+    let finished = finish_time_field(job).and_then(crate::compat::timefmt::parse_rfc3339)?;
     let ttl = job["spec"]["ttlSecondsAfterFinished"].as_i64()?;
     if ttl >= 0 {
         finished.checked_add(Duration::from_secs(ttl as u64))
@@ -238,7 +238,7 @@ mod tests {
     }
 
     fn at(s: &str) -> SystemTime {
-        crate::timefmt::parse_rfc3339(s).unwrap()
+        crate::compat::timefmt::parse_rfc3339(s).unwrap()
     }
 
     #[test]

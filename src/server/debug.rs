@@ -11,9 +11,8 @@
 use std::sync::Arc;
 
 use super::{Handler, Request, Response, Server};
-use crate::config::{
-    componentconfig, go_quote, parse_go_bool, parse_go_int10, parse_go_uint10, Config,
-};
+use crate::compat::parse::{go_quote, parse_go_bool, parse_go_int10, parse_go_uint10};
+use crate::config::{componentconfig, Config};
 
 pub const CONFIGZ_PATH: &str = "/configz";
 pub const FLAGS_V_PATH: &str = "/debug/flags/v";

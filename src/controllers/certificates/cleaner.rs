@@ -67,7 +67,7 @@ impl Reason {
 /// upstream's `isOlderThan`: a time that is set and more than `d` before `now`.
 fn older_than(t: Option<&Value>, d: Duration, now: SystemTime) -> bool {
     t.and_then(Value::as_str)
-        .and_then(crate::timefmt::parse_rfc3339)
+        .and_then(crate::compat::timefmt::parse_rfc3339)
         .and_then(|t| now.duration_since(t).ok())
         .is_some_and(|age| age > d)
 }

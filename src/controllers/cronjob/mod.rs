@@ -425,7 +425,7 @@ pub fn metric_families() -> Vec<crate::metrics::Family> {
 fn observe_skew(job: &Value, scheduled: i64) {
     if let Some(created) = job["metadata"]["creationTimestamp"]
         .as_str()
-        .and_then(crate::timefmt::parse_rfc3339)
+        .and_then(crate::compat::timefmt::parse_rfc3339)
     {
         let skew = (gotime::from_system(created) - scheduled) as f64 / 1e9;
         creation_skew().observe(skew);

@@ -312,7 +312,7 @@ pub fn plan(inp: &Input) -> Plan {
         ));
         return out;
     }
-    let now_s = crate::timefmt::rfc3339(inp.now);
+    let now_s = crate::compat::timefmt::rfc3339(inp.now);
     let indexed = is_indexed(job);
     let completions = int(job, "/spec/completions").map(|c| c.max(0) as usize);
     let comp_n = completions.unwrap_or(0);
@@ -370,7 +370,7 @@ pub fn plan(inp: &Input) -> Plan {
     let start = status
         .get("startTime")
         .and_then(Value::as_str)
-        .and_then(crate::timefmt::parse_rfc3339);
+        .and_then(crate::compat::timefmt::parse_rfc3339);
     let record = backoff::next_record(inp.record, &new_succeeded, &new_failed);
 
     let mut conds = conditions(job);

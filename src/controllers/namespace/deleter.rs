@@ -114,7 +114,7 @@ impl Inner {
         let deleted_at = ns
             .at("/metadata/deletionTimestamp")
             .and_then(Value::as_str)
-            .and_then(crate::timefmt::parse_rfc3339)
+            .and_then(crate::compat::timefmt::parse_rfc3339)
             .unwrap_or_else(SystemTime::now);
         let deleting_for = SystemTime::now()
             .duration_since(deleted_at)
@@ -187,7 +187,7 @@ impl Inner {
         conds.content_totals(&remaining, &finalizers);
 
         let mut ns = ns;
-        let now = crate::timefmt::rfc3339(SystemTime::now());
+        let now = crate::compat::timefmt::rfc3339(SystemTime::now());
         let mut status = ns.get("status").cloned().unwrap_or(json!({}));
         if conds.apply(&mut status, &now) {
             ns["status"] = status;

@@ -159,7 +159,7 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
             .cloned()
             .unwrap_or_default(),
         events: Vec::new(),
-        now: crate::timefmt::rfc3339(input.now),
+        now: crate::compat::timefmt::rfc3339(input.now),
     };
     let old_current = hpa
         .at("/status/currentReplicas")
@@ -328,7 +328,7 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
             "horizontal-pod-autoscaler: successfully rescaled {}: {current} -> {desired} ({reason})",
             crate::obj::key(hpa)
         );
-        last_scale = Some(json!(crate::timefmt::rfc3339(input.now)));
+        last_scale = Some(json!(crate::compat::timefmt::rfc3339(input.now)));
     } else {
         desired = current;
     }

@@ -13,8 +13,8 @@
 //!   name and UID) and `sub` `system:serviceaccount:<ns>:<name>`. No `exp`, `iat`, `nbf` or
 //!   `aud`: legacy tokens do not expire.
 
-use super::super::kit::jws;
 use crate::certs::der;
+use crate::compat::jws;
 use crate::config::gopem;
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair as _, RsaKeyPair};

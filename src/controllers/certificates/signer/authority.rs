@@ -179,7 +179,7 @@ impl Ca {
         if not_after >= self.not_after {
             not_after = self.not_after;
         }
-        let ca_end = crate::timefmt::rfc3339(self.not_after);
+        let ca_end = crate::compat::timefmt::rfc3339(self.not_after);
         if not_before >= self.not_after {
             return Err(format!("the signer has expired: NotAfter={ca_end}"));
         }
@@ -292,7 +292,7 @@ fn serial() -> Vec<u8> {
 
 /// UTCTime for 1950-2049, GeneralizedTime otherwise (encoding/asn1's choice), to the second.
 fn time(t: SystemTime) -> Vec<u8> {
-    let s = crate::timefmt::rfc3339(t);
+    let s = crate::compat::timefmt::rfc3339(t);
     let digits: String = s.chars().filter(char::is_ascii_digit).collect();
     let year: u32 = digits.get(..4).and_then(|y| y.parse().ok()).unwrap_or(0);
     if (1950..2050).contains(&year) {

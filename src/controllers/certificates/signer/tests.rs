@@ -167,7 +167,7 @@ fn certificate_shape_is_upstreams() {
     )
     .unwrap();
     let now = SystemTime::UNIX_EPOCH
-        + Duration::from_secs(crate::timefmt::unix_seconds(SystemTime::now()) as u64);
+        + Duration::from_secs(crate::compat::timefmt::unix_seconds(SystemTime::now()) as u64);
     let usages = ["server auth", "digital signature", "key encipherment"];
     let der = ca.sign(&req, &usages, YEAR, now).unwrap();
     let exts = extensions(&der);
