@@ -17,6 +17,7 @@
 mod ca;
 pub mod der;
 mod files;
+pub mod gopem;
 mod kubeconfig;
 mod leaf;
 mod sakeys;

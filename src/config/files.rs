@@ -17,8 +17,8 @@
 
 use std::path::Path;
 
-use super::gopem;
 use super::{Config, SignerFiles};
+use crate::certs::gopem;
 use crate::error::{Error, Result};
 
 /// Go's words for a file that cannot be read (`open /x: no such file or directory`).

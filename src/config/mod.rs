@@ -12,7 +12,6 @@ use crate::error::{Error, Result};
 pub mod componentconfig;
 pub mod files;
 mod flagtype;
-pub(crate) mod gopem;
 mod groups;
 mod signing;
 use crate::compat::cidr::Cidr;

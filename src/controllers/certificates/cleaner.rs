@@ -83,7 +83,7 @@ fn any_condition(csr: &Value, type_: &str, d: Duration, now: SystemTime) -> bool
 /// (all of them must parse), and the first one's notAfter passed.
 fn certificate_expired(csr: &Value, now: SystemTime) -> bool {
     let pem = certificate(csr);
-    let Some(block) = crate::config::gopem::first_block(&pem) else {
+    let Some(block) = crate::certs::gopem::first_block(&pem) else {
         return false;
     };
     let mut rest = block.der.as_slice();

@@ -63,7 +63,7 @@ fn malformed(what: &str) -> String {
 
 /// upstream's `certificates.ParseCSR`: the first PEM block must be a `CERTIFICATE REQUEST`.
 pub fn parse_pem(pem: &[u8]) -> Result<Request, String> {
-    match crate::config::gopem::first_block(pem) {
+    match crate::certs::gopem::first_block(pem) {
         Some(b) if b.kind == "CERTIFICATE REQUEST" => parse_der(&b.der),
         _ => Err("PEM block type must be CERTIFICATE REQUEST".to_string()),
     }
@@ -363,7 +363,7 @@ mod tests {
         );
         assert!(parse_pem(b"").is_err());
         let pem = request_pem("system:node:n1", &["system:nodes"], &[]);
-        let der = crate::config::gopem::first_block(pem.as_bytes())
+        let der = crate::certs::gopem::first_block(pem.as_bytes())
             .unwrap()
             .der;
         let mut trailing = der.clone();

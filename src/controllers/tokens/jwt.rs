@@ -14,8 +14,8 @@
 //!   `aud`: legacy tokens do not expire.
 
 use crate::certs::der;
+use crate::certs::gopem;
 use crate::compat::jws;
-use crate::config::gopem;
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair as _, RsaKeyPair};
 

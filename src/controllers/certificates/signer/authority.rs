@@ -20,7 +20,7 @@ use super::super::request::Request;
 use crate::certs::der::{
     self, BIT_STRING, BOOLEAN, INTEGER, NULL, OCTET_STRING, OID, SEQUENCE, SET,
 };
-use crate::config::gopem;
+use crate::certs::gopem;
 
 const OID_SHA256_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b];
 const OID_ECDSA_SHA256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];

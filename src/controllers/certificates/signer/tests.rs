@@ -46,7 +46,7 @@ fn cas() -> Vec<(&'static str, String, String)> {
     let p384 = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap();
     let rsa = crate::certs::load_key(RSA_PKCS1.as_bytes()).unwrap();
     let rsa_cert = ca_cert(&rsa, 365);
-    let rsa_der = crate::config::gopem::first_block(RSA_PKCS1.as_bytes())
+    let rsa_der = crate::certs::gopem::first_block(RSA_PKCS1.as_bytes())
         .unwrap()
         .der;
     vec![
@@ -68,7 +68,7 @@ fn ec_ca() -> Ca {
 }
 
 fn cert_der(pem: &str) -> Vec<u8> {
-    crate::config::gopem::first_block(pem.as_bytes())
+    crate::certs::gopem::first_block(pem.as_bytes())
         .unwrap()
         .der
 }
