@@ -9,6 +9,7 @@ use crate::api::Kind;
 pub use crate::cache::Watch;
 use crate::cache::{Cache, Delta};
 use crate::error::Result;
+pub use crate::events::{EventSpec, EventType, ObjectRef};
 use crate::queue::WorkQueue;
 use crate::runtime::workers::Workers;
 use serde_json::Value;
@@ -23,44 +24,6 @@ pub struct Cx<'a> {
     pub cache: &'a Cache,
     pub now: SystemTime,
     pub client: &'a Client,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    Normal,
-    Warning,
-}
-
-/// A core/v1 Event to record about an object.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventSpec {
-    pub involved: ObjectRef,
-    pub event_type: EventType,
-    pub reason: String,
-    pub message: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectRef {
-    pub kind: String,
-    pub api_version: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    pub resource_version: String,
-}
-
-impl ObjectRef {
-    pub fn of(kind: &Kind, o: &Value) -> Self {
-        ObjectRef {
-            kind: kind.kind.to_string(),
-            api_version: kind.api_version(),
-            namespace: crate::obj::namespace(o).to_string(),
-            name: crate::obj::name(o).to_string(),
-            uid: crate::obj::uid(o).to_string(),
-            resource_version: crate::obj::resource_version(o).to_string(),
-        }
-    }
 }
 
 /// One write a reconcile asks for.

@@ -14,6 +14,9 @@
 //! Existing files are kept (after checking they still fit: key matches certificate, signed by
 //! the CA, valid now, the names asked for) unless `--force`. Keys and kubeconfigs are 0600.
 
+/// File names inside `--cert-dir`, as upstream (`<PairName>.crt/.key`).
+pub const CERT_DIR_PAIR_NAME: &str = "kube-controller-manager";
+
 mod ca;
 pub mod der;
 mod files;
@@ -463,7 +466,7 @@ fn generate_at(o: &CertsOptions, now: SystemTime) -> Result<Report> {
         o,
         &ca,
         &mut r,
-        crate::server::CERT_DIR_PAIR_NAME,
+        CERT_DIR_PAIR_NAME,
         "kube-controller-manager",
         &kcm_names,
         "edgekcm serving certificate",
@@ -493,7 +496,7 @@ fn generate_at(o: &CertsOptions, now: SystemTime) -> Result<Report> {
     let p = |path: &Path| path.display().to_string();
     let kc = p(&o.kubeconfig_dir.join("controller-manager.conf"));
     let ca_crt = p(&ca.cert_path);
-    let (kcm_crt, kcm_key) = pair_paths(&o.dir, crate::server::CERT_DIR_PAIR_NAME);
+    let (kcm_crt, kcm_key) = pair_paths(&o.dir, CERT_DIR_PAIR_NAME);
     let (api_crt, api_key) = pair_paths(&o.dir, "apiserver");
     let sa_key = p(&o.dir.join("sa.key"));
     r.edgekcm_flags = vec![

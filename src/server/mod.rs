@@ -81,9 +81,6 @@ impl Default for Limits {
     }
 }
 
-/// File names inside `--cert-dir`, as upstream (`<PairName>.crt/.key`).
-pub const CERT_DIR_PAIR_NAME: &str = "kube-controller-manager";
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServeConfig {
     pub bind_address: IpAddr,

@@ -16,7 +16,8 @@ use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
-use super::{ServeConfig, CERT_DIR_PAIR_NAME};
+use super::ServeConfig;
+use crate::certs::CERT_DIR_PAIR_NAME;
 use crate::error::{Error, Result};
 
 // ---------------------------------------------------------------------------------------------
