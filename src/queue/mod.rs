@@ -493,6 +493,24 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 }
 
+impl<K: Clone + Eq + Hash + Send + 'static> crate::runtime::workers::KeyQueue<K> for WorkQueue<K> {
+    fn set_on_ready(&self, f: Box<dyn Fn() + Send + Sync>) {
+        WorkQueue::set_on_ready(self, f)
+    }
+    fn try_get(&self) -> Option<K> {
+        WorkQueue::try_get(self)
+    }
+    fn add_after(&self, k: K, d: Duration) {
+        WorkQueue::add_after(self, k, d)
+    }
+    fn done(&self, k: &K) {
+        WorkQueue::done(self, k)
+    }
+    fn has_queued(&self) -> bool {
+        WorkQueue::has_queued(self)
+    }
+}
+
 impl<K: Clone + Eq + Hash + Send + 'static> crate::metrics::QueueMetrics for WorkQueue<K> {
     fn queue_stats(&self) -> QueueStats {
         self.stats()
