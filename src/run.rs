@@ -155,7 +155,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         );
         let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(&cfg)?)?;
         s.set_filter(auth.filter());
-        s.route("/metrics", crate::metrics::handler());
+        s.route("/metrics", crate::server::metrics_handler());
         crate::server::debug::install(&mut s, &cfg);
         for row in registry::implemented() {
             if let Some(route) = row.debug.filter(|_| cfg.controllers.is_enabled(row.name)) {
@@ -182,7 +182,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
 
     let recorder = Arc::new(Recorder::start());
     let cache = Cache::new(root.clone());
-    crate::metrics::register_cache(&cache);
+    crate::cache::register_metrics(&cache);
     let mut manager = Manager::new(cache.clone(), recorder.clone());
     for c in &controllers {
         let client = controller_client(&cfg, &rest, &root, c)?;

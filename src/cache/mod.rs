@@ -3,11 +3,13 @@
 
 mod echo;
 mod memo;
+mod metrics;
 pub mod monitors;
 pub mod reflector;
 pub mod store;
 mod watch;
 
+pub use metrics::register_metrics;
 pub use reflector::{Handler, Informer};
 pub use store::{Delta, DeltaKind, Store};
 pub use watch::Watch;

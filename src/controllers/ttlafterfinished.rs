@@ -104,12 +104,12 @@ pub fn process_ttl(job: &Value, now: SystemTime) -> std::result::Result<Ttl, Str
 
 /// `ttl_after_finished_controller_job_deletion_duration_seconds`: buckets 0.1, 0.2, ...
 /// 819.2 (14).
-fn deletion_duration() -> std::sync::MutexGuard<'static, crate::queue::Histogram> {
-    static H: std::sync::OnceLock<std::sync::Mutex<crate::queue::Histogram>> =
+fn deletion_duration() -> std::sync::MutexGuard<'static, crate::metrics::Histogram> {
+    static H: std::sync::OnceLock<std::sync::Mutex<crate::metrics::Histogram>> =
         std::sync::OnceLock::new();
     H.get_or_init(|| {
         let bounds: Vec<f64> = (0..14).map(|i| 0.1 * f64::from(1u32 << i)).collect();
-        std::sync::Mutex::new(crate::queue::Histogram::new(&bounds))
+        std::sync::Mutex::new(crate::metrics::Histogram::new(&bounds))
     })
     .lock()
     .unwrap_or_else(|p| p.into_inner())

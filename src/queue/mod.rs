@@ -22,10 +22,9 @@ use std::hash::Hash;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-mod metrics;
 mod ratelimit;
 
-pub use metrics::{Histogram, QueueStats, DURATION_BUCKETS};
+use crate::metrics::{Histogram, QueueStats, DURATION_BUCKETS};
 pub use ratelimit::{
     default_controller_rate_limiter, Bucket, ItemExponential, MaxOf, RateLimiter, TokenBucket,
 };

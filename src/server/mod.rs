@@ -25,6 +25,7 @@ mod conn;
 pub mod debug;
 mod healthz;
 pub(crate) mod http;
+mod metrics;
 mod tls;
 
 use std::collections::{HashMap, HashSet};
@@ -41,6 +42,7 @@ use crate::error::{Error, Result};
 
 pub use healthz::Health;
 pub use http::{Check, Filter, Handler, Request, Response, TEXT_PLAIN};
+pub use metrics::metrics_handler;
 use tls::{describe_origin, load_tls, server_config};
 
 /// What the secure port accepts from a client before it refuses or drops it. Go's server,
