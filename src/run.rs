@@ -156,7 +156,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(&cfg)?)?;
         s.set_filter(auth.filter());
         s.route("/metrics", crate::server::metrics_handler());
-        crate::server::debug::install(&mut s, &cfg);
+        crate::config::debug::install(&mut s, &cfg);
         for row in registry::implemented() {
             if let Some(route) = row.debug.filter(|_| cfg.controllers.is_enabled(row.name)) {
                 let (base, handler) = route();

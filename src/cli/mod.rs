@@ -203,7 +203,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
                 keep(&mut given, &o, ty)?;
                 if !flags::READ_AS_GIVEN.contains(&o.name) && warned.insert(o.name) {
                     warnings.push(match o.name {
-                        // Read by the secure port (`server::debug`); the rest of what it turns
+                        // Read by the secure port (`config::debug`); the rest of what it turns
                         // on upstream (/debug/pprof) is not served.
                         "profiling" => "flag --profiling only turns /debug/flags/v on or off here; edgekcm does not serve /debug/pprof".to_string(),
                         n => format!(

@@ -9,7 +9,9 @@ use crate::cli::RunFlags;
 use crate::controllers::registry::ControllerSelection;
 use crate::error::{Error, Result};
 
+mod auth;
 pub mod componentconfig;
+pub mod debug;
 pub mod files;
 mod flagtype;
 mod groups;

@@ -22,7 +22,6 @@
 //! for authentication further up.
 
 mod conn;
-pub mod debug;
 mod healthz;
 pub(crate) mod http;
 mod metrics;
@@ -288,6 +287,18 @@ impl RunningServer {
 impl Drop for RunningServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// What a route answers, without a connection, for tests of routes installed elsewhere.
+#[cfg(test)]
+impl Server {
+    pub(crate) fn dispatch(&self, req: &Request) -> Response {
+        self.app.dispatch(req)
+    }
+
+    pub(crate) fn reads_body(&self, path: &str) -> bool {
+        self.app.reads_body(path)
     }
 }
 

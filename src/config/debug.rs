@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use super::{Handler, Request, Response, Server};
+use super::{componentconfig, Config};
 use crate::compat::parse::{go_quote, parse_go_bool, parse_go_int10, parse_go_uint10};
-use crate::config::{componentconfig, Config};
+use crate::server::{Handler, Request, Response, Server};
 
 pub const CONFIGZ_PATH: &str = "/configz";
 pub const FLAGS_V_PATH: &str = "/debug/flags/v";
@@ -188,22 +188,22 @@ mod tests {
                     other => panic!("{other:?}"),
                 };
             let mut s = Server::new(
-                super::super::ServeConfig {
+                crate::server::ServeConfig {
                     bind_address: "127.0.0.1".parse().unwrap(),
                     port: 0,
                     cert_dir: None,
                     tls_cert_file: None,
                     tls_private_key_file: None,
                 },
-                super::super::Health::new(),
+                crate::server::Health::new(),
             );
             install(&mut s, &cfg);
             s
         };
         let s = server(&[]);
-        assert!(s.app.reads_body(FLAGS_V_PATH));
-        assert!(!s.app.reads_body(CONFIGZ_PATH));
-        let r = s.app.dispatch(&Request::get(CONFIGZ_PATH));
+        assert!(s.reads_body(FLAGS_V_PATH));
+        assert!(!s.reads_body(CONFIGZ_PATH));
+        let r = s.dispatch(&Request::get(CONFIGZ_PATH));
         assert_eq!(r.status, 200);
         assert_eq!(r.content_type, "application/json");
         assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
@@ -215,17 +215,17 @@ mod tests {
             method: "POST".into(),
             ..Request::get(CONFIGZ_PATH)
         };
-        assert_eq!(s.app.dispatch(&post).status, 200);
-        assert_eq!(s.app.dispatch(&Request::get("/configz/")).status, 404);
-        assert_eq!(s.app.dispatch(&Request::get(FLAGS_V_PATH)).status, 406);
+        assert_eq!(s.dispatch(&post).status, 200);
+        assert_eq!(s.dispatch(&Request::get("/configz/")).status, 404);
+        assert_eq!(s.dispatch(&Request::get(FLAGS_V_PATH)).status, 406);
 
         let s = server(&["--profiling=false"]);
-        assert_eq!(s.app.dispatch(&Request::get(FLAGS_V_PATH)).status, 404);
-        assert_eq!(s.app.dispatch(&Request::get(CONFIGZ_PATH)).status, 200);
+        assert_eq!(s.dispatch(&Request::get(FLAGS_V_PATH)).status, 404);
+        assert_eq!(s.dispatch(&Request::get(CONFIGZ_PATH)).status, 200);
 
         // A float JSON cannot hold: upstream's 500.
         let s = server(&["--unhealthy-zone-threshold=NaN"]);
-        let r = s.app.dispatch(&Request::get(CONFIGZ_PATH));
+        let r = s.dispatch(&Request::get(CONFIGZ_PATH));
         assert_eq!(
             answer(&r),
             (
