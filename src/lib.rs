@@ -18,6 +18,7 @@ pub mod leader;
 pub mod manager;
 pub mod metrics;
 pub mod obj;
+pub mod pki;
 pub mod queue;
 pub mod run;
 pub mod runtime;

@@ -26,9 +26,9 @@ use ureq::unversioned::transport::{
 };
 
 use crate::api::kubeconfig::RestConfig;
-use crate::certs::der;
-use crate::certs::spki::PublicKey;
 use crate::error::{Error, Result};
+use crate::pki::der;
+use crate::pki::spki::PublicKey;
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())

@@ -18,13 +18,10 @@
 pub const CERT_DIR_PAIR_NAME: &str = "kube-controller-manager";
 
 mod ca;
-pub mod der;
 mod files;
-pub mod gopem;
 mod kubeconfig;
 mod leaf;
 mod sakeys;
-pub mod spki;
 
 use std::fmt;
 use std::net::IpAddr;
@@ -41,6 +38,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 
 use crate::error::{Error, Result};
+use crate::pki::der;
 
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/pki";
 pub const DEFAULT_SERVER: &str = "https://127.0.0.1:6443";

@@ -18,8 +18,8 @@
 use std::path::Path;
 
 use super::{Config, SignerFiles};
-use crate::certs::gopem;
 use crate::error::{Error, Result};
+use crate::pki::gopem;
 
 /// Go's words for a file that cannot be read (`open /x: no such file or directory`).
 pub fn go_read_error(path: &Path, e: &std::io::Error) -> String {

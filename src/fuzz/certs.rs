@@ -11,8 +11,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{PrivateKeyDer, SubjectPublicKeyInfoDer};
 
 use super::Gen;
-use crate::certs::der::{self, BIT_STRING, INTEGER, OCTET_STRING, OID, SEQUENCE, SET};
 use crate::certs::{first_cert, load_key, spki_bits};
+use crate::pki::der::{self, BIT_STRING, INTEGER, OCTET_STRING, OID, SEQUENCE, SET};
 
 const UTC_TIME: u8 = 0x17;
 const GENERALIZED_TIME: u8 = 0x18;

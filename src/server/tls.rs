@@ -2,7 +2,7 @@
 //! CA and leaf) and the rustls configuration that asks for, but does not require, a client
 //! certificate.
 
-use crate::certs::spki;
+use crate::pki::spki;
 use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::Path;

@@ -83,16 +83,16 @@ fn any_condition(csr: &Value, type_: &str, d: Duration, now: SystemTime) -> bool
 /// (all of them must parse), and the first one's notAfter passed.
 fn certificate_expired(csr: &Value, now: SystemTime) -> bool {
     let pem = certificate(csr);
-    let Some(block) = crate::certs::gopem::first_block(&pem) else {
+    let Some(block) = crate::pki::gopem::first_block(&pem) else {
         return false;
     };
     let mut rest = block.der.as_slice();
     let mut first = None;
     while !rest.is_empty() {
-        let Some((t, r)) = crate::certs::der::read(rest) else {
+        let Some((t, r)) = crate::pki::der::read(rest) else {
             return false;
         };
-        let Some(info) = crate::certs::der::parse_cert(t.raw) else {
+        let Some(info) = crate::pki::der::parse_cert(t.raw) else {
             return false;
         };
         first.get_or_insert(info.not_after);

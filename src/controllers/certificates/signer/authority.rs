@@ -17,10 +17,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 use ring::signature::{self as sig, KeyPair as _};
 
 use super::super::request::Request;
-use crate::certs::der::{
-    self, BIT_STRING, BOOLEAN, INTEGER, NULL, OCTET_STRING, OID, SEQUENCE, SET,
-};
-use crate::certs::gopem;
+use crate::pki::der::{self, BIT_STRING, BOOLEAN, INTEGER, NULL, OCTET_STRING, OID, SEQUENCE, SET};
+use crate::pki::gopem;
 
 const OID_SHA256_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b];
 const OID_ECDSA_SHA256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
