@@ -111,7 +111,7 @@ fn lease_event(recorder: &Recorder, client: &Client, lease: &Value, message: Str
 
 /// Run until `stop` is set (returns EXIT_OK) or leadership is lost (EXIT_LOST_LEADERSHIP).
 pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
-    crate::config::files::check(&cfg)?;
+    crate::config::files::check(&cfg, |name| cfg.controllers.is_enabled(name))?;
     let rest = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())?;
     rest.validate()?;
     let base_ua = user_agent_base();

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{self, Config};
+use crate::config::{self, Config, ControllerSelection, RunFlags};
 use crate::error::{Error, Result};
 
 /// What to do after parsing.
@@ -30,9 +30,9 @@ mod flags;
 mod help;
 
 use argh::FromArgs;
+pub use flags::flag_counts;
 #[cfg(test)]
 pub(crate) use flags::known_flags;
-pub use flags::{flag_counts, RunFlags};
 use flags::{lookup, Kind};
 pub use help::help_text;
 
@@ -261,7 +261,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
             e.output.trim_end()
         ))
     })?;
-    let mut cfg = Config::from_flags(flags, &concurrent, warnings)?;
+    let mut cfg = Config::from_flags(flags, &concurrent, warnings, ControllerSelection::parse)?;
     cfg.given.extend(given);
     cfg.node_lifecycle_from_given()?;
     Ok(Command::Run(Box::new(cfg)))

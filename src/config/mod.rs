@@ -5,8 +5,6 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::RunFlags;
-use crate::controllers::registry::ControllerSelection;
 use crate::error::{Error, Result};
 
 mod auth;
@@ -15,6 +13,7 @@ pub mod debug;
 pub mod files;
 mod flagtype;
 mod groups;
+mod runflags;
 mod signing;
 use crate::compat::cidr::Cidr;
 use crate::compat::parse::{format_go_duration, go_quote, parse_go_bool, parse_go_duration};
@@ -23,6 +22,7 @@ pub use groups::{
     EndpointOptions, EndpointSliceOptions, GarbageCollectorOptions, KubeCloudShared,
     NamespaceOptions, NodeIpamOptions, NodeLifecycleOptions, PodGcOptions, SaControllerOptions,
 };
+pub use runflags::RunFlags;
 pub use signing::{CertKeyFiles, ClusterSigning, SignerFiles};
 
 /// Every `--concurrent-*-syncs` flag of kube-controller-manager 1.28 with its default.
@@ -59,6 +59,24 @@ pub struct LeaderElection {
     pub resource_lock: String,
     pub resource_name: String,
     pub resource_namespace: String,
+}
+
+/// A parsed `--controllers` list, with aliases already rewritten to canonical names. Parsed,
+/// and asked which controllers it enables, against the controllers' table
+/// (`controllers::registry`, which has the methods).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerSelection {
+    /// Entries in command-line order: `*`, `name` or `-name` (canonical names).
+    pub(crate) entries: Vec<String>,
+}
+
+impl Default for ControllerSelection {
+    /// The default `--controllers=*`.
+    fn default() -> Self {
+        ControllerSelection {
+            entries: vec!["*".to_string()],
+        }
+    }
 }
 
 /// Everything edgekcm acts on, typed and validated.
@@ -256,10 +274,12 @@ impl Config {
         Ok(())
     }
 
+    /// `select` parses `--controllers` against the controllers' table.
     pub fn from_flags(
         f: RunFlags,
         concurrent: &BTreeMap<&'static str, String>,
         warnings: Vec<String>,
+        select: fn(&[String]) -> Result<ControllerSelection>,
     ) -> Result<Config> {
         let mut c = Config {
             warnings,
@@ -274,7 +294,7 @@ impl Config {
             c.kube_api_burst = non_negative("kube-api-burst", parse_i32("kube-api-burst", &v)?)?;
         }
         if let Some(v) = f.controllers {
-            c.controllers = ControllerSelection::parse(&split_list(&v))?;
+            c.controllers = select(&split_list(&v))?;
         }
         dur(
             &mut c.controller_start_interval,
