@@ -35,16 +35,17 @@ const LAYERS: &[(&str, Kind)] = &[
     ("compat", Kernel),
     ("runtime", Kernel),
     ("obj", Kernel),
+    ("pki", Kernel),
     ("metrics", Kernel),
-    ("certs", Kernel),
-    ("api", Kernel),
     ("queue", Kernel),
+    ("api", Kernel),
+    ("certs", Kernel),
     ("cache", Kernel),
     ("events", Kernel),
     ("controller", Kernel),
     ("credentials", Kernel),
-    ("auth", Kernel),
     ("server", Kernel),
+    ("auth", Kernel),
     ("leader", Kernel),
     ("manager", Kernel),
     ("sandbox", Kernel),
@@ -661,22 +662,6 @@ fn no_circle_crosses_a_folder() {
         largest,
         back.len()
     );
-    if std::env::var_os("LAYERING_FOLDERS").is_some() {
-        let mut fe: BTreeMap<(String, String), usize> = BTreeMap::new();
-        for (a, tos) in g.edges.iter().enumerate() {
-            for &b in tos {
-                if g.top[a] != g.top[b] {
-                    *fe.entry((g.top[a].clone(), g.top[b].clone())).or_default() += 1;
-                }
-            }
-        }
-        for ((a, b), n) in fe {
-            println!("{a} -> {b} {n}");
-        }
-        for b in &back {
-            println!("up: {b}");
-        }
-    }
     let mut report = Vec::new();
     for comp in &comps {
         let tops: BTreeSet<&str> = comp.iter().map(|&v| g.top[v].as_str()).collect();
