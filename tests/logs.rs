@@ -227,7 +227,7 @@ fn the_demo_warns_of_nothing() {
     let cm: serde_json::Value = serde_json::from_str(cm.split("\n\n").next().unwrap()).unwrap();
     let ca = cm["data"]["ca.crt"].as_str().unwrap();
     assert!(
-        edgekcm::certs::der::parse_cert(
+        edgekcm::pki::der::parse_cert(
             rustls_pki_types::pem::PemObject::from_pem_slice(ca.as_bytes())
                 .map(|c: rustls_pki_types::CertificateDer<'static>| c.to_vec())
                 .unwrap()
