@@ -42,7 +42,7 @@ fn probe(admin: &Client, ns: &str, name: &str) -> Res<()> {
     let mut cj = admin.create(&CRONJOBS, Some(ns), &cronjob(name, "* * * * *"))?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
     let last = UNIX_EPOCH + Duration::from_secs((now / 60 - 5) * 60);
-    cj["status"] = json!({"lastScheduleTime": edgekcm::timefmt::rfc3339(last)});
+    cj["status"] = json!({"lastScheduleTime": edgekcm::compat::timefmt::rfc3339(last)});
     admin.update_status(&CRONJOBS, &cj)?;
     Ok(())
 }

@@ -54,7 +54,7 @@ fn daemonset(name: &str, pool: &str, image: &str) -> Value {
 }
 
 fn node_status(admin: &Client, name: &str) {
-    let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+    let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
     let _ = admin.patch(
         &NODES,
         None,
@@ -79,7 +79,7 @@ fn kubelet_pass(admin: &Client, ns: &str) {
         .collect();
     let _ = parallel(todo.len(), 8, |i| {
         let mut p = todo[i].clone();
-        let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+        let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
         p["status"]["phase"] = json!("Running");
         p["status"]["conditions"] =
             json!([{"type": "Ready", "status": "True", "lastTransitionTime": now}]);

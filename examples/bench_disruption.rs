@@ -94,7 +94,7 @@ fn workload(admin: &Client, ns: &str, name: &str, replicas: usize) -> Res<()> {
         )?;
         p["status"]["phase"] = json!("Running");
         p["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
-            "lastTransitionTime": edgekcm::timefmt::rfc3339(std::time::SystemTime::now())}]);
+            "lastTransitionTime": edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now())}]);
         admin.update_subresource(&PODS, &p, "status")?;
     }
     Ok(())

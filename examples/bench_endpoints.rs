@@ -119,7 +119,7 @@ fn ensure_node(admin: &Client) -> Res<bool> {
     let n = json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": NODE, "labels": {"topology.kubernetes.io/zone": "zone-a"}}});
     let mut n = admin.create(&NODES, None, &n)?;
-    let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+    let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
     n["status"] = json!({"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10000"},
         "capacity": {"cpu": "4", "memory": "8Gi", "pods": "10000"},
         "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now,
@@ -245,7 +245,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
             };
             if act == Act::Stop {
                 // The containers stopped: the status a kubelet writes then.
-                let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+                let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
                 let not_ready = |t: &str| {
                     json!({"type": t, "status": "False", "lastTransitionTime": now,
                         "reason": "ContainersNotReady",
@@ -274,7 +274,7 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
             }
             let n = next_ip.fetch_add(1, Ordering::SeqCst);
             let ip = format!("10.{}.{}.{}", 64 + n / 65536, (n / 256) % 256, n % 256);
-            let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+            let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
             let patch = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
                 "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}});
             patch_status(&admin, &ns, &pod, &patch);

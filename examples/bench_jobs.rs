@@ -82,7 +82,7 @@ fn kubelet_pass(admin: &Client, ns: &str, done: &Mutex<HashSet<String>>) {
     };
     let _ = parallel(todo.len(), 8, |i| {
         let mut p = todo[i].clone();
-        let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+        let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
         p["status"]["phase"] = json!("Succeeded");
         p["status"]["containerStatuses"] = json!([{"name": "c", "image": "registry.k8s.io/pause:3.9",
             "imageID": "", "ready": false, "restartCount": 0,

@@ -28,7 +28,7 @@ mod floor;
 use benchkit::{parallel, Args, Cluster, Proc, Res, Table};
 use edgekcm::api::client::{Client, DeleteOptions, ListOptions};
 use edgekcm::api::resources::{DEPLOYMENTS, NAMESPACES, PODS, REPLICASETS, RESOURCEQUOTAS};
-use edgekcm::controllers::resourcequota::quantity::Quantity;
+use edgekcm::compat::quantity::Quantity;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -83,7 +83,7 @@ fn daemonset(name: &str) -> Value {
 }
 
 fn now() -> String {
-    edgekcm::timefmt::rfc3339(SystemTime::now())
+    edgekcm::compat::timefmt::rfc3339(SystemTime::now())
 }
 
 /// Nodes that exist and are Ready; their heartbeat is renewed by [`heartbeat`].

@@ -13,8 +13,9 @@ use crate::api::Kind;
 pub use crate::cache::Watch;
 use crate::cache::{Cache, Delta};
 use crate::error::Result;
+pub use crate::events::{EventSpec, EventType, ObjectRef};
 use crate::queue::WorkQueue;
-use crate::workers::Workers;
+use crate::runtime::workers::Workers;
 use serde_json::Value;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -27,44 +28,6 @@ pub struct Cx<'a> {
     pub cache: &'a Cache,
     pub now: SystemTime,
     pub client: &'a Client,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    Normal,
-    Warning,
-}
-
-/// A core/v1 Event to record about an object.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventSpec {
-    pub involved: ObjectRef,
-    pub event_type: EventType,
-    pub reason: String,
-    pub message: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectRef {
-    pub kind: String,
-    pub api_version: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    pub resource_version: String,
-}
-
-impl ObjectRef {
-    pub fn of(kind: &Kind, o: &Value) -> Self {
-        ObjectRef {
-            kind: kind.kind.to_string(),
-            api_version: kind.api_version(),
-            namespace: crate::obj::namespace(o).to_string(),
-            name: crate::obj::name(o).to_string(),
-            uid: crate::obj::uid(o).to_string(),
-            resource_version: crate::obj::resource_version(o).to_string(),
-        }
-    }
 }
 
 /// One write a reconcile asks for.
@@ -235,7 +198,7 @@ impl<K: Clone + Eq + std::hash::Hash + Send + 'static> Served for Workers<K> {
 }
 
 impl RunEnv {
-    /// Serve `queue` with the shared worker loop (`crate::workers`): at most `limit` keys at
+    /// Serve `queue` with the shared worker loop (`crate::runtime::workers`): at most `limit` keys at
     /// once, each handed to `handle` and then marked done; the manager waits for them at
     /// shutdown. The queue itself is the controller's to shut down (`SelfDriven::shutdown`).
     pub fn serve<K: Clone + Eq + std::hash::Hash + Send + 'static>(

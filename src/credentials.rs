@@ -100,7 +100,7 @@ impl ServiceAccountTokens {
                     let lifetime = v
                         .at("/status/expirationTimestamp")
                         .and_then(|t| t.as_str())
-                        .and_then(crate::timefmt::parse_rfc3339)
+                        .and_then(crate::compat::timefmt::parse_rfc3339)
                         .and_then(|exp| exp.duration_since(asked_at).ok())
                         .unwrap_or(Duration::from_secs(EXPIRATION_SECONDS));
                     return Ok((token, lifetime));

@@ -9,13 +9,51 @@
 
 use crate::api::client::{Client, PatchType};
 use crate::api::resources::EVENTS;
-use crate::controller::{EventSpec, EventType};
-use serde_json::json;
+use crate::api::Kind;
+use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// A core/v1 Event to record about an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventSpec {
+    pub involved: ObjectRef,
+    pub event_type: EventType,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub api_version: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+}
+
+impl ObjectRef {
+    pub fn of(kind: &Kind, o: &Value) -> Self {
+        ObjectRef {
+            kind: kind.kind.to_string(),
+            api_version: kind.api_version(),
+            namespace: crate::obj::namespace(o).to_string(),
+            name: crate::obj::name(o).to_string(),
+            uid: crate::obj::uid(o).to_string(),
+            resource_version: crate::obj::resource_version(o).to_string(),
+        }
+    }
+}
 
 /// Events queued at most before new ones are dropped (client-go's broadcaster queue length).
 const QUEUE_LEN: usize = 1000;
@@ -137,7 +175,7 @@ fn key_hash(text: &str) -> u64 {
 }
 
 fn timestamp(t: SystemTime) -> String {
-    crate::timefmt::rfc3339(t)
+    crate::compat::timefmt::rfc3339(t)
 }
 
 impl Correlator {
@@ -522,7 +560,6 @@ fn write(c: &mut Correlator, m: &Msg, send: &Send) -> crate::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::ObjectRef;
 
     #[test]
     fn one_turn_per_client_identity() {

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod cache;
 pub mod certs;
 pub mod cli;
+pub mod compat;
 pub mod config;
 pub mod controller;
 pub mod controllers;
@@ -13,26 +14,18 @@ pub mod error;
 pub mod events;
 #[cfg(test)]
 mod fuzz;
-pub mod gofmt;
-pub mod heap;
 pub mod http_head;
 pub mod leader;
-pub mod logging;
 pub mod manager;
-pub mod memops;
 pub mod metrics;
-pub mod notify;
 pub mod obj;
-pub mod pool;
+pub mod pki;
 pub mod queue;
-pub mod reactor;
 pub mod run;
+pub mod runtime;
 #[cfg(any(test, feature = "sandbox"))]
 pub mod sandbox;
 pub mod server;
 pub mod startup;
-pub mod timefmt;
-pub mod timer;
-pub mod workers;
 
 pub use error::{Error, Result};

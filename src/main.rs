@@ -45,18 +45,18 @@ fn limit_malloc_arenas() {
 fn limit_malloc_arenas() {}
 
 /// The static musl builds allocate with dlmalloc behind small per-thread-group caches
-/// (`edgekcm::heap`): musl's own malloc serialises every call on one lock with heavy per-call
+/// (`edgekcm::runtime::heap`): musl's own malloc serialises every call on one lock with heavy per-call
 /// bookkeeping, which cost edgekcm about a fifth of its CPU under load.
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOCATOR: edgekcm::heap::Global = edgekcm::heap::Global;
+static ALLOCATOR: edgekcm::runtime::heap::Global = edgekcm::runtime::heap::Global;
 
-/// musl's x86_64 string functions, replaced for the static build (`edgekcm::memops`: they
+/// musl's x86_64 string functions, replaced for the static build (`edgekcm::runtime::memops`: they
 /// were a sixth of its CPU under load). Defined here, the linker takes these and never pulls
 /// musl's from its archive.
 #[cfg(all(target_env = "musl", target_arch = "x86_64"))]
 mod libc_mem {
-    use edgekcm::memops;
+    use edgekcm::runtime::memops;
 
     /// # Safety
     /// As C's `memcpy`.
@@ -111,7 +111,7 @@ fn main() {
         },
         Err(e) => usage_error(&e, help),
     };
-    edgekcm::logging::init(cfg.verbosity, cfg.logging_format);
+    edgekcm::runtime::logging::init(cfg.verbosity, cfg.logging_format);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }

@@ -111,7 +111,7 @@ fn lease_event(recorder: &Recorder, client: &Client, lease: &Value, message: Str
 
 /// Run until `stop` is set (returns EXIT_OK) or leadership is lost (EXIT_LOST_LEADERSHIP).
 pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
-    crate::config::files::check(&cfg)?;
+    crate::config::files::check(&cfg, |name| cfg.controllers.is_enabled(name))?;
     let rest = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())?;
     rest.validate()?;
     let base_ua = user_agent_base();
@@ -138,7 +138,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
 
     let health = Health::new();
     // systemd: ping the watchdog while /healthz passes (WatchdogSec= in the unit).
-    let _watchdog = crate::notify::start_watchdog({
+    let _watchdog = crate::runtime::notify::start_watchdog({
         let h = health.clone();
         move || h.healthz(&Default::default()).status == 200
     });
@@ -158,7 +158,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
 
     let recorder = Arc::new(Recorder::start());
     let cache = Cache::new(root.clone());
-    crate::metrics::register_cache(&cache);
+    crate::cache::register_metrics(&cache);
     let mut manager = Manager::new(cache.clone(), recorder.clone());
     for (c, settings) in controllers {
         let client = controller_client(&cfg, &rest, &root, &settings)?;
@@ -186,7 +186,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                 }
                 started.store(true, Ordering::SeqCst);
                 let n = m.controller_names().len();
-                crate::notify::ready(&format!("caches synced; {n} controllers running"));
+                crate::runtime::notify::ready(&format!("caches synced; {n} controllers running"));
             }
         }
     };
@@ -217,7 +217,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
                     // lease already.
                     fence.close();
                     log::error!("leaderelection lost");
-                    crate::notify::stopping();
+                    crate::runtime::notify::stopping();
                     return Ok(EXIT_LOST_LEADERSHIP);
                 }
             }
@@ -225,7 +225,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     };
 
     log::info!("shutting down");
-    crate::notify::stopping();
+    crate::runtime::notify::stopping();
     shut_down(led, &manager, &recorder, &fence);
     if let Some(s) = server {
         s.stop();
@@ -254,8 +254,8 @@ fn start_server(
     );
     let auth = crate::auth::Delegating::new(crate::auth::AuthOptions::from_config(cfg)?)?;
     s.set_filter(auth.filter());
-    s.route("/metrics", crate::metrics::handler());
-    crate::server::debug::install(&mut s, cfg);
+    s.route("/metrics", crate::server::metrics_handler());
+    crate::config::debug::install(&mut s, cfg);
     for row in registry::implemented() {
         if let Some(route) = row.debug.filter(|_| cfg.controllers.is_enabled(row.name)) {
             let (base, handler) = route();
@@ -345,7 +345,7 @@ impl Lead<'_> {
         let (e, stop) = (self.elector, self.stop);
         // systemd: a standby is up once it has seen another holder of the lease.
         let (e2, started2) = (e.clone(), self.started.clone());
-        crate::notify::ready_when(stop.clone(), move || {
+        crate::runtime::notify::ready_when(stop.clone(), move || {
             let holder = e2.leader();
             let standby =
                 !started2.load(Ordering::SeqCst) && !holder.is_empty() && holder != e2.identity();

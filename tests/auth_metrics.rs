@@ -768,7 +768,7 @@ fn parser_rejects_broken_expositions() {
 fn start_server(d: &Arc<Delegating>) -> RunningServer {
     let mut s = common::loopback_server();
     s.set_filter(d.filter());
-    s.route("/metrics", edgekcm::metrics::handler());
+    s.route("/metrics", edgekcm::server::metrics_handler());
     s.start().unwrap()
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use edgekcm::api::client::Client;
 use edgekcm::api::kubeconfig::RestConfig;
-use edgekcm::certs::der;
+use edgekcm::pki::der;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};

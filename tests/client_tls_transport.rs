@@ -1,4 +1,4 @@
-//! The API client's own requests (`src/api/client/exchange.rs`, `src/api/direct.rs`) against
+//! The API client's own requests (`src/api/client/exchange.rs`, `src/api/client/direct.rs`) against
 //! an in-process TLS server: bodies of any size, keep-alive, pooled connections the server
 //! closed or sent more on, and the request timeout.
 

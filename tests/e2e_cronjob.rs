@@ -26,7 +26,7 @@ fn now_secs() -> i64 {
 }
 
 fn rfc3339(secs: i64) -> String {
-    edgekcm::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(secs as u64))
+    edgekcm::compat::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(secs as u64))
 }
 
 fn template() -> Value {
@@ -176,7 +176,7 @@ fn scenario_due_time_starts_a_job_and_tracks_it(t: &Target) {
         .as_str()
         .expect("the scheduled-timestamp annotation")
         .to_string();
-    let at = edgekcm::timefmt::parse_rfc3339(&scheduled).expect("RFC 3339");
+    let at = edgekcm::compat::timefmt::parse_rfc3339(&scheduled).expect("RFC 3339");
     let minutes = at.duration_since(UNIX_EPOCH).unwrap().as_secs() / 60;
     let name = format!("backup-{minutes}");
     assert_eq!(job["metadata"]["name"], name.as_str());

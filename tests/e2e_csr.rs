@@ -320,7 +320,7 @@ fn expired_certificate() -> String {
 }
 
 fn rfc3339(ago: Duration) -> String {
-    edgekcm::timefmt::rfc3339(SystemTime::now() - ago)
+    edgekcm::compat::timefmt::rfc3339(SystemTime::now() - ago)
 }
 
 /// Write `conds` (and optionally a certificate) as a signer or an admin would.

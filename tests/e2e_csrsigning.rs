@@ -307,7 +307,7 @@ fn per_signer_files(t: &Target) {
     let der = rustls_pki_types::pem::PemObject::from_pem_slice(cert.as_bytes())
         .map(|c: rustls_pki_types::CertificateDer<'static>| c.to_vec())
         .expect("PEM certificate");
-    let info = edgekcm::certs::der::parse_cert(&der).expect("certificate");
+    let info = edgekcm::pki::der::parse_cert(&der).expect("certificate");
     let life = info.not_after.duration_since(info.not_before).unwrap();
     assert_eq!(life, Duration::from_secs(35 * 60));
     // The kubelet client signer has no files of its own: it does not run.

@@ -300,7 +300,7 @@ fn scenario_stale_disruption_target_reset(t: &Target) {
     let ns = Ns::with_cleanup(t, "e2e-pdb-stale", &[PODS]);
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let long_ago =
-        edgekcm::timefmt::rfc3339(std::time::SystemTime::now() - Duration::from_secs(180));
+        edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now() - Duration::from_secs(180));
     for (name, reason) in [
         ("evicted", "EvictionByEvictionAPI"),
         ("kubelet", "TerminationByKubelet"),

@@ -91,7 +91,7 @@ fn wait_condition(admin: &Client, ns: &str, name: &str, t: &str) -> Value {
 fn finish_pod(admin: &Client, ns: &str, name: &str, code: i64) {
     eventually(LIMIT, "pod status update", || {
         let mut p = admin.get(&PODS, Some(ns), name).expect("get pod");
-        let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+        let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
         p["status"]["phase"] = json!(if code == 0 { "Succeeded" } else { "Failed" });
         p["status"]["containerStatuses"] = json!([{"name": "main", "image": "registry.k8s.io/pause:3.9",
             "imageID": "", "ready": false, "restartCount": 0,

@@ -29,7 +29,7 @@ use edgekcm::api::kubeconfig::{self, RestConfig};
 use edgekcm::api::resources::{
     CLUSTERROLEBINDINGS, CONFIGMAPS, CSRS, NAMESPACES, NODES, ROLEBINDINGS, ROLES, SECRETS,
 };
-use edgekcm::controllers::kit::jws;
+use edgekcm::compat::jws;
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
 
@@ -192,7 +192,7 @@ fn join(t: &Target) {
     let secret: String = (0..16)
         .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
         .collect();
-    let expiry = edgekcm::timefmt::rfc3339(SystemTime::now() + Duration::from_secs(3600));
+    let expiry = edgekcm::compat::timefmt::rfc3339(SystemTime::now() + Duration::from_secs(3600));
     made.create(
         SECRETS,
         Some("kube-system"),

@@ -31,7 +31,7 @@ struct Heartbeats {
 }
 
 fn now_micro() -> String {
-    edgekcm::timefmt::rfc3339_micro(SystemTime::now())
+    edgekcm::compat::timefmt::rfc3339_micro(SystemTime::now())
 }
 
 impl Heartbeats {
@@ -140,7 +140,7 @@ fn unreachable_for(secs: Option<i64>) -> Value {
 /// A ready node whose status the test wrote a moment ago.
 fn ready_node(nodes: &mut Nodes, name: &str) {
     let mut n = nodes.create(name, None, json!([]), json!({}));
-    let now = edgekcm::timefmt::rfc3339(SystemTime::now());
+    let now = edgekcm::compat::timefmt::rfc3339(SystemTime::now());
     n["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "reason": "KubeletReady",
         "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]);
     nodes
@@ -361,7 +361,7 @@ fn scenario_dark_node_evicts_its_pods(t: &Target) {
 
     // Back: the kubelet posts Ready again and renews its lease.
     let mut nd = node(admin, &dark);
-    let now = edgekcm::timefmt::rfc3339(SystemTime::now());
+    let now = edgekcm::compat::timefmt::rfc3339(SystemTime::now());
     for c in nd["status"]["conditions"].as_array_mut().unwrap() {
         if c["type"] == "Ready" {
             *c = json!({"type": "Ready", "status": "True", "reason": "KubeletReady",

@@ -233,7 +233,7 @@ fn scenario_create_scale(t: &Target) {
         .into_iter()
         .find(|p| !keep.contains(p))
         .expect("a new pod");
-    let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+    let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
     set_ready(admin, n, &fresh, &now);
     wait_status(admin, &REPLICASETS, n, "web", "3 ready, 2 available", |s| {
         int(&s["readyReplicas"]) == 3 && int(&s["availableReplicas"]) == 2

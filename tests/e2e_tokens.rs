@@ -12,7 +12,7 @@ use base64::Engine as _;
 use common::*;
 use edgekcm::api::client::Client;
 use edgekcm::api::resources::{CONFIGMAPS, NAMESPACES, SECRETS, SERVICEACCOUNTS, TOKENREVIEWS};
-use edgekcm::controllers::kit::jws;
+use edgekcm::compat::jws;
 use edgekcm::controllers::tokens::jwt::Signer;
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
@@ -369,7 +369,9 @@ fn cleans_expired_tokens(t: &Target) {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap()
             .as_secs() as i64;
-        edgekcm::timefmt::rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs((now + d) as u64))
+        edgekcm::compat::timefmt::rfc3339(
+            SystemTime::UNIX_EPOCH + Duration::from_secs((now + d) as u64),
+        )
     };
     let expired = BootstrapToken::new(&admin, json!({"expiration": rfc(-60)}));
     let soon = BootstrapToken::new(&admin, json!({"expiration": rfc(4)}));
@@ -395,7 +397,7 @@ fn survives_an_apiserver_outage(t: &Target) {
     create_sa(&ns.admin, &ns.name, "app", &[]);
     let soon = BootstrapToken::new(
         &admin,
-        json!({"expiration": edgekcm::timefmt::rfc3339(SystemTime::now() + Duration::from_secs(5))}),
+        json!({"expiration": edgekcm::compat::timefmt::rfc3339(SystemTime::now() + Duration::from_secs(5))}),
     );
     let (_, mut extra) = key_file(t);
     extra.push("--controllers=serviceaccount-token,tokencleaner".into());

@@ -1,4 +1,4 @@
-//! `edgekcm::heap::Heap` as the process's global allocator (as in the static musl builds),
+//! `edgekcm::runtime::heap::Heap` as the process's global allocator (as in the static musl builds),
 //! under what edgekcm does most: JSON decoded on one thread and dropped on another, strings
 //! and maps of every size, vectors grown by reallocation.
 
@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use std::sync::mpsc;
 
 #[global_allocator]
-static ALLOCATOR: edgekcm::heap::Global = edgekcm::heap::Global;
+static ALLOCATOR: edgekcm::runtime::heap::Global = edgekcm::runtime::heap::Global;
 
 fn object(i: usize) -> Value {
     json!({
@@ -70,9 +70,9 @@ fn json_crosses_threads_intact_on_the_heap() {
     }
     let seen: usize = consumers.into_iter().map(|c| c.join().unwrap()).sum();
     assert_eq!(seen, 4000);
-    let (_, bytes) = edgekcm::heap::HEAP.cached();
+    let (_, bytes) = edgekcm::runtime::heap::HEAP.cached();
     // At most 64 KiB in each of the 16 caches and 1 MiB in the depot.
     assert!(bytes <= 16 * 64 * 1024 + 1024 * 1024, "{bytes}");
-    edgekcm::heap::HEAP.release();
-    assert_eq!(edgekcm::heap::HEAP.cached(), (0, 0));
+    edgekcm::runtime::heap::HEAP.release();
+    assert_eq!(edgekcm::runtime::heap::HEAP.cached(), (0, 0));
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{sandbox, Target, TempDir};
-use edgekcm::notify::{self, Notifier};
+use edgekcm::runtime::notify::{self, Notifier};
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

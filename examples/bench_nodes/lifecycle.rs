@@ -55,7 +55,7 @@ fn node_name(i: usize) -> String {
 }
 
 fn now_micro() -> String {
-    edgekcm::timefmt::rfc3339_micro(SystemTime::now())
+    edgekcm::compat::timefmt::rfc3339_micro(SystemTime::now())
 }
 
 fn setup(admin: &Client, ns: &str, o: &Opts) -> Res<()> {
@@ -66,7 +66,7 @@ fn setup(admin: &Client, ns: &str, o: &Opts) -> Res<()> {
         let name = node_name(i);
         let n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
         let mut n = admin.create(&NODES, None, &n)?;
-        let now = edgekcm::timefmt::rfc3339(SystemTime::now());
+        let now = edgekcm::compat::timefmt::rfc3339(SystemTime::now());
         n["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "reason": "KubeletReady",
             "lastHeartbeatTime": now, "lastTransitionTime": now}]);
         admin.update_subresource(&NODES, &n, "status")?;

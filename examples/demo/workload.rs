@@ -57,7 +57,7 @@ fn spec(kind: &'static Kind, name: &str, spec: Value) -> (&'static Kind, Value) 
 /// last start before that: the CronJob finds one missed start and fires at once, as one that
 /// had been running for a while would. (Its `status` is written after the create.)
 fn cronjob(now: SystemTime) -> (&'static Kind, Value) {
-    let ago = |s| edgekcm::timefmt::rfc3339(now - Duration::from_secs(s));
+    let ago = |s| edgekcm::compat::timefmt::rfc3339(now - Duration::from_secs(s));
     let t = ago(60);
     let num = |r: std::ops::Range<usize>| t[r].parse::<u32>().unwrap_or(0);
     let schedule = format!(
@@ -163,7 +163,7 @@ fn b64(s: &str) -> String {
 /// A bootstrap token Secret in kube-system that may sign `cluster-info`.
 fn bootstrap_token(id: &str, secret: &str, expiration: SystemTime) -> (&'static Kind, Value) {
     let name = format!("bootstrap-token-{id}");
-    let expiration = edgekcm::timefmt::rfc3339(expiration);
+    let expiration = edgekcm::compat::timefmt::rfc3339(expiration);
     obj(
         &SECRETS,
         "kube-system",

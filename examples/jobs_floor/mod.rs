@@ -40,7 +40,7 @@ fn rv(v: &Value) -> u64 {
 }
 
 fn now() -> String {
-    edgekcm::timefmt::rfc3339(std::time::SystemTime::now())
+    edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now())
 }
 
 fn event(job: &Value, reason: &str, message: String) -> Value {

@@ -23,7 +23,7 @@ use edgekcm::api::client::{Client, DeleteOptions};
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{Kind, DEPLOYMENTS, EVENTS, PODS, REPLICASETS, RESOURCEQUOTAS};
 use edgekcm::api::watch::EventType;
-use edgekcm::controllers::resourcequota::quantity::Quantity;
+use edgekcm::compat::quantity::Quantity;
 use edgekcm::obj::At;
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -55,7 +55,7 @@ fn s(v: &Value, p: &str) -> String {
 }
 
 fn now() -> String {
-    edgekcm::timefmt::rfc3339(std::time::SystemTime::now())
+    edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now())
 }
 
 fn event(kind: &str, api: &str, o: &Value, reason: &str, message: String, by: &str) -> Value {

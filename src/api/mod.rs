@@ -1,7 +1,6 @@
 //! Talking to the API server: configuration, the HTTP client, watch framing, the kind table.
 
 pub mod client;
-mod direct;
 pub mod discovery;
 pub mod echo;
 pub mod fence;

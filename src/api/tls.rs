@@ -7,7 +7,7 @@
 //! certificates, which kube-apiserver and client-go accept as client certificates. A client
 //! never needs to parse its own certificate (it only sends it), so the configuration is built
 //! here: the certificate chain goes out as it is, and the key check compares the
-//! certificate's SubjectPublicKeyInfo with the key's public key, read with `certs::spki`.
+//! certificate's SubjectPublicKeyInfo with the key's public key, read with `pki::spki`.
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -26,9 +26,9 @@ use ureq::unversioned::transport::{
 };
 
 use crate::api::kubeconfig::RestConfig;
-use crate::certs::der;
-use crate::certs::spki::PublicKey;
 use crate::error::{Error, Result};
+use crate::pki::der;
+use crate::pki::spki::PublicKey;
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -114,7 +114,7 @@ fn client_identity(cfg: &RestConfig, provider: &CryptoProvider) -> Result<Option
 }
 
 /// Whether `key` is the private key of `cert`'s public key: the algorithm (and curve) and the
-/// public key bits of the certificate's SubjectPublicKeyInfo are the key's (`certs::spki`).
+/// public key bits of the certificate's SubjectPublicKeyInfo are the key's (`pki::spki`).
 /// Any X.509 version.
 fn key_matches(cert: &CertificateDer<'_>, key: &dyn SigningKey) -> std::result::Result<(), String> {
     let info = der::parse_cert(cert)
@@ -187,7 +187,7 @@ impl ServerCertVerifier for NoVerification {
 
 /// ureq's connector chain (HTTP CONNECT proxy, TCP) followed by TLS with our configuration,
 /// which `Connector::set_config` gives once (connections made before fail). Used behind a
-/// proxy only: requests go over `api::direct` connections otherwise.
+/// proxy only: requests go over `api::client::direct` connections otherwise.
 #[derive(Debug)]
 pub(crate) struct Connector {
     chain: Box<dyn UreqConnector<(), Out = Box<dyn Transport>>>,

@@ -21,7 +21,7 @@
 //! unless `--authentication-tolerate-lookup-failure`) and re-read when a request needs them and
 //! they are older than [`CONFIGMAP_REFRESH`]; `--client-ca-file` is re-read when it changes.
 
-use crate::gofmt::go_quote;
+use crate::compat::quote::go_quote;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,7 +37,6 @@ use serde_json::{json, Value};
 use crate::api::client::{user_agent_base, Client};
 use crate::api::kubeconfig::{self, RestConfig};
 use crate::api::resources::{Kind, CONFIGMAPS, SUBJECTACCESSREVIEWS, TOKENREVIEWS};
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::server::{Filter, Request, Response};
 
@@ -156,7 +155,7 @@ impl Default for AuthOptions {
 
 /// The client for a delegated-auth kubeconfig: the file if given, else in-cluster if this
 /// runs in a cluster, else None (with a warning when the in-cluster files are unusable).
-fn delegated_client(path: Option<&Path>, what: &str) -> Result<Option<Client>> {
+pub(crate) fn delegated_client(path: Option<&Path>, what: &str) -> Result<Option<Client>> {
     let rest: RestConfig = match path.filter(|p| !p.as_os_str().is_empty()) {
         Some(p) => kubeconfig::load(Some(p), None).map_err(|e| {
             Error::config(format!("failed to get delegated {what} kubeconfig: {e}"))
@@ -183,38 +182,6 @@ fn delegated_client(path: Option<&Path>, what: &str) -> Result<Option<Client>> {
     };
     let ua = format!("{} delegated-{what}", user_agent_base());
     Client::new_with_timeout(&rest, 200.0, 400, &ua, REVIEW_TIMEOUT).map(Some)
-}
-
-impl AuthOptions {
-    /// The options kube-controller-manager's flags give.
-    pub fn from_config(cfg: &Config) -> Result<AuthOptions> {
-        let authn = delegated_client(cfg.authentication_kubeconfig.as_deref(), "authentication")?;
-        let authz = delegated_client(cfg.authorization_kubeconfig.as_deref(), "authorization")?;
-        Ok(AuthOptions {
-            authentication: authn.map(|c| Arc::new(c) as Arc<dyn Reviewer>),
-            authorization: authz.map(|c| Arc::new(c) as Arc<dyn Reviewer>),
-            client_ca_file: cfg.client_ca_file.clone(),
-            request_header: cfg
-                .requestheader_client_ca_file
-                .clone()
-                .map(|client_ca_file| RequestHeaderOptions {
-                    client_ca_file,
-                    settings: RequestHeaderSettings {
-                        username_headers: cfg.requestheader_username_headers.clone(),
-                        group_headers: cfg.requestheader_group_headers.clone(),
-                        extra_headers_prefixes: cfg.requestheader_extra_headers_prefix.clone(),
-                        allowed_names: cfg.requestheader_allowed_names.clone(),
-                    },
-                }),
-            skip_lookup: cfg.authentication_skip_lookup,
-            tolerate_lookup_failure: cfg.authentication_tolerate_lookup_failure,
-            token_cache_ttl: cfg.authentication_token_webhook_cache_ttl,
-            authorized_ttl: cfg.authorization_webhook_cache_authorized_ttl,
-            unauthorized_ttl: cfg.authorization_webhook_cache_unauthorized_ttl,
-            always_allow_paths: cfg.authorization_always_allow_paths.clone(),
-            ..AuthOptions::default()
-        })
-    }
 }
 
 /// The delegating authenticator and authorizer in front of every secure-port route.

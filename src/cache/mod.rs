@@ -1,13 +1,15 @@
 //! The shared watch cache: one reflector per kind, shared by every controller that reads it.
-//! Reflectors are tasks on the watch threads (`crate::reactor`), not a thread each.
+//! Reflectors are tasks on the watch threads (`crate::runtime::reactor`), not a thread each.
 
 mod echo;
 mod memo;
+mod metrics;
 pub mod monitors;
 pub mod reflector;
 pub mod store;
 mod watch;
 
+pub use metrics::register_metrics;
 pub use reflector::{Handler, Informer};
 pub use store::{Delta, DeltaKind, Store};
 pub use watch::Watch;
@@ -152,7 +154,7 @@ impl Cache {
         if self.stop.load(Ordering::SeqCst) || !inf.claim_task() {
             return;
         }
-        let task = crate::reactor::spawn(inf.clone().run(self.client.clone()));
+        let task = crate::runtime::reactor::spawn(inf.clone().run(self.client.clone()));
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks.retain(|t| !t.is_finished());
         tasks.push(task);
@@ -210,7 +212,7 @@ impl Cache {
             i.cancel();
         }
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
-        if crate::reactor::on_executor() {
+        if crate::runtime::reactor::on_executor() {
             // A handler stopping the cache: its own task cannot be waited for here. Dropped,
             // the tasks are cancelled.
             return;

@@ -208,8 +208,8 @@ impl Monitors {
             // thousand characters on one line (upstream logs that diff at -v 2).
             log::info!(
                 "{name}: syncing monitors with discovery (attempt {attempt}): added {}, removed {}",
-                crate::logging::few(&added, 6),
-                crate::logging::few(&removed, 6)
+                crate::runtime::logging::few(&added, 6),
+                crate::runtime::logging::few(&removed, 6)
             );
             log::trace!("{name}: monitors added {added:?}, removed {removed:?}");
             self.sync_monitors(&wanted);

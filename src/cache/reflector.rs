@@ -1,7 +1,7 @@
 //! One reflector per kind: list, then watch from the list's resourceVersion; re-list and swap
 //! atomically on 410; back off on other failures (client-go's Reflector, inventory 5a/5b).
 //!
-//! A reflector is a task on the watch threads (`crate::reactor`): the watch stream is read
+//! A reflector is a task on the watch threads (`crate::runtime::reactor`): the watch stream is read
 //! there (`Client::watch_async`), its events stored and handed to the handlers there, and the
 //! backoff waits are timers. A list is a blocking request and runs on a helper thread
 //! (`pool::unblock`), store replacement and handlers included; at most [`LISTS`] run at once,
@@ -387,7 +387,8 @@ impl Informer {
         client.pass_limiter().await;
         let _slot = LIST_SLOTS.acquire().await;
         let (me, client) = (self.clone(), client.clone());
-        crate::pool::unblock(move || me.list_blocking(&client, rv.as_deref(), paginate)).await
+        crate::runtime::pool::unblock(move || me.list_blocking(&client, rv.as_deref(), paginate))
+            .await
     }
 
     fn list_blocking(&self, client: &Client, rv: Option<&str>, paginate: bool) -> Result<()> {
@@ -597,7 +598,7 @@ mod tests {
         };
         let client = Client::new(&cfg, 0.0, 1, "reflector-test").expect("client");
         let inf = Informer::new(CONFIGMAPS, "", Arc::new(AtomicBool::new(false)));
-        let task = crate::reactor::spawn(inf.clone().run(client));
+        let task = crate::runtime::reactor::spawn(inf.clone().run(client));
         let end = Instant::now() + Duration::from_secs(10);
         while !(inf.has_synced() && inf.watches.load(Ordering::SeqCst) > 0) {
             assert!(Instant::now() < end, "no watch");

@@ -102,7 +102,7 @@ pub(crate) fn first_cert(pem_bytes: &[u8], path: &Path) -> Result<CertificateDer
 }
 
 pub(super) fn describe_time(t: SystemTime) -> String {
-    crate::timefmt::rfc3339(t)[..10].to_string()
+    crate::compat::timefmt::rfc3339(t)[..10].to_string()
 }
 
 /// Set a certificate's validity from two SystemTimes (through RFC 3339 text, so no date crate
@@ -113,7 +113,7 @@ pub(super) fn set_validity(
     to: SystemTime,
 ) -> Result<()> {
     fn parts(t: SystemTime) -> Option<(i32, u8, u8, u64)> {
-        let s = crate::timefmt::rfc3339(t);
+        let s = crate::compat::timefmt::rfc3339(t);
         let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<u64>().ok();
         let secs = num(11..13)? * 3600 + num(14..16)? * 60 + num(17..19)?;
         Some((

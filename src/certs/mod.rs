@@ -14,13 +14,14 @@
 //! Existing files are kept (after checking they still fit: key matches certificate, signed by
 //! the CA, valid now, the names asked for) unless `--force`. Keys and kubeconfigs are 0600.
 
+/// File names inside `--cert-dir`, as upstream (`<PairName>.crt/.key`).
+pub const CERT_DIR_PAIR_NAME: &str = "kube-controller-manager";
+
 mod ca;
-pub mod der;
 mod files;
 mod kubeconfig;
 mod leaf;
 mod sakeys;
-pub mod spki;
 
 use std::fmt;
 use std::net::IpAddr;
@@ -37,6 +38,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 
 use crate::error::{Error, Result};
+use crate::pki::der;
 
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/pki";
 pub const DEFAULT_SERVER: &str = "https://127.0.0.1:6443";
@@ -193,7 +195,7 @@ pub(crate) fn service_ip(ranges: &str) -> Result<IpAddr> {
     }
     let cidrs = parts
         .iter()
-        .map(|p| p.parse::<crate::config::Cidr>())
+        .map(|p| p.parse::<crate::compat::cidr::Cidr>())
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| bad(&e))?;
     if let [a, b] = cidrs.as_slice() {
@@ -462,7 +464,7 @@ fn generate_at(o: &CertsOptions, now: SystemTime) -> Result<Report> {
         o,
         &ca,
         &mut r,
-        crate::server::CERT_DIR_PAIR_NAME,
+        CERT_DIR_PAIR_NAME,
         "kube-controller-manager",
         &kcm_names,
         "edgekcm serving certificate",
@@ -492,7 +494,7 @@ fn generate_at(o: &CertsOptions, now: SystemTime) -> Result<Report> {
     let p = |path: &Path| path.display().to_string();
     let kc = p(&o.kubeconfig_dir.join("controller-manager.conf"));
     let ca_crt = p(&ca.cert_path);
-    let (kcm_crt, kcm_key) = pair_paths(&o.dir, crate::server::CERT_DIR_PAIR_NAME);
+    let (kcm_crt, kcm_key) = pair_paths(&o.dir, CERT_DIR_PAIR_NAME);
     let (api_crt, api_key) = pair_paths(&o.dir, "apiserver");
     let sa_key = p(&o.dir.join("sa.key"));
     r.edgekcm_flags = vec![

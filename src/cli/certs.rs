@@ -111,7 +111,7 @@ pub fn parse_args(args: &[String]) -> Result<Command> {
         if name == "help" || name == "force" {
             let on = match inline.as_deref() {
                 None => true,
-                Some(v) => crate::config::parse_go_bool(v).map_err(|e| {
+                Some(v) => crate::compat::parse::parse_go_bool(v).map_err(|e| {
                     cfg_err(format!("invalid argument {v:?} for \"--{name}\" flag: {e}"))
                 })?,
             };

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{self, Config};
+use crate::config::{self, Config, ControllerSelection, RunFlags};
 use crate::error::{Error, Result};
 
 /// What to do after parsing.
@@ -30,9 +30,9 @@ mod flags;
 mod help;
 
 use argh::FromArgs;
+pub use flags::flag_counts;
 #[cfg(test)]
 pub(crate) use flags::known_flags;
-pub use flags::{flag_counts, RunFlags};
 use flags::{lookup, Kind};
 pub use help::help_text;
 
@@ -206,7 +206,7 @@ fn sort(occurrences: Vec<Occurrence>) -> Result<Sorted> {
                 keep(&mut given, &o, ty)?;
                 if !flags::READ_AS_GIVEN.contains(&o.name) && warned.insert(o.name) {
                     warnings.push(match o.name {
-                        // Read by the secure port (`server::debug`); the rest of what it turns
+                        // Read by the secure port (`config::debug`); the rest of what it turns
                         // on upstream (/debug/pprof) is not served.
                         "profiling" => "flag --profiling only turns /debug/flags/v on or off here; edgekcm does not serve /debug/pprof".to_string(),
                         n => format!(
@@ -302,7 +302,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
             e.output.trim_end()
         ))
     })?;
-    let mut cfg = Config::from_flags(flags, &concurrent, warnings)?;
+    let mut cfg = Config::from_flags(flags, &concurrent, warnings, ControllerSelection::parse)?;
     cfg.given.extend(given);
     cfg.node_lifecycle_from_given()?;
     Ok(Command::Run(Box::new(cfg)))
@@ -318,7 +318,7 @@ fn keep(
     ty.parse(&o.value).map_err(|e| {
         Error::Config(format!(
             "invalid argument {} for \"--{}\" flag: {e}",
-            config::go_quote(o.value.as_bytes()),
+            crate::compat::parse::go_quote(o.value.as_bytes()),
             o.name
         ))
     })?;
@@ -336,7 +336,7 @@ fn release(since: &str) -> String {
 }
 
 fn bool_value(o: &Occurrence) -> Result<bool> {
-    config::parse_go_bool(&o.value).map_err(|e| {
+    crate::compat::parse::parse_go_bool(&o.value).map_err(|e| {
         Error::Config(format!(
             "invalid argument {:?} for \"--{}\" flag: {e}",
             o.value, o.name

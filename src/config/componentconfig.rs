@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use super::flagtype::{FlagType, FlagValue};
-use super::gojson::Json;
 use super::{format_go_duration, Config};
+use crate::compat::json::Json;
 
 /// The key `/configz` holds the configuration under.
 pub const GROUP: &str = "kubecontrollermanager.config.k8s.io";

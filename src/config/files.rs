@@ -17,9 +17,9 @@
 
 use std::path::Path;
 
-use super::gopem;
 use super::{Config, SignerFiles};
 use crate::error::{Error, Result};
+use crate::pki::gopem;
 
 /// Go's words for a file that cannot be read (`open /x: no such file or directory`).
 pub fn go_read_error(path: &Path, e: &std::io::Error) -> String {
@@ -155,8 +155,8 @@ fn check_signing(cfg: &Config) -> Result<()> {
 }
 
 /// Check every file an enabled controller of kube-controller-manager would read at start.
-pub fn check(cfg: &Config) -> Result<()> {
-    let enabled = |name: &str| cfg.controllers.is_enabled(name);
+/// `enabled` says whether a controller runs (`ControllerSelection::is_enabled`).
+pub fn check(cfg: &Config, enabled: impl Fn(&str) -> bool) -> Result<()> {
     let token_controller = enabled("serviceaccount-token-controller")
         && cfg.sa_controller.service_account_private_key_file.is_some();
     if token_controller {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::goparse::{
+use crate::compat::parse::{
     parse_go_bool, parse_go_duration_signed, parse_go_float, parse_go_int, split_csv,
 };
 

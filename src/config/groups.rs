@@ -1,7 +1,7 @@
 //! The per-controller option groups of [`super::Config`], named and split as upstream's
 //! componentconfig (`KubeControllerManagerConfiguration`) groups them.
 
-use super::Cidr;
+use crate::compat::cidr::Cidr;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -5,29 +5,24 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::RunFlags;
-use crate::controllers::registry::ControllerSelection;
 use crate::error::{Error, Result};
 
-mod cidr;
+mod auth;
 pub mod componentconfig;
+pub mod debug;
 pub mod files;
 mod flagtype;
-mod gojson;
-mod goparse;
-pub(crate) mod gopem;
 mod groups;
+mod runflags;
 mod signing;
-pub use cidr::Cidr;
+use crate::compat::cidr::Cidr;
+use crate::compat::parse::{format_go_duration, go_quote, parse_go_bool, parse_go_duration};
 pub use flagtype::{record as record_flag, FlagType, FlagValue};
-pub use gojson::Json;
-pub use goparse::{
-    format_go_duration, go_quote, parse_go_bool, parse_go_duration, parse_go_int10, parse_go_uint10,
-};
 pub use groups::{
     EndpointOptions, EndpointSliceOptions, GarbageCollectorOptions, KubeCloudShared,
     NamespaceOptions, NodeIpamOptions, NodeLifecycleOptions, PodGcOptions, SaControllerOptions,
 };
+pub use runflags::RunFlags;
 pub use signing::{CertKeyFiles, ClusterSigning, SignerFiles};
 
 /// Every `--concurrent-*-syncs` flag of kube-controller-manager 1.28 with its default.
@@ -64,6 +59,24 @@ pub struct LeaderElection {
     pub resource_lock: String,
     pub resource_name: String,
     pub resource_namespace: String,
+}
+
+/// A parsed `--controllers` list, with aliases already rewritten to canonical names. Parsed,
+/// and asked which controllers it enables, against the controllers' table
+/// (`controllers::registry`, which has the methods).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerSelection {
+    /// Entries in command-line order: `*`, `name` or `-name` (canonical names).
+    pub(crate) entries: Vec<String>,
+}
+
+impl Default for ControllerSelection {
+    /// The default `--controllers=*`.
+    fn default() -> Self {
+        ControllerSelection {
+            entries: vec!["*".to_string()],
+        }
+    }
 }
 
 /// Everything edgekcm acts on, typed and validated.
@@ -123,7 +136,7 @@ pub struct Config {
     /// `-v` / `--v`.
     pub verbosity: u32,
     /// `--logging-format`.
-    pub logging_format: crate::logging::Format,
+    pub logging_format: crate::runtime::logging::Format,
     /// One line per ignored, renamed or removed flag; logged once at start.
     pub warnings: Vec<String>,
     /// The text of flags given on the command line that edgekcm keeps as text, for
@@ -222,7 +235,7 @@ impl Default for Config {
             authorization_webhook_cache_authorized_ttl: Duration::from_secs(10),
             authorization_webhook_cache_unauthorized_ttl: Duration::from_secs(10),
             verbosity: 0,
-            logging_format: crate::logging::Format::Text,
+            logging_format: crate::runtime::logging::Format::Text,
             warnings: Vec::new(),
             given: BTreeMap::new(),
         }
@@ -251,7 +264,8 @@ impl Config {
             ("unhealthy-zone-threshold", &mut nl.unhealthy_zone_threshold),
         ] {
             if let Some(v) = self.given.get(flag) {
-                *to = goparse::parse_go_float(v, 32).map_err(|e| invalid(flag, v, &e))? as f32;
+                *to = crate::compat::parse::parse_go_float(v, 32)
+                    .map_err(|e| invalid(flag, v, &e))? as f32;
             }
         }
         if let Some(v) = self.given.get("large-cluster-size-threshold") {
@@ -260,10 +274,12 @@ impl Config {
         Ok(())
     }
 
+    /// `select` parses `--controllers` against the controllers' table.
     pub fn from_flags(
         mut f: RunFlags,
         concurrent: &BTreeMap<&'static str, String>,
         warnings: Vec<String>,
+        select: fn(&[String]) -> Result<ControllerSelection>,
     ) -> Result<Config> {
         let mut c = Config {
             warnings,
@@ -278,7 +294,7 @@ impl Config {
             c.kube_api_burst = non_negative("kube-api-burst", parse_i32("kube-api-burst", &v)?)?;
         }
         if let Some(v) = f.controllers.take() {
-            c.controllers = ControllerSelection::parse(&split_list(&v))?;
+            c.controllers = select(&split_list(&v))?;
         }
         dur(
             &mut c.controller_start_interval,
@@ -328,8 +344,8 @@ impl Config {
             ),
         ] {
             if let Some(v) = v {
-                let (negative, d) =
-                    goparse::parse_go_duration_signed(&v).map_err(|e| invalid(flag, &v, &e))?;
+                let (negative, d) = crate::compat::parse::parse_go_duration_signed(&v)
+                    .map_err(|e| invalid(flag, &v, &e))?;
                 *slot = if negative { Duration::ZERO } else { d };
                 // `/configz` shows the value as given (a negative one too).
                 record_flag(&mut c.given, flag, FlagType::Duration, &v);
@@ -379,7 +395,8 @@ impl Config {
         secure_serving_and_auth(&mut c, &mut f)?;
         if let Some(v) = f.v {
             // klog's Level is an int32 read in base 10; negative levels behave as 0.
-            let n = goparse::parse_go_int10(&v, 32).map_err(|why| invalid("v", &v, &why))?;
+            let n = crate::compat::parse::parse_go_int10(&v, 32)
+                .map_err(|why| invalid("v", &v, &why))?;
             c.verbosity = n.max(0) as u32;
         }
         if let Some(v) = f.logging_format {
@@ -498,7 +515,7 @@ fn boolean(slot: &mut bool, flag: &str, v: Option<String>) -> Result<()> {
 /// pflag's int and int32 flags: Go's `strconv.ParseInt(v, 0, 32)` (`0x10`, `010` and `1_000`
 /// are numbers too).
 fn parse_i32(flag: &str, v: &str) -> Result<i32> {
-    goparse::parse_go_int(v, 32)
+    crate::compat::parse::parse_go_int(v, 32)
         .map(|n| n as i32)
         .map_err(|why| invalid(flag, v, &why))
 }
@@ -510,7 +527,7 @@ fn non_negative(flag: &str, n: i32) -> Result<u32> {
 /// pflag's float32 flags (Go's `strconv.ParseFloat(v, 32)`); NaN and infinities, which Go
 /// reads, are refused too.
 fn parse_f32(flag: &str, v: &str) -> Result<f32> {
-    goparse::parse_go_float(v, 32)
+    crate::compat::parse::parse_go_float(v, 32)
         .and_then(|f| {
             f.is_finite().then_some(f as f32).ok_or_else(|| {
                 format!(

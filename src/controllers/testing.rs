@@ -83,7 +83,7 @@ impl<C: Controller> Harness<C> {
 
     /// Reconcile at this time (RFC 3339).
     pub fn at(mut self, rfc3339: &str) -> Self {
-        self.now = crate::timefmt::parse_rfc3339(rfc3339).expect("an RFC 3339 time");
+        self.now = crate::compat::timefmt::parse_rfc3339(rfc3339).expect("an RFC 3339 time");
         self
     }
 
@@ -303,7 +303,7 @@ mod tests {
                 return Ok(Outcome::none());
             };
             let at = cm["data"]["at"].as_str().unwrap_or("");
-            let at = crate::timefmt::parse_rfc3339(at).unwrap_or(cx.now);
+            let at = crate::compat::timefmt::parse_rfc3339(at).unwrap_or(cx.now);
             let create = Action::Create {
                 kind: PODS,
                 namespace: "ns".into(),

@@ -87,7 +87,7 @@ pub fn process_ttl(job: &Value, now: SystemTime) -> std::result::Result<Ttl, Str
     }
     let key = obj::key(job);
     let finished = finish_time_field(job)
-        .and_then(crate::timefmt::parse_rfc3339)
+        .and_then(crate::compat::timefmt::parse_rfc3339)
         .ok_or_else(|| format!("unable to find the time when the Job {key} finished"))?;
     if finished > now {
         log::info!(
@@ -104,12 +104,12 @@ pub fn process_ttl(job: &Value, now: SystemTime) -> std::result::Result<Ttl, Str
 
 /// `ttl_after_finished_controller_job_deletion_duration_seconds`: buckets 0.1, 0.2, ...
 /// 819.2 (14).
-fn deletion_duration() -> std::sync::MutexGuard<'static, crate::queue::Histogram> {
-    static H: std::sync::OnceLock<std::sync::Mutex<crate::queue::Histogram>> =
+fn deletion_duration() -> std::sync::MutexGuard<'static, crate::metrics::Histogram> {
+    static H: std::sync::OnceLock<std::sync::Mutex<crate::metrics::Histogram>> =
         std::sync::OnceLock::new();
     H.get_or_init(|| {
         let bounds: Vec<f64> = (0..14).map(|i| 0.1 * f64::from(1u32 << i)).collect();
-        std::sync::Mutex::new(crate::queue::Histogram::new(&bounds))
+        std::sync::Mutex::new(crate::metrics::Histogram::new(&bounds))
     })
     .lock()
     .unwrap_or_else(|p| p.into_inner())
@@ -128,7 +128,7 @@ pub fn metric_families() -> Vec<crate::metrics::Family> {
 
 /// When a Job's TTL ran out.
 fn expiry(job: &Value) -> Option<SystemTime> {
-    let finished = finish_time_field(job).and_then(crate::timefmt::parse_rfc3339)?;
+    let finished = finish_time_field(job).and_then(crate::compat::timefmt::parse_rfc3339)?;
     let ttl = job["spec"]["ttlSecondsAfterFinished"].as_i64()?;
     if ttl >= 0 {
         finished.checked_add(Duration::from_secs(ttl as u64))
@@ -229,7 +229,7 @@ mod tests {
     }
 
     fn at(s: &str) -> SystemTime {
-        crate::timefmt::parse_rfc3339(s).unwrap()
+        crate::compat::timefmt::parse_rfc3339(s).unwrap()
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! PEM and DER in `certs` (`certs::der`, `load_key`, `first_cert`, `spki_bits`): certificates
+//! PEM and DER in `certs` (`pki::der`, `load_key`, `first_cert`, `spki_bits`): certificates
 //! and keys mutated as bytes and as DER trees (so that lengths stay right and parsing goes
 //! deep), random TLVs with long and deep length fields, and mutated PEM text. Parsing gives a
 //! value or None / an error with a message, never a panic; the unmutated inputs still parse
@@ -11,8 +11,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{PrivateKeyDer, SubjectPublicKeyInfoDer};
 
 use super::Gen;
-use crate::certs::der::{self, BIT_STRING, INTEGER, OCTET_STRING, OID, SEQUENCE, SET};
 use crate::certs::{first_cert, load_key, spki_bits};
+use crate::pki::der::{self, BIT_STRING, INTEGER, OCTET_STRING, OID, SEQUENCE, SET};
 
 const UTC_TIME: u8 = 0x17;
 const GENERALIZED_TIME: u8 = 0x18;

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::Gen;
 use crate::cli::{self, Command};
-use crate::config::{format_go_duration, parse_go_duration, CONCURRENT_SYNCS};
+use crate::compat::parse::{format_go_duration, parse_go_duration};
+use crate::config::CONCURRENT_SYNCS;
 
 const CERTS_FLAGS: &[&str] = &[
     "dir",

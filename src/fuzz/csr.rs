@@ -31,7 +31,7 @@ fn seeds() -> &'static [Seed] {
         .iter()
         .map(|(cn, orgs, sans)| {
             let pem = request_pem(cn, orgs, sans);
-            let der = crate::config::gopem::first_block(pem.as_bytes())
+            let der = crate::pki::gopem::first_block(pem.as_bytes())
                 .expect("a PEM block")
                 .der;
             Seed { pem, der, cn }

@@ -12,7 +12,7 @@ use super::{ChunkedReader, Gen};
 use crate::api::trim::{self, Trim};
 use crate::api::watch::{parse_frame_as, EventReader, EventType, Frame, MAX_EVENT_BYTES};
 
-/// Events are decoded on the watch threads (`crate::reactor`, 512 KiB of stack); the stream
+/// Events are decoded on the watch threads (`crate::runtime::reactor`, 512 KiB of stack); the stream
 /// cases run on half of that.
 const DECODE_STACK: usize = 256 * 1024;
 

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Map, Value};
 
-use crate::timefmt;
+use crate::compat::timefmt;
 
 /// The leader election record as stored in a Lease's spec.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

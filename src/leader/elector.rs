@@ -393,10 +393,10 @@ impl LeaderElector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compat::timefmt;
     use crate::error::{Error, Result};
     use crate::leader::tests::cfg;
     use crate::leader::HEALTHZ_TOLERANCE;
-    use crate::timefmt;
     use serde_json::{json, Value};
     use std::sync::atomic::AtomicUsize;
     use std::thread;

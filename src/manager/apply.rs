@@ -526,7 +526,7 @@ impl Run<'_> {
             }
         };
         // This thread takes its share too (and all of it if no helper could start).
-        crate::pool::run_on_helpers(list.len().min(MAX_PARALLEL) - 1, &work);
+        crate::runtime::pool::run_on_helpers(list.len().min(MAX_PARALLEL) - 1, &work);
         failed.into_inner()
     }
 }

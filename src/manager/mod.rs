@@ -1,5 +1,5 @@
 //! The manager: wires controllers to the shared cache, waits for it to sync, serves each
-//! reconciling controller's queue with the shared worker loop (`crate::workers`), applies the
+//! reconciling controller's queue with the shared worker loop (`crate::runtime::workers`), applies the
 //! actions the reconciles return, retries failures through the workqueue's rate limiter, and
 //! runs the periodic resyncs.
 
@@ -280,7 +280,7 @@ impl Manager {
                             c.clone(),
                             Arc::downgrade(queue),
                         );
-                        crate::timer::every(period, move || {
+                        crate::runtime::timer::every(period, move || {
                             let (Some(cache), Some(q)) = (cache.upgrade(), q.upgrade()) else {
                                 return false;
                             };
@@ -288,7 +288,7 @@ impl Manager {
                                 return false;
                             }
                             let ctrl = ctrl.clone();
-                            crate::pool::spawn(move || resync(&cache, ctrl.as_ref(), &q));
+                            crate::runtime::pool::spawn(move || resync(&cache, ctrl.as_ref(), &q));
                             true
                         });
                     }

@@ -3,7 +3,7 @@
 //! texts and buckets, written by hand.
 //!
 //! Sources:
-//! * `workqueue_*{name}`: every named [`crate::queue::WorkQueue`] registers itself here
+//! * `workqueue_*{name}`: every named work queue (`queue::WorkQueue`) registers itself here
 //!   (weakly); queues sharing a name are summed, as they share one series upstream.
 //! * `rest_client_requests_total{code,host,method}` (every attempt, `<error>` when no answer
 //!   came) and `rest_client_request_duration_seconds{host,verb}` (a whole call with its
@@ -20,15 +20,15 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use crate::queue::{Histogram, QueueStats};
-
 mod process;
 mod rest;
 mod text;
+mod workqueue;
 
 pub use process::{parse_limit, parse_proc_stat, process_start_unix, ProcessStats};
 pub use rest::{host_of, rest_request_latency, rest_request_result, REST_LATENCY_BUCKETS};
 pub use text::{encode, format_float, CONTENT_TYPE};
+pub use workqueue::{Histogram, QueueStats, DURATION_BUCKETS};
 
 use process::process_families;
 use rest::rest_client_families;
@@ -171,46 +171,6 @@ pub fn register_collector(id: &str, c: Collector) {
     let mut cs = lock(&registry().collectors);
     cs.retain(|(i, _)| i != id);
     cs.push((id.to_string(), c));
-}
-
-/// `edgekcm_cache_objects{resource}` and `edgekcm_cache_bytes{resource}` for this cache
-/// (informers of one resource with different field selectors are added together).
-pub fn register_cache(cache: &Arc<crate::cache::Cache>) {
-    let weak = Arc::downgrade(cache);
-    register_collector(
-        "cache",
-        Arc::new(move || {
-            let Some(cache) = weak.upgrade() else {
-                return Vec::new();
-            };
-            let mut per: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-            for (kind, objects, bytes) in cache.sizes() {
-                let resource = if kind.group.is_empty() {
-                    kind.plural.to_string()
-                } else {
-                    format!("{}.{}", kind.plural, kind.group)
-                };
-                let e = per.entry(resource).or_default();
-                e.0 += objects;
-                e.1 += bytes;
-            }
-            let mut objects = Family::new(
-                "edgekcm_cache_objects",
-                "Objects held in the shared informer cache, by resource.",
-                MetricType::Gauge,
-            );
-            let mut bytes = Family::new(
-                "edgekcm_cache_bytes",
-                "Approximate bytes held by the shared informer cache, by resource.",
-                MetricType::Gauge,
-            );
-            for (resource, (n, b)) in &per {
-                objects.push(&[("resource", resource)], *n as f64);
-                bytes.push(&[("resource", resource)], *b as f64);
-            }
-            vec![objects, bytes]
-        }),
-    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -360,23 +320,6 @@ pub fn gather() -> Vec<Family> {
 /// The whole exposition, as `/metrics` serves it.
 pub fn render() -> String {
     encode(&gather())
-}
-
-/// The `/metrics` handler for the secure port.
-pub fn handler() -> crate::server::Handler {
-    Arc::new(|_req: &crate::server::Request| {
-        let mut r = crate::server::Response {
-            status: 200,
-            content_type: CONTENT_TYPE.to_string(),
-            body: render().into_bytes(),
-            headers: Vec::new(),
-        };
-        if let Some(t) = process_start_unix() {
-            r.headers
-                .push(("Process-Start-Time-Unix".to_string(), t.to_string()));
-        }
-        r
-    })
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use super::Histogram;
 use super::{lock, registry, Family, MetricType};
-use crate::queue::Histogram;
 
 /// Buckets of `rest_client_request_duration_seconds`.
 pub const REST_LATENCY_BUCKETS: [f64; 12] = [

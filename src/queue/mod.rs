@@ -13,8 +13,8 @@
 //!
 //! Workers either block in `get` (a condition variable), or are started on demand: with
 //! `set_on_ready`, the queue calls back whenever a key becomes available (delayed keys are
-//! brought in by the shared timer thread, `crate::timer`), and workers take keys with the
-//! non-blocking `try_get` (see `crate::workers`).
+//! brought in by the shared timer thread, `crate::runtime::timer`), and workers take keys with the
+//! non-blocking `try_get` (see `crate::runtime::workers`).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
@@ -22,10 +22,9 @@ use std::hash::Hash;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-mod metrics;
 mod ratelimit;
 
-pub use metrics::{Histogram, QueueStats, DURATION_BUCKETS};
+use crate::metrics::{Histogram, QueueStats, DURATION_BUCKETS};
 pub use ratelimit::{
     default_controller_rate_limiter, Bucket, ItemExponential, MaxOf, RateLimiter, TokenBucket,
 };
@@ -181,7 +180,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// next of them (see `set_on_ready`).
     fn poke_unarmed_at(&self, t: Instant) {
         let me = self.me.clone();
-        crate::timer::at(t, move || {
+        crate::runtime::timer::at(t, move || {
             let Some(q) = me.upgrade() else { return };
             let now = (q.clock)();
             let mut st = lock(&q.state);
@@ -214,7 +213,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             return;
         }
         let me = self.me.clone();
-        crate::timer::at(t, move || {
+        crate::runtime::timer::at(t, move || {
             if let Some(q) = me.upgrade() {
                 q.poke();
             }
@@ -490,6 +489,24 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         };
         self.release(st);
         stats
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> crate::runtime::workers::KeyQueue<K> for WorkQueue<K> {
+    fn set_on_ready(&self, f: Box<dyn Fn() + Send + Sync>) {
+        WorkQueue::set_on_ready(self, f)
+    }
+    fn try_get(&self) -> Option<K> {
+        WorkQueue::try_get(self)
+    }
+    fn add_after(&self, k: K, d: Duration) {
+        WorkQueue::add_after(self, k, d)
+    }
+    fn done(&self, k: &K) {
+        WorkQueue::done(self, k)
+    }
+    fn has_queued(&self) -> bool {
+        WorkQueue::has_queued(self)
     }
 }
 

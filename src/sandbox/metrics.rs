@@ -112,7 +112,7 @@ pub fn handle(shared: &Shared, req: &super::http::Request, segs: &[&str]) -> Opt
     ) {
         return None;
     }
-    let now = crate::timefmt::rfc3339(SystemTime::now());
+    let now = crate::compat::timefmt::rfc3339(SystemTime::now());
     let selector = match LabelSelector::parse(req.param("labelSelector").unwrap_or("")) {
         Ok(s) => s,
         Err(e) => return Some(bad_request(e)),

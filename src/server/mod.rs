@@ -22,9 +22,9 @@
 //! for authentication further up.
 
 mod conn;
-pub mod debug;
 mod healthz;
 pub(crate) mod http;
+mod metrics;
 pub mod query;
 mod tls;
 
@@ -42,6 +42,7 @@ use crate::error::{Error, Result};
 
 pub use healthz::Health;
 pub use http::{Check, Filter, Handler, Request, Response, TEXT_PLAIN};
+pub use metrics::metrics_handler;
 use tls::{describe_origin, load_tls, server_config};
 
 /// What the secure port accepts from a client before it refuses or drops it. Go's server,
@@ -81,9 +82,6 @@ impl Default for Limits {
         }
     }
 }
-
-/// File names inside `--cert-dir`, as upstream (`<PairName>.crt/.key`).
-pub const CERT_DIR_PAIR_NAME: &str = "kube-controller-manager";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServeConfig {
@@ -290,6 +288,18 @@ impl RunningServer {
 impl Drop for RunningServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// What a route answers, without a connection, for tests of routes installed elsewhere.
+#[cfg(test)]
+impl Server {
+    pub(crate) fn dispatch(&self, req: &Request) -> Response {
+        self.app.dispatch(req)
+    }
+
+    pub(crate) fn reads_body(&self, path: &str) -> bool {
+        self.app.reads_body(path)
     }
 }
 

@@ -2,7 +2,7 @@
 //! CA and leaf) and the rustls configuration that asks for, but does not require, a client
 //! certificate.
 
-use crate::certs::spki;
+use crate::pki::spki;
 use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::Path;
@@ -16,7 +16,8 @@ use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
-use super::{ServeConfig, CERT_DIR_PAIR_NAME};
+use super::ServeConfig;
+use crate::certs::CERT_DIR_PAIR_NAME;
 use crate::error::{Error, Result};
 
 // ---------------------------------------------------------------------------------------------

@@ -242,7 +242,7 @@ fn pods_of(admin: &Client, ns: &str, selector: &str) -> Vec<String> {
 
 fn answer(values: &Mutex<Values>, admin: &Client, req: &Request) -> Response {
     let segs: Vec<&str> = req.path.split('/').filter(|s| !s.is_empty()).collect();
-    let now = edgekcm::timefmt::rfc3339(std::time::SystemTime::now());
+    let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
     let selector = req.query_values("labelSelector").pop().unwrap_or_default();
     let resources = |gv: &str, name: &str, kind: &str| {
         ok(

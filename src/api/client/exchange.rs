@@ -1,4 +1,4 @@
-//! A request and its whole answer over our own connections (`api::direct`), without ureq:
+//! A request and its whole answer over our own connections (`api::client::direct`), without ureq:
 //! what every request but a blocking watch is when no proxy stands in front of the server.
 //!
 //! A request is one buffer (head and body) sent in one write; the answer's head is parsed and
@@ -8,8 +8,8 @@
 //! the server's end still open when taken again. ureq did the same per request with a few
 //! microseconds more of its own: header maps, URI parsing, timing bookkeeping.
 
+use super::direct::Direct;
 use super::http1;
-use crate::api::direct::Direct;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use std::io;

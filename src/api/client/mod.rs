@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 mod connect;
+mod direct;
 mod exchange;
 mod http1;
 mod query;

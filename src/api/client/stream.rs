@@ -1,4 +1,4 @@
-//! Watches for async code (the reflectors on `crate::reactor`): an HTTP/1.1 GET on a
+//! Watches for async code (the reflectors on `crate::runtime::reactor`): an HTTP/1.1 GET on a
 //! connection of its own, over `async_io::Async<TcpStream>` and futures-rustls, whose
 //! streamed body goes through the same event decoder as the blocking watch
 //! (`api::watch::Decoder`). A waiting watch costs a socket in async-io's reactor and a few
@@ -97,7 +97,7 @@ impl Client {
                 // A token source may read a file or ask the API server.
                 Auth::Source(_) => {
                     let c = self.clone();
-                    crate::pool::unblock(move || c.authorization()).await?
+                    crate::runtime::pool::unblock(move || c.authorization()).await?
                 }
                 _ => self.authorization()?,
             };
@@ -160,7 +160,7 @@ impl Client {
             // A name (or an overridden one): resolved as the requests' are, on a helper.
             None => {
                 let e = endpoint.clone();
-                crate::pool::unblock(move || e.addrs()).await?
+                crate::runtime::pool::unblock(move || e.addrs()).await?
             }
         };
         let deadline = started + CONNECT_TIMEOUT;

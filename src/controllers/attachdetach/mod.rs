@@ -110,11 +110,11 @@ pub const DRIVER_WATCH: Watch = Watch::fields(CSIDRIVERS, &["/spec/attachRequire
 pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let given = |f: &str| cx.cfg.given.get(f).map(String::as_str);
     let disabled = match given("disable-attach-detach-reconcile-sync") {
-        Some(v) => crate::config::parse_go_bool(v).map_err(crate::Error::Config)?,
+        Some(v) => crate::compat::parse::parse_go_bool(v).map_err(crate::Error::Config)?,
         None => false,
     };
     let period = match given("attach-detach-reconcile-sync-period") {
-        Some(v) => crate::config::parse_go_duration(v).map_err(crate::Error::Config)?,
+        Some(v) => crate::compat::parse::parse_go_duration(v).map_err(crate::Error::Config)?,
         None => Duration::from_secs(60),
     };
     if period < Duration::from_secs(1) {

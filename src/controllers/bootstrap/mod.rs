@@ -74,7 +74,7 @@ pub fn expiration(secret: &Value, now: SystemTime) -> Expiration {
     if text.is_empty() {
         return Expiration::Never;
     }
-    let Some(at) = crate::timefmt::parse_rfc3339(&text) else {
+    let Some(at) = crate::compat::timefmt::parse_rfc3339(&text) else {
         log::debug!(
             "Unparseable expiration time ({text}) in {} Secret. Treating as expired.",
             obj::key(secret)

@@ -1,7 +1,7 @@
 //! bootstrap-signer-controller (upstream's `bootstrap/bootstrapsigner.go`): the ConfigMap
 //! `kube-public/cluster-info` carries, beside its `kubeconfig`, one `jws-kubeconfig-<id>`
 //! entry per bootstrap token allowed to sign: the detached HS256 JWS of the kubeconfig text
-//! keyed by the token (see `kit::jws`). Entries of tokens that are gone, expired or no longer
+//! keyed by the token (see `crate::compat::jws`). Entries of tokens that are gone, expired or no longer
 //! allowed to sign are removed; the ConfigMap is PUT only when an entry changes.
 //!
 //! As upstream: one key (`kube-public/cluster-info`), looked at when the ConfigMap is added or
@@ -60,7 +60,7 @@ pub fn signatures(
         }
         sigs.insert(
             id.clone(),
-            crate::controllers::kit::jws::detached_hs256(content, &id, &secret),
+            crate::compat::jws::detached_hs256(content, &id, &secret),
         );
     }
     (sigs, next)

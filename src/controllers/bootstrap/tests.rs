@@ -2,8 +2,8 @@ use super::cleaner::TokenCleaner;
 use super::signer::{BootstrapSigner, CLUSTER_INFO_WATCH};
 use super::*;
 use crate::api::resources::CONFIGMAPS;
+use crate::compat::jws;
 use crate::controller::Controller;
-use crate::controllers::kit::jws;
 use crate::controllers::testing::Harness;
 use serde_json::json;
 
@@ -35,7 +35,7 @@ fn cluster_info(extra: &[(&str, &str)]) -> Value {
 }
 
 fn at(s: &str) -> std::time::SystemTime {
-    crate::timefmt::parse_rfc3339(s).unwrap()
+    crate::compat::timefmt::parse_rfc3339(s).unwrap()
 }
 
 #[test]

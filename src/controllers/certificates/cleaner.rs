@@ -67,7 +67,7 @@ impl Reason {
 /// upstream's `isOlderThan`: a time that is set and more than `d` before `now`.
 fn older_than(t: Option<&Value>, d: Duration, now: SystemTime) -> bool {
     t.and_then(Value::as_str)
-        .and_then(crate::timefmt::parse_rfc3339)
+        .and_then(crate::compat::timefmt::parse_rfc3339)
         .and_then(|t| now.duration_since(t).ok())
         .is_some_and(|age| age > d)
 }
@@ -83,16 +83,16 @@ fn any_condition(csr: &Value, type_: &str, d: Duration, now: SystemTime) -> bool
 /// (all of them must parse), and the first one's notAfter passed.
 fn certificate_expired(csr: &Value, now: SystemTime) -> bool {
     let pem = certificate(csr);
-    let Some(block) = crate::config::gopem::first_block(&pem) else {
+    let Some(block) = crate::pki::gopem::first_block(&pem) else {
         return false;
     };
     let mut rest = block.der.as_slice();
     let mut first = None;
     while !rest.is_empty() {
-        let Some((t, r)) = crate::certs::der::read(rest) else {
+        let Some((t, r)) = crate::pki::der::read(rest) else {
             return false;
         };
-        let Some(info) = crate::certs::der::parse_cert(t.raw) else {
+        let Some(info) = crate::pki::der::parse_cert(t.raw) else {
             return false;
         };
         first.get_or_insert(info.not_after);
@@ -190,7 +190,7 @@ impl SelfDriven for CsrCleaner {
                     return false;
                 };
                 let (client, stopped, running) = (client.clone(), stopped.clone(), running.clone());
-                crate::pool::spawn(move || {
+                crate::runtime::pool::spawn(move || {
                     // A pass still running (a slow server) makes this one unnecessary.
                     if let Ok(_held) = running.try_lock() {
                         pass(&cache, &client, &stopped);
@@ -200,7 +200,7 @@ impl SelfDriven for CsrCleaner {
             }
         };
         run();
-        crate::timer::every(self.period, run);
+        crate::runtime::timer::every(self.period, run);
         Vec::new()
     }
     fn shutdown(&self) {

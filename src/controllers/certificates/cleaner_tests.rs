@@ -3,7 +3,7 @@ use base64::Engine as _;
 use serde_json::json;
 
 fn at(s: &str) -> SystemTime {
-    crate::timefmt::parse_rfc3339(s).expect("time")
+    crate::compat::timefmt::parse_rfc3339(s).expect("time")
 }
 
 const NOW: &str = "2024-05-02T12:00:00Z";
@@ -105,7 +105,7 @@ fn a_pass_deletes_what_is_due() {
     let old = json!({"metadata": {"name": "old", "resourceVersion": "1",
                      "creationTimestamp": "2020-01-01T00:00:00Z"}});
     let new = json!({"metadata": {"name": "new", "resourceVersion": "2",
-                     "creationTimestamp": crate::timefmt::rfc3339(SystemTime::now())}});
+                     "creationTimestamp": crate::compat::timefmt::rfc3339(SystemTime::now())}});
     for o in [&old, &new] {
         let mut body = o.clone();
         body["metadata"]

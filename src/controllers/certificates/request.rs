@@ -9,9 +9,7 @@
 //! it when the CSR is created, and the controller never sees one it refused). Every length is
 //! bounded by the input and nothing recurses: bad input is an error, never a panic.
 
-use crate::certs::der::{
-    self, Tlv, BIT_STRING, BOOLEAN, INTEGER, OCTET_STRING, OID, SEQUENCE, SET,
-};
+use crate::pki::der::{self, Tlv, BIT_STRING, BOOLEAN, INTEGER, OCTET_STRING, OID, SEQUENCE, SET};
 
 const CONTEXT_0_CONSTRUCTED: u8 = 0xa0;
 /// 2.5.4.3 and 2.5.4.10.
@@ -63,7 +61,7 @@ fn malformed(what: &str) -> String {
 
 /// upstream's `certificates.ParseCSR`: the first PEM block must be a `CERTIFICATE REQUEST`.
 pub fn parse_pem(pem: &[u8]) -> Result<Request, String> {
-    match crate::config::gopem::first_block(pem) {
+    match crate::pki::gopem::first_block(pem) {
         Some(b) if b.kind == "CERTIFICATE REQUEST" => parse_der(&b.der),
         _ => Err("PEM block type must be CERTIFICATE REQUEST".to_string()),
     }
@@ -363,9 +361,7 @@ mod tests {
         );
         assert!(parse_pem(b"").is_err());
         let pem = request_pem("system:node:n1", &["system:nodes"], &[]);
-        let der = crate::config::gopem::first_block(pem.as_bytes())
-            .unwrap()
-            .der;
+        let der = crate::pki::gopem::first_block(pem.as_bytes()).unwrap().der;
         let mut trailing = der.clone();
         trailing.push(0);
         assert!(parse_der(&trailing).unwrap_err().contains("trailing"));

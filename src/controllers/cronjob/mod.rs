@@ -391,11 +391,11 @@ fn finish(cx: &Cx, p: Pending) -> Result<Outcome> {
 
 /// `cronjob_controller_job_creation_skew_duration_seconds` (STABLE upstream): seconds from a
 /// start time to its Job's creation, buckets 1, 2, 4, ... 512.
-fn creation_skew() -> std::sync::MutexGuard<'static, crate::queue::Histogram> {
-    static H: std::sync::OnceLock<Mutex<crate::queue::Histogram>> = std::sync::OnceLock::new();
+fn creation_skew() -> std::sync::MutexGuard<'static, crate::metrics::Histogram> {
+    static H: std::sync::OnceLock<Mutex<crate::metrics::Histogram>> = std::sync::OnceLock::new();
     H.get_or_init(|| {
         let bounds: Vec<f64> = (0..10).map(|i| f64::from(1u32 << i)).collect();
-        Mutex::new(crate::queue::Histogram::new(&bounds))
+        Mutex::new(crate::metrics::Histogram::new(&bounds))
     })
     .lock()
     .unwrap_or_else(|p| p.into_inner())
@@ -416,7 +416,7 @@ pub fn metric_families() -> Vec<crate::metrics::Family> {
 fn observe_skew(job: &Value, scheduled: i64) {
     if let Some(created) = job["metadata"]["creationTimestamp"]
         .as_str()
-        .and_then(crate::timefmt::parse_rfc3339)
+        .and_then(crate::compat::timefmt::parse_rfc3339)
     {
         let skew = (gotime::from_system(created) - scheduled) as f64 / 1e9;
         creation_skew().observe(skew);

@@ -52,7 +52,7 @@ pub fn finished(job: &Value) -> Option<&str> {
 
 fn time_of(v: &Value) -> Option<i64> {
     v.as_str()
-        .and_then(crate::timefmt::parse_rfc3339)
+        .and_then(crate::compat::timefmt::parse_rfc3339)
         .map(gotime::from_system)
 }
 
@@ -208,7 +208,7 @@ pub fn started(cj: &mut Value, job: &Value, scheduled: i64) {
     set_status_field(
         cj,
         "lastScheduleTime",
-        crate::timefmt::rfc3339(gotime::to_system(scheduled)).into(),
+        crate::compat::timefmt::rfc3339(gotime::to_system(scheduled)).into(),
     );
 }
 
@@ -520,7 +520,7 @@ fn decide_start(
     set_status_field(
         &mut after,
         "lastScheduleTime",
-        crate::timefmt::rfc3339(gotime::to_system(scheduled)).into(),
+        crate::compat::timefmt::rfc3339(gotime::to_system(scheduled)).into(),
     );
     p.requeue = requeue(&after, &sched, now);
     Ok(())

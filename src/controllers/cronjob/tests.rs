@@ -13,11 +13,11 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 fn t(s: &str) -> i64 {
-    gotime::from_system(crate::timefmt::parse_rfc3339(s).expect("an RFC 3339 time"))
+    gotime::from_system(crate::compat::timefmt::parse_rfc3339(s).expect("an RFC 3339 time"))
 }
 
 fn iso(ns: i64) -> String {
-    crate::timefmt::rfc3339(gotime::to_system(ns))
+    crate::compat::timefmt::rfc3339(gotime::to_system(ns))
 }
 
 /// The start times after `from`, `n` of them, as RFC 3339 UTC.

@@ -63,7 +63,7 @@ impl<'a> Plan<'a> {
         Plan {
             cache,
             now,
-            now_str: crate::timefmt::rfc3339(now),
+            now_str: crate::compat::timefmt::rfc3339(now),
             orig_annotations: d.annotations.clone(),
             orig_status: d.status.clone(),
             d,

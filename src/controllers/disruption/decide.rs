@@ -2,10 +2,10 @@
 //! healthy, which pods count as healthy, which recorded disruptions still hold, the status to
 //! write, and whether a pod's `DisruptionTarget` condition is stale.
 
+use crate::compat::timefmt::{parse_rfc3339, rfc3339};
 use crate::controllers::kit::pod::is_pod_ready;
 use crate::obj::At as _;
 use crate::obj::{self};
-use crate::timefmt::{parse_rfc3339, rfc3339};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};

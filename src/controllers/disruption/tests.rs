@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 const T0: &str = "2024-01-01T00:00:00Z";
 
 fn at(s: &str) -> SystemTime {
-    crate::timefmt::parse_rfc3339(s).expect("time")
+    crate::compat::timefmt::parse_rfc3339(s).expect("time")
 }
 
 fn pdb(name: &str, spec: Value) -> Value {

@@ -498,8 +498,8 @@ fn over_capacity_is_truncated_and_annotated() {
 
 #[test]
 fn trigger_time_format_is_rfc3339_nano() {
-    let t = crate::timefmt::parse_rfc3339("2024-05-01T10:00:00.120Z").unwrap();
+    let t = crate::compat::timefmt::parse_rfc3339("2024-05-01T10:00:00.120Z").unwrap();
     assert_eq!(trigger::format(t), "2024-05-01T10:00:00.12Z");
-    let t = crate::timefmt::parse_rfc3339(T0).unwrap();
+    let t = crate::compat::timefmt::parse_rfc3339(T0).unwrap();
     assert_eq!(trigger::format(t), T0);
 }

@@ -20,7 +20,7 @@
 //!   the missing owner instead; here edges always go to the owner the reference names.
 
 use super::graph::{Graph, Node};
-use crate::gofmt::go_quote;
+use crate::compat::quote::go_quote;
 use crate::obj::OwnerRef;
 use std::collections::HashSet;
 use std::fmt::Write as _;

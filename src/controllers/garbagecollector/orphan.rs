@@ -47,7 +47,7 @@ impl Inner {
     ) -> std::result::Result<(), String> {
         let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
         let uids = [owner.uid.clone()];
-        crate::pool::for_each_parallel(deps.len(), PARALLEL_ORPHANING, |i| {
+        crate::runtime::pool::for_each_parallel(deps.len(), PARALLEL_ORPHANING, |i| {
             let dep = &deps[i];
             let smp = decide::delete_refs_smp(&dep.uid, &uids);
             match self.patch(dep, &smp, |cur| Ok(decide::delete_refs_merge(cur, &uids))) {

@@ -14,7 +14,7 @@ use super::graph::{Change, Identity, FINALIZER_FOREGROUND};
 use super::{Inner, Item, Next, Snapshot, Stop, NAME};
 
 impl Inner {
-    /// One queued item (the worker loop is `crate::workers`, started once the monitors
+    /// One queued item (the worker loop is `crate::runtime::workers`, started once the monitors
     /// synced).
     pub(super) fn work(&self, item: &Item) {
         let next = {

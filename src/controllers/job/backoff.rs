@@ -42,7 +42,8 @@ pub fn finished_time(p: &Value) -> SystemTime {
             .unwrap_or(0);
         return t - Duration::from_secs(grace);
     }
-    crate::timefmt::parse_rfc3339(obj::creation_timestamp(p)).unwrap_or(SystemTime::UNIX_EPOCH)
+    crate::compat::timefmt::parse_rfc3339(obj::creation_timestamp(p))
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 fn finish_from_containers(p: &Value) -> Option<SystemTime> {

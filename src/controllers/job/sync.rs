@@ -329,7 +329,7 @@ impl<'a> Pass<'a> {
         Pass {
             inp,
             job,
-            now_s: crate::timefmt::rfc3339(inp.now),
+            now_s: crate::compat::timefmt::rfc3339(inp.now),
             indexed,
             completions,
             comp_n,
@@ -415,7 +415,7 @@ pub fn plan(inp: &Input) -> Plan {
     let start = status
         .get("startTime")
         .and_then(Value::as_str)
-        .and_then(crate::timefmt::parse_rfc3339);
+        .and_then(crate::compat::timefmt::parse_rfc3339);
     let record = backoff::next_record(inp.record, &new_succeeded, &new_failed);
 
     let mut conds = conditions(job);

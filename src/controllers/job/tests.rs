@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 const NOW: &str = "2024-01-01T00:10:00Z";
 
 fn now() -> SystemTime {
-    crate::timefmt::parse_rfc3339(NOW).unwrap()
+    crate::compat::timefmt::parse_rfc3339(NOW).unwrap()
 }
 
 fn job(spec: Value) -> Value {
@@ -155,7 +155,7 @@ fn backoff_record_counts_failures_after_the_last_success() {
     assert_eq!(r.failures_after_last_success, 2);
     assert_eq!(
         r.last_failure,
-        crate::timefmt::parse_rfc3339("2024-01-01T00:03:00Z")
+        crate::compat::timefmt::parse_rfc3339("2024-01-01T00:03:00Z")
     );
     // A success in between: only failures after it count.
     let r = backoff::next_record(Record::default(), &[&s], &[&f1, &f2]);

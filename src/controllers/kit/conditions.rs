@@ -182,7 +182,7 @@ pub fn pod_status_patch(
         .map_or(&[], Vec::as_slice);
     let mut new = go_pod_condition(&json!({
         "type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
-        "lastTransitionTime": crate::timefmt::rfc3339(now),
+        "lastTransitionTime": crate::compat::timefmt::rfc3339(now),
     }));
     let order = |types: Vec<&str>| -> Value {
         Value::Array(types.into_iter().map(|t| json!({"type": t})).collect())

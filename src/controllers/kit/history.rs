@@ -47,7 +47,7 @@ fn write_go(out: &mut String, v: &Value) {
                 let _ = write!(out, "{n}");
             }
         },
-        Value::String(s) => write_go_string(out, s),
+        Value::String(s) => crate::compat::json::write_str(out, s),
         Value::Array(a) => {
             out.push('[');
             for (i, x) in a.iter().enumerate() {
@@ -66,34 +66,13 @@ fn write_go(out: &mut String, v: &Value) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_go_string(out, k);
+                crate::compat::json::write_str(out, k);
                 out.push(':');
                 write_go(out, &m[k]);
             }
             out.push('}');
         }
     }
-}
-
-fn write_go_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// Upstream's `HashControllerRevision`: the data bytes and the collision count (when there

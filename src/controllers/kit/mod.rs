@@ -6,7 +6,6 @@
 pub mod conditions;
 pub mod history;
 pub mod inflight;
-pub mod jws;
 pub mod nodefit;
 pub mod owners;
 pub mod pod;

@@ -109,7 +109,7 @@ pub fn is_pod_ready(p: &Value) -> bool {
 
 pub(crate) fn time_field(v: Option<&Value>) -> Option<SystemTime> {
     v.and_then(Value::as_str)
-        .and_then(crate::timefmt::parse_rfc3339)
+        .and_then(crate::compat::timefmt::parse_rfc3339)
 }
 
 /// When a ready pod became ready (None: not ready, or no transition time).

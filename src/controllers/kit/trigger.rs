@@ -22,7 +22,7 @@ pub struct Tracker(Mutex<HashMap<String, State>>);
 
 fn time(v: Option<&Value>) -> Option<SystemTime> {
     v.and_then(Value::as_str)
-        .and_then(crate::timefmt::parse_rfc3339)
+        .and_then(crate::compat::timefmt::parse_rfc3339)
 }
 
 /// A pod's trigger time: when its `Ready` condition last changed.
@@ -81,7 +81,7 @@ impl Tracker {
 /// Go's `time.RFC3339Nano` in UTC: fractional seconds only when there are any, without
 /// trailing zeros.
 pub fn format(t: SystemTime) -> String {
-    let whole = crate::timefmt::rfc3339(t);
+    let whole = crate::compat::timefmt::rfc3339(t);
     let nanos = match t.duration_since(SystemTime::UNIX_EPOCH) {
         Ok(d) => d.subsec_nanos(),
         Err(e) => (1_000_000_000 - e.duration().subsec_nanos()) % 1_000_000_000,

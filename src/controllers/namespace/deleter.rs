@@ -114,7 +114,7 @@ impl Inner {
         let deleted_at = ns
             .at("/metadata/deletionTimestamp")
             .and_then(Value::as_str)
-            .and_then(crate::timefmt::parse_rfc3339)
+            .and_then(crate::compat::timefmt::parse_rfc3339)
             .unwrap_or_else(SystemTime::now);
         let deleting_for = SystemTime::now()
             .duration_since(deleted_at)
@@ -150,7 +150,7 @@ impl Inner {
 
         // Empty the resources, a few at a time.
         let results: Mutex<Vec<(Kind, Leftover, Option<String>)>> = Mutex::new(Vec::new());
-        crate::pool::for_each_parallel(resources.len(), PARALLEL_RESOURCES, |i| {
+        crate::runtime::pool::for_each_parallel(resources.len(), PARALLEL_RESOURCES, |i| {
             let r = resources[i];
             let t0 = Instant::now();
             let (left, err) = self.empty_resource(client, &r.kind, r.verbs, &name, deleting_for);
@@ -187,7 +187,7 @@ impl Inner {
         conds.content_totals(&remaining, &finalizers);
 
         let mut ns = ns;
-        let now = crate::timefmt::rfc3339(SystemTime::now());
+        let now = crate::compat::timefmt::rfc3339(SystemTime::now());
         let mut status = ns.get("status").cloned().unwrap_or(json!({}));
         if conds.apply(&mut status, &now) {
             ns["status"] = status;
@@ -320,7 +320,7 @@ impl Inner {
             return send(String::new());
         }
         let outcome: Mutex<Result<bool>> = Mutex::new(Ok(true));
-        crate::pool::for_each_parallel(pages.len(), PARALLEL_PAGES, |i| {
+        crate::runtime::pool::for_each_parallel(pages.len(), PARALLEL_PAGES, |i| {
             let mut q = format!("?limit={PAGE}");
             if let Some(t) = &pages[i] {
                 q.push_str("&continue=");
@@ -495,7 +495,7 @@ fn delete_each(client: &Client, kind: &Kind, ns: &str, items: &[Remnant]) -> Res
         ..Default::default()
     };
     let failed: Mutex<Option<Error>> = Mutex::new(None);
-    crate::pool::for_each_parallel(items.len(), PARALLEL_PAGES, |i| {
+    crate::runtime::pool::for_each_parallel(items.len(), PARALLEL_PAGES, |i| {
         match client.delete(kind, Some(ns), &items[i].name, &background) {
             Ok(()) => true,
             Err(e) if e.is_not_found() || e.code() == Some(405) => true,

@@ -226,7 +226,7 @@ impl SelfDriven for NamespaceController {
         );
         // The informer resync: every namespace still deleting is looked at again.
         let (inner, cache) = (Arc::downgrade(&self.inner), Arc::downgrade(&env.cache));
-        crate::timer::every(self.inner.resync, move || {
+        crate::runtime::timer::every(self.inner.resync, move || {
             let (Some(inner), Some(cache)) = (inner.upgrade(), cache.upgrade()) else {
                 return false;
             };
@@ -251,7 +251,7 @@ impl SelfDriven for NamespaceController {
 }
 
 impl Inner {
-    /// One namespace key (the worker loop is `crate::workers`).
+    /// One namespace key (the worker loop is `crate::runtime::workers`).
     fn work(&self, client: &Client, key: &String) {
         let started = Instant::now();
         match self.sync(client, key) {

@@ -57,11 +57,11 @@ impl Net {
 
     /// Go's `ParseCIDR`: the address is masked (`10.244.1.5/24` is `10.244.1.0/24`).
     pub fn parse(s: &str) -> Result<Net, String> {
-        let c: crate::config::Cidr = s.parse()?;
+        let c: crate::compat::cidr::Cidr = s.parse()?;
         Ok(Net::new(c.addr, c.prefix))
     }
 
-    pub fn from_cidr(c: &crate::config::Cidr) -> Net {
+    pub fn from_cidr(c: &crate::compat::cidr::Cidr) -> Net {
         Net::new(c.addr, c.prefix)
     }
 

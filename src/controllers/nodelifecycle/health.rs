@@ -1,8 +1,8 @@
 //! A node's health as the controller sees it (upstream's `tryUpdateNodeHealth`), and zone
 //! states (`ComputeZoneState`, the disruption rate functions). Pure: the time is an argument.
 
+use crate::compat::timefmt;
 use crate::obj::{self, At as _};
-use crate::timefmt;
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
 

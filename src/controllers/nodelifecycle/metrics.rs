@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use crate::queue::Histogram;
+use crate::metrics::Histogram;
 
 #[derive(Default)]
 struct Values {

@@ -100,7 +100,7 @@ fn patch_taints(
 fn swap_taints(cache: &Cache, client: &Client, node: &Value, add: &[Taint], del: &[Taint]) -> bool {
     let name = obj::name(node);
     if !add.is_empty() {
-        let now = crate::timefmt::rfc3339(SystemTime::now());
+        let now = crate::compat::timefmt::rfc3339(SystemTime::now());
         let add: Vec<Value> = add.iter().map(|t| t.to_json(&now)).collect();
         if let Err(e) = patch_taints(cache, client, name, |n| taints::with_added(n, &add)) {
             log::error!("{NAME}: unable to taint {add:?} unresponsive Node {name:?}: {e}");
@@ -196,7 +196,7 @@ pub(super) fn pod_work(i: &Inner, e: &RunEnv, key: &str) {
 /// `NodeNotReady` Warning on it.
 fn mark_pods_not_ready(e: &RunEnv, pods: &[Obj], node: &str) -> crate::Result<()> {
     log::debug!("{NAME}: update ready status of pods on node {node}");
-    let now = crate::timefmt::rfc3339(SystemTime::now());
+    let now = crate::compat::timefmt::rfc3339(SystemTime::now());
     let mut failed = None;
     for pod in pods {
         if pod.at("/spec/nodeName").and_then(Value::as_str) != Some(node) {
@@ -479,7 +479,7 @@ impl Inner {
             }
         }
         let zones: Mutex<HashMap<String, Vec<String>>> = Mutex::default();
-        crate::pool::for_each_parallel(nodes.len(), NODE_WORKERS, |i| {
+        crate::runtime::pool::for_each_parallel(nodes.len(), NODE_WORKERS, |i| {
             let one = Instant::now();
             if let Some((zone, status)) = self.node_health(e, nodes[i].clone()) {
                 lock(&zones).entry(zone).or_default().push(status);

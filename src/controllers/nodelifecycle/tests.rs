@@ -2,7 +2,7 @@ use super::eviction::disruption_patch;
 use super::health::{self, look, Grace, Health, Rates, ZoneState};
 use super::queue::{Limiter, ZoneQueue};
 use super::taints::{self, Taint};
-use crate::timefmt::{parse_rfc3339, rfc3339};
+use crate::compat::timefmt::{parse_rfc3339, rfc3339};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant, SystemTime};
 

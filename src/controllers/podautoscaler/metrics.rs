@@ -260,8 +260,8 @@ impl MetricCx<'_, '_> {
             let name = s(it, "/metadata/name");
             let pm = |value| PodMetric {
                 value,
-                timestamp: crate::timefmt::parse_rfc3339(s(it, "/timestamp")),
-                window: crate::config::parse_go_duration(s(it, "/window"))
+                timestamp: crate::compat::timefmt::parse_rfc3339(s(it, "/timestamp")),
+                window: crate::compat::parse::parse_go_duration(s(it, "/window"))
                     .unwrap_or(Duration::ZERO),
             };
             let cs = it
@@ -392,7 +392,7 @@ impl MetricCx<'_, '_> {
                 s(it, "/describedObject/name").to_string(),
                 PodMetric {
                     value: milli(it.get("value").unwrap_or(&Value::Null)),
-                    timestamp: crate::timefmt::parse_rfc3339(s(it, "/timestamp")),
+                    timestamp: crate::compat::timefmt::parse_rfc3339(s(it, "/timestamp")),
                     window,
                 },
             );
@@ -442,7 +442,7 @@ impl MetricCx<'_, '_> {
             }
             Ok((
                 milli(items[0].get("value").unwrap_or(&Value::Null)),
-                crate::timefmt::parse_rfc3339(s(&items[0], "/timestamp")),
+                crate::compat::timefmt::parse_rfc3339(s(&items[0], "/timestamp")),
             ))
         };
         // Upstream's format string has one verb fewer than it meant: the error lands after

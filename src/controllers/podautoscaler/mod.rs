@@ -68,7 +68,7 @@ impl Options {
         let dur = |flag: &str, slot: &mut Duration| {
             if let Some(d) = given
                 .get(flag)
-                .and_then(|v| crate::config::parse_go_duration(v).ok())
+                .and_then(|v| crate::compat::parse::parse_go_duration(v).ok())
             {
                 *slot = d;
             }

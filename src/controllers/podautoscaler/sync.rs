@@ -159,7 +159,7 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
             .cloned()
             .unwrap_or_default(),
         events: Vec::new(),
-        now: crate::timefmt::rfc3339(input.now),
+        now: crate::compat::timefmt::rfc3339(input.now),
     };
     let old_current = hpa
         .at("/status/currentReplicas")
@@ -268,7 +268,7 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
                 Some(format!("failed to rescale {reference}: {e}")),
             );
         }
-        last_scale = Some(json!(crate::timefmt::rfc3339(input.now)));
+        last_scale = Some(json!(crate::compat::timefmt::rfc3339(input.now)));
     } else {
         desired = current;
     }

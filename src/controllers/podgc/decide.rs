@@ -109,7 +109,7 @@ impl PodFacts {
             terminated: is_terminated(p),
             evicted: is_evicted(p),
             deleting: obj::is_deleting(p),
-            created: crate::timefmt::parse_rfc3339(obj::creation_timestamp(p)),
+            created: crate::compat::timefmt::parse_rfc3339(obj::creation_timestamp(p)),
         }
     }
 

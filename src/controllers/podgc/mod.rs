@@ -275,7 +275,7 @@ fn force_delete_all(
         list.into_iter().filter(|p| d.insert(p.key())).collect()
     };
     let pods = cache.store_for(&POD_WATCH);
-    crate::pool::for_each_parallel(list.len(), PARALLEL, |i| {
+    crate::runtime::pool::for_each_parallel(list.len(), PARALLEL, |i| {
         if stop.load(Ordering::SeqCst) {
             return false;
         }

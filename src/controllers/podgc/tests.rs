@@ -148,7 +148,7 @@ fn orphans_and_unscheduled_terminating_pods() {
 }
 
 fn at(s: &str) -> SystemTime {
-    crate::timefmt::parse_rfc3339(s).unwrap()
+    crate::compat::timefmt::parse_rfc3339(s).unwrap()
 }
 
 fn text(v: &Option<Value>) -> String {

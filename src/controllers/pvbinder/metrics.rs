@@ -49,7 +49,7 @@ pub struct Stats {
     /// Operations under way: key -> (plugin, operation, first attempt).
     ops: Mutex<HashMap<String, (&'static str, &'static str, Instant)>>,
     op_errors: Mutex<BTreeMap<OpLabels, u64>>,
-    op_seconds: Mutex<BTreeMap<OpLabels, crate::queue::Histogram>>,
+    op_seconds: Mutex<BTreeMap<OpLabels, crate::metrics::Histogram>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -156,7 +156,7 @@ impl Stats {
         };
         lock(&self.op_seconds)
             .entry((plugin, op))
-            .or_insert_with(|| crate::queue::Histogram::new(&OPERATION_BUCKETS))
+            .or_insert_with(|| crate::metrics::Histogram::new(&OPERATION_BUCKETS))
             .observe(started.elapsed().as_secs_f64());
     }
 

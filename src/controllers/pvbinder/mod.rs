@@ -62,13 +62,13 @@ pub const POD_WATCH: Watch = crate::controllers::kit::volume::POD_VOLUMES_WATCH;
 pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     let given = |n: &str| cx.cfg.given.get(n).map(String::as_str);
     let sync_period = match given("pvclaimbinder-sync-period") {
-        Some(v) => crate::config::parse_go_duration(v).map_err(|e| {
+        Some(v) => crate::compat::parse::parse_go_duration(v).map_err(|e| {
             crate::Error::config(format!("invalid --pvclaimbinder-sync-period {v:?}: {e}"))
         })?,
         None => Duration::from_secs(15),
     };
     let dynamic = match given("enable-dynamic-provisioning") {
-        Some(v) => crate::config::parse_go_bool(v).map_err(|e| {
+        Some(v) => crate::compat::parse::parse_go_bool(v).map_err(|e| {
             crate::Error::config(format!("invalid --enable-dynamic-provisioning {v:?}: {e}"))
         })?,
         None => true,

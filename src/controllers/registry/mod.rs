@@ -10,7 +10,7 @@
 //! command lines written for a newer kube-controller-manager still parse.
 
 use crate::api::kubeconfig::RestConfig;
-use crate::config::Config;
+use crate::config::{Config, ControllerSelection};
 use crate::controller::{BuildCx, Runnable, Settings};
 use crate::error::{Error, Result};
 
@@ -176,22 +176,6 @@ pub fn info(name: &str) -> Option<&'static ControllerInfo> {
 /// Canonical name for a canonical name or an alias.
 pub fn canonical(name: &str) -> Option<&'static str> {
     info(name).map(|c| c.name)
-}
-
-/// A parsed `--controllers` list, with aliases already rewritten to canonical names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControllerSelection {
-    /// Entries in command-line order: `*`, `name` or `-name` (canonical names).
-    entries: Vec<String>,
-}
-
-impl Default for ControllerSelection {
-    /// The default `--controllers=*`.
-    fn default() -> Self {
-        ControllerSelection {
-            entries: vec!["*".to_string()],
-        }
-    }
 }
 
 impl ControllerSelection {

@@ -70,7 +70,12 @@ pub fn calculate_status(
                 reason,
                 message: msg,
             };
-            conditions::set_replacing(&mut conditions, &c, &crate::timefmt::rfc3339(now), false);
+            conditions::set_replacing(
+                &mut conditions,
+                &c,
+                &crate::compat::timefmt::rfc3339(now),
+                false,
+            );
         }
         None if has_failure => {
             conditions::remove(&mut conditions, REPLICA_FAILURE);

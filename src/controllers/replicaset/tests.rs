@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 fn t(s: &str) -> SystemTime {
-    crate::timefmt::parse_rfc3339(s).expect("time")
+    crate::compat::timefmt::parse_rfc3339(s).expect("time")
 }
 
 const NOW: &str = "2024-06-01T12:00:00Z";

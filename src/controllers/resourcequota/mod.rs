@@ -37,7 +37,6 @@
 //! find nothing to write, never fewer.
 
 pub mod podmemo;
-pub mod quantity;
 #[cfg(test)]
 mod tests;
 pub mod usage;
@@ -49,9 +48,9 @@ use crate::api::resources::{PERSISTENTVOLUMECLAIMS, PODS, RESOURCEQUOTAS, SERVIC
 use crate::api::Kind;
 use crate::cache::monitors::{served_with, Monitors, MonitorsConfig};
 use crate::cache::{Cache, Delta, DeltaKind, Watch};
+use crate::compat::quantity::Quantity;
 use crate::obj;
 use crate::queue::WorkQueue;
-use quantity::Quantity;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -104,7 +103,7 @@ pub fn build(
     cx: &super::BuildCx<'_, crate::config::Config>,
 ) -> crate::Result<Option<super::Runnable>> {
     let period = match cx.cfg.given.get("resource-quota-sync-period") {
-        Some(v) => crate::config::parse_go_duration(v).unwrap_or(Duration::ZERO),
+        Some(v) => crate::compat::parse::parse_go_duration(v).unwrap_or(Duration::ZERO),
         None => DEFAULT_SYNC_PERIOD,
     };
     Ok(Some(super::Runnable::drives(ResourceQuotaController::new(
@@ -433,7 +432,7 @@ impl SelfDriven for ResourceQuotaController {
                 }
                 i.enqueue_all();
                 let weak = Arc::downgrade(&i);
-                crate::timer::every(i.sync_period, move || {
+                crate::runtime::timer::every(i.sync_period, move || {
                     weak.upgrade().map(|i| i.enqueue_all()).is_some()
                 });
             }),

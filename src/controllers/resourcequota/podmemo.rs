@@ -8,9 +8,9 @@
 //! forgotten at the next sync of its namespace. Whether a pod counts still depends on the
 //! time (past its deletion grace period), so that is decided at each sync, as before.
 
-use super::quantity::Quantity;
 use super::usage::{pod_compute_usage, pod_deletion_end, ResourceList};
 use crate::cache::Store;
+use crate::compat::quantity::Quantity;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -4,10 +4,10 @@
 //! every other resource discovery serves (with the legacy names `configmaps`, `secrets`,
 //! `resourcequotas`, `replicationcontrollers`).
 
-use super::quantity::Quantity;
 use crate::api::resources::{PERSISTENTVOLUMECLAIMS, PODS, SERVICES};
 use crate::api::Kind;
 use crate::cache::Cache;
+use crate::compat::quantity::Quantity;
 use crate::obj;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -380,7 +380,7 @@ pub fn pod_counts(pod: &Value, now: SystemTime) -> bool {
 pub fn pod_deletion_end(pod: &Value) -> Option<SystemTime> {
     let meta = &pod["metadata"];
     let grace = meta["deletionGracePeriodSeconds"].as_i64()?;
-    let at = crate::timefmt::parse_rfc3339(meta["deletionTimestamp"].as_str()?)?;
+    let at = crate::compat::timefmt::parse_rfc3339(meta["deletionTimestamp"].as_str()?)?;
     Some(if grace >= 0 {
         at + std::time::Duration::from_secs(grace as u64)
     } else {

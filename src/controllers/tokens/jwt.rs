@@ -13,9 +13,9 @@
 //!   name and UID) and `sub` `system:serviceaccount:<ns>:<name>`. No `exp`, `iat`, `nbf` or
 //!   `aud`: legacy tokens do not expire.
 
-use super::super::kit::jws;
-use crate::certs::der;
-use crate::config::gopem;
+use crate::compat::jws;
+use crate::pki::der;
+use crate::pki::gopem;
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair as _, RsaKeyPair};
 

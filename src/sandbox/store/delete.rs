@@ -191,7 +191,7 @@ fn pod_grace(pod: &mut Value, opts: &DeleteOpts) -> Grace {
         let deadline = pod
             .at("/metadata/deletionTimestamp")
             .and_then(Value::as_str)
-            .and_then(crate::timefmt::parse_rfc3339)
+            .and_then(crate::compat::timefmt::parse_rfc3339)
             .map(|t| t - std::time::Duration::from_secs((current - period) as u64))
             .map(meta::format_time)
             .unwrap_or_else(|| at(period));
@@ -262,7 +262,8 @@ mod tests {
         assert!(matches!(d, Deleted::Pending(_)));
         let m = meta(&s, "run").unwrap();
         assert_eq!(m["deletionGracePeriodSeconds"], 30);
-        let deadline = crate::timefmt::parse_rfc3339(m["deletionTimestamp"].as_str().unwrap());
+        let deadline =
+            crate::compat::timefmt::parse_rfc3339(m["deletionTimestamp"].as_str().unwrap());
         assert!(deadline.unwrap() > std::time::SystemTime::now());
         // Asking again changes nothing; a longer period neither; a shorter one moves the
         // deadline; 0 deletes.

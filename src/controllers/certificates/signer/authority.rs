@@ -17,10 +17,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 use ring::signature::{self as sig, KeyPair as _};
 
 use super::super::request::Request;
-use crate::certs::der::{
-    self, BIT_STRING, BOOLEAN, INTEGER, NULL, OCTET_STRING, OID, SEQUENCE, SET,
-};
-use crate::config::gopem;
+use crate::pki::der::{self, BIT_STRING, BOOLEAN, INTEGER, NULL, OCTET_STRING, OID, SEQUENCE, SET};
+use crate::pki::gopem;
 
 const OID_SHA256_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b];
 const OID_ECDSA_SHA256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
@@ -179,7 +177,7 @@ impl Ca {
         if not_after >= self.not_after {
             not_after = self.not_after;
         }
-        let ca_end = crate::timefmt::rfc3339(self.not_after);
+        let ca_end = crate::compat::timefmt::rfc3339(self.not_after);
         if not_before >= self.not_after {
             return Err(format!("the signer has expired: NotAfter={ca_end}"));
         }
@@ -292,7 +290,7 @@ fn serial() -> Vec<u8> {
 
 /// UTCTime for 1950-2049, GeneralizedTime otherwise (encoding/asn1's choice), to the second.
 fn time(t: SystemTime) -> Vec<u8> {
-    let s = crate::timefmt::rfc3339(t);
+    let s = crate::compat::timefmt::rfc3339(t);
     let digits: String = s.chars().filter(char::is_ascii_digit).collect();
     let year: u32 = digits.get(..4).and_then(|y| y.parse().ok()).unwrap_or(0);
     if (1950..2050).contains(&year) {

@@ -172,7 +172,7 @@ pub fn failed(csr: &Value, message: &str, now: std::time::SystemTime) -> Value {
     if let Some(list) = out["status"]["conditions"].as_array_mut() {
         list.push(json!({"type": "Failed", "status": "True",
             "reason": "SignerValidationFailure", "message": message,
-            "lastUpdateTime": crate::timefmt::rfc3339(now)}));
+            "lastUpdateTime": crate::compat::timefmt::rfc3339(now)}));
     }
     out
 }

@@ -1,9 +1,9 @@
 use super::authority::{verify_request, Ca, CaFiles, BACKDATE};
 use super::policy::*;
 use super::*;
-use crate::certs::der::{self, SEQUENCE};
 use crate::controllers::certificates::request::{parse_pem, request_pem};
 use crate::controllers::testing::Harness;
+use crate::pki::der::{self, SEQUENCE};
 use std::time::SystemTime;
 
 const RSA_PKCS1: &str = include_str!("../../../../tests/fixtures/rsa-pkcs1.key");
@@ -46,7 +46,7 @@ fn cas() -> Vec<(&'static str, String, String)> {
     let p384 = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap();
     let rsa = crate::certs::load_key(RSA_PKCS1.as_bytes()).unwrap();
     let rsa_cert = ca_cert(&rsa, 365);
-    let rsa_der = crate::config::gopem::first_block(RSA_PKCS1.as_bytes())
+    let rsa_der = crate::pki::gopem::first_block(RSA_PKCS1.as_bytes())
         .unwrap()
         .der;
     vec![
@@ -68,9 +68,7 @@ fn ec_ca() -> Ca {
 }
 
 fn cert_der(pem: &str) -> Vec<u8> {
-    crate::config::gopem::first_block(pem.as_bytes())
-        .unwrap()
-        .der
+    crate::pki::gopem::first_block(pem.as_bytes()).unwrap().der
 }
 
 /// Whether `cert` is signed by the key of `ca_pem`.
@@ -167,7 +165,7 @@ fn certificate_shape_is_upstreams() {
     )
     .unwrap();
     let now = SystemTime::UNIX_EPOCH
-        + Duration::from_secs(crate::timefmt::unix_seconds(SystemTime::now()) as u64);
+        + Duration::from_secs(crate::compat::timefmt::unix_seconds(SystemTime::now()) as u64);
     let usages = ["server auth", "digital signature", "key encipherment"];
     let der = ca.sign(&req, &usages, YEAR, now).unwrap();
     let exts = extensions(&der);

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 const NOW: &str = "2024-05-01T12:00:00Z";
 
 fn now() -> SystemTime {
-    crate::timefmt::parse_rfc3339(NOW).expect("time")
+    crate::compat::timefmt::parse_rfc3339(NOW).expect("time")
 }
 
 fn template(image: &str) -> Value {

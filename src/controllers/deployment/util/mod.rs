@@ -588,7 +588,7 @@ pub fn deployment_progressing(d: &Deployment, new: &DeploymentStatus) -> bool {
 }
 
 fn parse_time(s: &str) -> SystemTime {
-    crate::timefmt::parse_rfc3339(s).unwrap_or(SystemTime::UNIX_EPOCH)
+    crate::compat::timefmt::parse_rfc3339(s).unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 /// When the progress deadline of the Progressing condition `c` passes.

@@ -425,7 +425,7 @@ fn progress_checks() {
     n.replicas = 3; // one old pod fewer
     assert!(deployment_progressing(&d, &n));
 
-    let t0 = crate::timefmt::parse_rfc3339("2024-01-01T00:00:00Z").expect("t");
+    let t0 = crate::compat::timefmt::parse_rfc3339("2024-01-01T00:00:00Z").expect("t");
     let mut n = DeploymentStatus::default();
     assert!(!deployment_timed_out(&d, &n, t0));
     n.set_condition(Condition::new(

@@ -1,4 +1,11 @@
-//! RFC 3339 timestamps as the Kubernetes API writes them, without a date-time crate.
+//! RFC 3339 timestamps as the Kubernetes API writes them.
+//!
+//! Writing goes through jiff (linked for CronJob time zones) for the years 0000 to 9999: the
+//! same bytes, in half the time of the hand-written path (a loop of 2 million timestamps:
+//! 120-125 ns against 235-275 ns each), which stays for the years outside (where jiff writes
+//! `-000026` or refuses). Reading stays hand-written: jiff's parser took 82-152 ns against
+//! 30-49 ns a timestamp (the cache reads every object's timestamps), and it accepts more than
+//! RFC 3339 (a space for the `T`, offsets without a colon).
 //!
 //! `metav1.Time` is serialised with whole seconds ("2006-01-02T15:04:05Z"), `metav1.MicroTime`
 //! (used by Lease and Event) with six fractional digits. Both are always written in UTC and
@@ -65,7 +72,24 @@ fn split(t: SystemTime) -> (i64, u32) {
     }
 }
 
+/// 0000-01-01T00:00:00Z in Unix seconds: from here jiff writes years as four digits.
+const YEAR_0: i64 = -62_167_219_200;
+
 fn format(t: SystemTime, micros: bool) -> String {
+    if let Ok(ts) = jiff::Timestamp::try_from(t) {
+        if ts.as_second() >= YEAR_0 {
+            // Truncated to the precision, as the hand-written path below.
+            return if micros {
+                format!("{ts:.6}")
+            } else {
+                format!("{ts:.0}")
+            };
+        }
+    }
+    format_by_hand(t, micros)
+}
+
+fn format_by_hand(t: SystemTime, micros: bool) -> String {
     let (secs, nanos) = split(t);
     let days = secs.div_euclid(SECS_PER_DAY);
     let rem = secs.rem_euclid(SECS_PER_DAY);
@@ -231,6 +255,20 @@ mod tests {
             assert!((1..=12).contains(&m) && d >= 1 && d <= days_in_month(y, m));
             assert_eq!(days_from_civil(y, m, d), days);
         }
+    }
+
+    #[test]
+    fn jiff_writes_what_the_hand_written_path_writes() {
+        // Years 0001..9999, before and after the epoch, with nanoseconds to truncate.
+        for i in 0..20_000i64 {
+            let secs = -62_135_596_800 + i * 15_778_516_019 % 315_537_897_599;
+            let t = at(secs, (i as u32).wrapping_mul(2_654_435_761) % 1_000_000_000);
+            assert_eq!(rfc3339(t), format_by_hand(t, false), "{secs}");
+            assert_eq!(rfc3339_micro(t), format_by_hand(t, true), "{secs}");
+        }
+        // Outside jiff's years the hand-written path writes.
+        assert_eq!(rfc3339(at(-62_167_219_201, 0)), "-001-12-31T23:59:59Z");
+        assert_eq!(rfc3339(at(253_402_300_800, 0)), "10000-01-01T00:00:00Z");
     }
 
     #[test]

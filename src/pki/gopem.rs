@@ -6,7 +6,7 @@
 
 use base64::Engine as _;
 
-use crate::certs::der::{self, Tlv, BIT_STRING, INTEGER, OCTET_STRING, OID, SEQUENCE};
+use crate::pki::der::{self, Tlv, BIT_STRING, INTEGER, OCTET_STRING, OID, SEQUENCE};
 
 const CONTEXT_0: u8 = 0xa0;
 const CONTEXT_1: u8 = 0xa1;

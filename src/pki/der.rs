@@ -165,7 +165,7 @@ fn parse_time(t: &Tlv<'_>) -> Option<SystemTime> {
         &full[10..12],
         &full[12..14]
     );
-    crate::timefmt::parse_rfc3339(&rfc)
+    crate::compat::timefmt::parse_rfc3339(&rfc)
 }
 
 /// The parts of a certificate `edgekcm certs` looks at.
@@ -409,13 +409,13 @@ mod tests {
         let utc = write(UTC_TIME, b"250102030405Z");
         let (t, _) = read(&utc).unwrap();
         assert_eq!(
-            crate::timefmt::rfc3339(parse_time(&t).unwrap()),
+            crate::compat::timefmt::rfc3339(parse_time(&t).unwrap()),
             "2025-01-02T03:04:05Z"
         );
         let gen = write(GENERALIZED_TIME, b"20991231235959Z");
         let (t, _) = read(&gen).unwrap();
         assert_eq!(
-            crate::timefmt::rfc3339(parse_time(&t).unwrap()),
+            crate::compat::timefmt::rfc3339(parse_time(&t).unwrap()),
             "2099-12-31T23:59:59Z"
         );
         let bad = write(UTC_TIME, b"2501020304xxZ");

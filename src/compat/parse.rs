@@ -348,7 +348,7 @@ pub fn parse_go_float(s: &str, bits: u32) -> Result<f64, String> {
 }
 
 /// Go's `strconv.Quote` of a flag value (bytes that are not UTF-8 as `\\xff`).
-pub use crate::gofmt::go_quote_bytes as go_quote;
+pub use crate::compat::quote::go_quote_bytes as go_quote;
 
 /// A pflag string-slice value as Go's `encoding/csv` reads one record: fields split on
 /// commas, a field in double quotes may hold commas and `""` for a quote; nothing is trimmed.

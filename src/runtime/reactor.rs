@@ -7,7 +7,7 @@
 //!
 //! What runs on these threads must not block: watch events are decoded, stored and handed to
 //! the controllers' handlers here (which only update indexes and add keys to queues); lists,
-//! token files and anything else that waits on the network or disk go to `crate::pool`.
+//! token files and anything else that waits on the network or disk go to `crate::runtime::pool`.
 
 use std::future::Future;
 use std::sync::Once;

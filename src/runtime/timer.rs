@@ -1,9 +1,9 @@
 //! One thread for every delay of the process: queue keys that become due (`add_after`,
 //! rate-limited retries), periodic resyncs, and anything else that must happen at a time.
 //!
-//! A work queue whose workers are not blocked waiting (see `crate::workers`) has nobody to
+//! A work queue whose workers are not blocked waiting (see `crate::runtime::workers`) has nobody to
 //! notice that a delayed key became due; it asks this thread to poke it then. Callbacks run on
-//! the timer thread and must be quick: move a key, hand work to a helper (`crate::pool`).
+//! the timer thread and must be quick: move a key, hand work to a helper (`crate::runtime::pool`).
 //! The thread starts with the first timer and stays (one thread, a 64 KiB stack).
 
 use std::cmp::Ordering;

@@ -10,7 +10,7 @@
 //! off from inside a helper (a batch nested in a batch) can never wait behind itself.
 //!
 //! [`unblock`] runs one blocking call (a reflector's list) on a helper for async code on the
-//! watch threads (`crate::reactor`), which must never block.
+//! watch threads (`crate::runtime::reactor`), which must never block.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -73,7 +73,7 @@ fn hand_off(job: Job) -> Result<(), Job> {
 }
 
 /// Run the blocking `f` on a helper and wait for its result without blocking the caller's
-/// thread (an executor thread of `crate::reactor`). Run in place when no helper can be
+/// thread (an executor thread of `crate::runtime::reactor`). Run in place when no helper can be
 /// started. A panic in `f` is raised again in the caller.
 pub async fn unblock<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = smol::channel::bounded(1);
@@ -123,7 +123,7 @@ fn helper(slot: Arc<Slot>) {
                 drop(list);
                 // A helper idle this long means the load has passed: what the allocator
                 // keeps cached for it goes back (static musl builds; nothing otherwise).
-                crate::heap::HEAP.release();
+                crate::runtime::heap::HEAP.release();
                 return;
             }
         }

@@ -13,21 +13,8 @@ pub fn b64(data: &[u8]) -> String {
 
 /// A JSON string literal as Go's `encoding/json` writes it (HTML-safe escaping).
 pub fn go_string(s: &str) -> String {
-    let plain = serde_json::Value::String(s.to_string()).to_string();
-    if !plain.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
-        return plain;
-    }
-    let mut out = String::with_capacity(plain.len() + 8);
-    for c in plain.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
+    let mut out = String::with_capacity(s.len() + 2);
+    super::json::write_str(&mut out, s);
     out
 }
 

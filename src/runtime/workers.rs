@@ -1,5 +1,5 @@
 //! The worker loop, once for every controller: the keys of a work queue are handled on helper
-//! threads (`crate::pool`), at most `limit` at a time (a `--concurrent-*-syncs` value).
+//! threads (`crate::runtime::pool`), at most `limit` at a time (a `--concurrent-*-syncs` value).
 //!
 //! No thread waits on an empty queue: when a key becomes available the queue calls back
 //! (`WorkQueue::set_on_ready`), a helper is put to work if fewer than `limit` are, and it
@@ -7,11 +7,25 @@
 //! controller therefore holds no thread, and helpers that finished are shared by all
 //! controllers (they end after a while without work).
 
-use crate::queue::WorkQueue;
 use std::hash::Hash;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
+
+/// What workers take keys from: a work queue (`crate::queue::WorkQueue`, client-go's
+/// semantics). The runtime names only this, so the queue can be built on the runtime's timer.
+pub trait KeyQueue<K>: Send + Sync {
+    /// `f` is called whenever a key becomes available.
+    fn set_on_ready(&self, f: Box<dyn Fn() + Send + Sync>);
+    /// A key to handle now, if any, without waiting.
+    fn try_get(&self) -> Option<K>;
+    /// Queue `k` again after `d`.
+    fn add_after(&self, k: K, d: Duration);
+    /// `k` has been handled.
+    fn done(&self, k: &K);
+    /// Whether a key waits to be taken.
+    fn has_queued(&self) -> bool;
+}
 
 struct State {
     running: usize,
@@ -21,7 +35,7 @@ struct State {
 /// Workers of one queue (see the module docs).
 pub struct Workers<K> {
     name: String,
-    queue: Arc<WorkQueue<K>>,
+    queue: Arc<dyn KeyQueue<K>>,
     limit: usize,
     handle: Box<dyn Fn(&K) + Send + Sync>,
     state: Mutex<State>,
@@ -39,7 +53,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Workers<K> {
     /// are taken at once.
     pub fn start(
         name: &str,
-        queue: Arc<WorkQueue<K>>,
+        queue: Arc<dyn KeyQueue<K>>,
         limit: usize,
         handle: impl Fn(&K) + Send + Sync + 'static,
     ) -> Arc<Self> {
@@ -56,11 +70,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> Workers<K> {
             me: me.clone(),
         });
         let weak = Arc::downgrade(&w);
-        queue.set_on_ready(move || {
+        queue.set_on_ready(Box::new(move || {
             if let Some(w) = weak.upgrade() {
                 w.kick();
             }
-        });
+        }));
         w
     }
 
@@ -87,7 +101,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Workers<K> {
             self.leave();
             return;
         };
-        if !crate::pool::spawn(move || me.run()) {
+        if !crate::runtime::pool::spawn(move || me.run()) {
             log::error!("{}: cannot start a worker thread", self.name);
             self.leave();
         }
@@ -154,6 +168,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Workers<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::WorkQueue;
     use std::collections::HashSet;
     use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -198,7 +198,7 @@ impl Line {
     pub fn klog(&self, now: SystemTime, offset: i64, pid: u32) -> String {
         let d = now.duration_since(UNIX_EPOCH).unwrap_or_default();
         let local = d.as_secs() as i64 + offset;
-        let (_, mo, day, h, mi, s) = crate::timefmt::civil_time(local);
+        let (_, mo, day, h, mi, s) = crate::compat::timefmt::civil_time(local);
         let base = self.file.rsplit('/').next().unwrap_or(&self.file);
         let mut out = format!(
             "{}{mo:02}{day:02} {h:02}:{mi:02}:{s:02}.{:06} {pid:>7} {base}:{}] ",

@@ -10,10 +10,9 @@
 
 use std::sync::Arc;
 
-use super::{Handler, Request, Response, Server};
-use crate::config::{
-    componentconfig, go_quote, parse_go_bool, parse_go_int10, parse_go_uint10, Config,
-};
+use super::{componentconfig, Config};
+use crate::compat::parse::{go_quote, parse_go_bool, parse_go_int10, parse_go_uint10};
+use crate::server::{Handler, Request, Response, Server};
 
 pub const CONFIGZ_PATH: &str = "/configz";
 pub const FLAGS_V_PATH: &str = "/debug/flags/v";
@@ -73,7 +72,7 @@ fn set_verbosity(body: &[u8]) -> Result<String, String> {
     parse_go_uint10(val, 32)?;
     let level = parse_go_int10(val, 32)
         .map_err(|e| format!("failed set klog.logging.verbosity {val}: {e}"))?;
-    crate::logging::set_verbosity(u32::try_from(level).unwrap_or(0));
+    crate::runtime::logging::set_verbosity(u32::try_from(level).unwrap_or(0));
     Ok(format!("successfully set klog.logging.verbosity to {val}"))
 }
 
@@ -101,7 +100,7 @@ mod tests {
     /// Every case as kube-controller-manager v1.28.4 answered it.
     #[test]
     fn flags_v_as_upstream_answers() {
-        let _serial = crate::logging::VERBOSITY_TEST_LOCK
+        let _serial = crate::runtime::logging::VERBOSITY_TEST_LOCK
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         for (body, status, text) in [
@@ -161,12 +160,12 @@ mod tests {
             let r = flags_v(&put(body));
             assert_eq!(answer(&r), (status, "text/plain", text.to_string()));
             if body == b"3" {
-                assert_eq!(crate::logging::verbosity(), 3);
+                assert_eq!(crate::runtime::logging::verbosity(), 3);
                 assert_eq!(log::max_level(), log::LevelFilter::Debug);
             }
             assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
         }
-        assert_eq!(crate::logging::verbosity(), 0);
+        assert_eq!(crate::runtime::logging::verbosity(), 0);
         for method in ["GET", "POST", "HEAD", "DELETE", "PATCH", "OPTIONS"] {
             let r = flags_v(&Request {
                 method: method.into(),
@@ -177,7 +176,7 @@ mod tests {
                 (406, "text/plain", "unsupported http method\n".to_string())
             );
         }
-        assert_eq!(crate::logging::verbosity(), 0);
+        assert_eq!(crate::runtime::logging::verbosity(), 0);
     }
 
     #[test]
@@ -189,22 +188,22 @@ mod tests {
                     other => panic!("{other:?}"),
                 };
             let mut s = Server::new(
-                super::super::ServeConfig {
+                crate::server::ServeConfig {
                     bind_address: "127.0.0.1".parse().unwrap(),
                     port: 0,
                     cert_dir: None,
                     tls_cert_file: None,
                     tls_private_key_file: None,
                 },
-                super::super::Health::new(),
+                crate::server::Health::new(),
             );
             install(&mut s, &cfg);
             s
         };
         let s = server(&[]);
-        assert!(s.app.reads_body(FLAGS_V_PATH));
-        assert!(!s.app.reads_body(CONFIGZ_PATH));
-        let r = s.app.dispatch(&Request::get(CONFIGZ_PATH));
+        assert!(s.reads_body(FLAGS_V_PATH));
+        assert!(!s.reads_body(CONFIGZ_PATH));
+        let r = s.dispatch(&Request::get(CONFIGZ_PATH));
         assert_eq!(r.status, 200);
         assert_eq!(r.content_type, "application/json");
         assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
@@ -216,17 +215,17 @@ mod tests {
             method: "POST".into(),
             ..Request::get(CONFIGZ_PATH)
         };
-        assert_eq!(s.app.dispatch(&post).status, 200);
-        assert_eq!(s.app.dispatch(&Request::get("/configz/")).status, 404);
-        assert_eq!(s.app.dispatch(&Request::get(FLAGS_V_PATH)).status, 406);
+        assert_eq!(s.dispatch(&post).status, 200);
+        assert_eq!(s.dispatch(&Request::get("/configz/")).status, 404);
+        assert_eq!(s.dispatch(&Request::get(FLAGS_V_PATH)).status, 406);
 
         let s = server(&["--profiling=false"]);
-        assert_eq!(s.app.dispatch(&Request::get(FLAGS_V_PATH)).status, 404);
-        assert_eq!(s.app.dispatch(&Request::get(CONFIGZ_PATH)).status, 200);
+        assert_eq!(s.dispatch(&Request::get(FLAGS_V_PATH)).status, 404);
+        assert_eq!(s.dispatch(&Request::get(CONFIGZ_PATH)).status, 200);
 
         // A float JSON cannot hold: upstream's 500.
         let s = server(&["--unhealthy-zone-threshold=NaN"]);
-        let r = s.app.dispatch(&Request::get(CONFIGZ_PATH));
+        let r = s.dispatch(&Request::get(CONFIGZ_PATH));
         assert_eq!(
             answer(&r),
             (
