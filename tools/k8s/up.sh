@@ -2,8 +2,8 @@
 # Starts a real single-node control plane on loopback for the real_* scenarios:
 # etcd and kube-apiserver (built by tools/k8s/build.sh) with the certificates
 # `edgekcm certs` writes, bootstrap RBAC and --authorization-mode=Node,RBAC,
-# plus the aggregation layer (a front-proxy CA and client made with openssl)
-# for the autoscaler scenarios.
+# bootstrap tokens (the CSR and join scenarios) and the aggregation layer
+# (a front-proxy CA and client made with openssl; the autoscaler scenarios).
 #
 # Usage: tools/k8s/up.sh STATE_DIR [VERSION]      VERSION: 1.37 (default) or 1.34
 #
@@ -115,6 +115,7 @@ api_args=(
 	--allow-privileged=true
 	--enable-admission-plugins=NodeRestriction
 	"${api_flags[@]}"
+	--enable-bootstrap-token-auth=true
 	--requestheader-client-ca-file="$pki/front-proxy-ca.crt"
 	--requestheader-allowed-names=front-proxy-client
 	--requestheader-username-headers=X-Remote-User
