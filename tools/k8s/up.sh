@@ -14,7 +14,9 @@
 #   etcd/, etcd.log, kube-apiserver.log, *.pid
 #   apiserver-start.sh, apiserver-stop.sh, apiserver-restart.sh
 #   e2e.env               the environment for `just e2e`: `. STATE_DIR/e2e.env`
-# tools/k8s/down.sh STATE_DIR stops both processes.
+# tools/k8s/down.sh STATE_DIR stops both processes. Run again on the same
+# STATE_DIR, up.sh keeps the files that still fit and the processes still
+# running (stop kube-apiserver first for changed flags to take effect).
 #
 # Environment:
 #   KUBE_BIN      directory with kube-apiserver and etcd (default
