@@ -11,7 +11,7 @@ use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{CONFIGMAPS, NAMESPACES, SERVICEACCOUNTS};
 use edgekcm::certs::{generate, CertsOptions};
 use edgekcm::cli::{self, Command};
-use edgekcm::sandbox::{Sandbox, SandboxOptions};
+use edgekcm_sandbox::{Sandbox, SandboxOptions};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -26,8 +26,8 @@ pub mod pool;
 pub mod queue;
 pub mod reactor;
 pub mod run;
-#[cfg(any(test, feature = "sandbox"))]
-pub mod sandbox;
+#[cfg(test)]
+mod sandbox;
 pub mod server;
 pub mod startup;
 pub mod timefmt;

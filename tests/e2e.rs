@@ -12,7 +12,7 @@ mod common;
 
 use common::*;
 use edgekcm::api::resources::{CONFIGMAPS, LEASES, SERVICEACCOUNTS};
-use edgekcm::sandbox::SandboxOptions;
+use edgekcm_sandbox::SandboxOptions;
 use serde_json::json;
 use std::time::{Duration, Instant};
 

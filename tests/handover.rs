@@ -11,7 +11,7 @@ mod common;
 
 use common::{eventually, sandbox, Target};
 use edgekcm::api::resources::{LEASES, NAMESPACES, PODS, REPLICASETS, SERVICEACCOUNTS};
-use edgekcm::sandbox::{RequestRecord, Sandbox};
+use edgekcm_sandbox::{RequestRecord, Sandbox};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};

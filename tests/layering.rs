@@ -27,7 +27,7 @@ const KERNEL: &[&str] = &[
     "pool.rs",
     "queue",
     "reactor.rs",
-    "sandbox",
+    "sandbox.rs",
     "server.rs",
     "server",
     "timefmt.rs",

@@ -6,7 +6,7 @@ mod common;
 
 use common::{create_namespace, eventually, free_port, unique, TempDir};
 use edgekcm::api::resources::SERVICEACCOUNTS;
-use edgekcm::sandbox::{Sandbox, SandboxOptions};
+use edgekcm_sandbox::{Sandbox, SandboxOptions};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

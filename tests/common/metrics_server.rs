@@ -10,8 +10,8 @@
 use crate::common::Target;
 use edgekcm::api::client::{Client, ListOptions};
 use edgekcm::api::resources::{Kind, ENDPOINTS, PODS, SERVICES};
-use edgekcm::sandbox::Sandbox;
 use edgekcm::server::{Handler, Request, Response, RunningServer};
+use edgekcm_sandbox::Sandbox;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

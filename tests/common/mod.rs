@@ -7,7 +7,7 @@ pub mod nodes;
 use edgekcm::api::client::Client;
 use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{NAMESPACES, SERVICEACCOUNTS};
-use edgekcm::sandbox::{Sandbox, SandboxOptions};
+use edgekcm_sandbox::{Sandbox, SandboxOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -4,7 +4,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub use edgekcm::api::resources::{CONFIGMAPS, DEPLOYMENTS, NAMESPACES, PODS};
-pub use edgekcm::sandbox::{Sandbox, SandboxOptions};
+pub use edgekcm_sandbox::{Sandbox, SandboxOptions};
 pub use serde_json::{json, Value};
 pub use std::io::{BufRead, BufReader, Read, Write};
 pub use std::net::TcpStream;

@@ -1,10 +1,10 @@
 //! Defaulting for the fields controllers rely on (a subset of upstream's
 //! `pkg/apis/*/v1/defaults.go` and the create strategies).
 
-use crate::obj::At as _;
+use edgekcm::obj::At as _;
 use serde_json::{json, Map, Value};
 
-use crate::api::resources::Kind;
+use edgekcm::api::resources::Kind;
 
 fn obj_at<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
     let m = v.as_object_mut()?;
@@ -319,7 +319,7 @@ pub fn prepare_for_create(kind: &Kind, obj: &mut Value, uid: &str) {
                 }
             }
         }
-        _ if crate::sandbox::meta::has_status_subresource(kind) => {
+        _ if crate::meta::has_status_subresource(kind) => {
             if let Some(m) = obj.as_object_mut() {
                 m.remove("status");
             }
@@ -331,7 +331,7 @@ pub fn prepare_for_create(kind: &Kind, obj: &mut Value, uid: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::{DEPLOYMENTS, JOBS, PODS, SERVICES};
+    use edgekcm::api::resources::{DEPLOYMENTS, JOBS, PODS, SERVICES};
 
     #[test]
     fn deployment_defaults() {

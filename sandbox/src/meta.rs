@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::api::resources::Kind;
+use edgekcm::api::resources::Kind;
 
 /// An API error, turned into a `Status` object on the wire.
 #[derive(Debug, Clone, PartialEq)]

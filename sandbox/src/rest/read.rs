@@ -6,11 +6,11 @@ use std::io::Write;
 use std::sync::Arc;
 
 use super::{accept_partial, partial, Reply};
-use crate::api::resources::Kind;
-use crate::sandbox::http::Request;
-use crate::sandbox::meta::{namespace_of, ApiError};
-use crate::sandbox::selector::{FieldSelector, LabelSelector};
-use crate::sandbox::Shared;
+use crate::http::Request;
+use crate::meta::{namespace_of, ApiError};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::Shared;
+use edgekcm::api::resources::Kind;
 
 pub(super) fn get(shared: &Shared, req: &Request, kind: Kind, ns: &str, name: &str) -> Reply {
     match shared.lock_state().get(&kind, ns, name) {

@@ -10,8 +10,8 @@
 use super::rest::Reply;
 use super::selector::LabelSelector;
 use super::{lock, Shared};
-use crate::api::resources::PODS;
-use crate::obj::At as _;
+use edgekcm::api::resources::PODS;
+use edgekcm::obj::At as _;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -112,7 +112,7 @@ pub fn handle(shared: &Shared, req: &super::http::Request, segs: &[&str]) -> Opt
     ) {
         return None;
     }
-    let now = crate::timefmt::rfc3339(SystemTime::now());
+    let now = edgekcm::timefmt::rfc3339(SystemTime::now());
     let selector = match LabelSelector::parse(req.param("labelSelector").unwrap_or("")) {
         Ok(s) => s,
         Err(e) => return Some(bad_request(e)),
@@ -139,7 +139,7 @@ pub fn handle(shared: &Shared, req: &super::http::Request, segs: &[&str]) -> Opt
                     let items: Vec<Value> = pods
                         .iter()
                         .filter(|p| selector.matches(p))
-                        .filter_map(|p| item(crate::obj::name(p)))
+                        .filter_map(|p| item(edgekcm::obj::name(p)))
                         .collect();
                     Reply::Json(
                         200,
@@ -176,7 +176,7 @@ pub fn handle(shared: &Shared, req: &super::http::Request, segs: &[&str]) -> Opt
                     .iter()
                     .filter(|p| selector.matches(p))
                     .filter_map(|p| {
-                        let n = crate::obj::name(p);
+                        let n = edgekcm::obj::name(p);
                         value("pods", n).map(|v| item("Pod", n, v))
                     })
                     .collect(),
@@ -246,6 +246,6 @@ fn labelled_pods(shared: &Shared, ns: &str) -> Vec<Value> {
     let st = shared.lock_state();
     st.iter_kind(&PODS, Some(ns))
         .filter(|p| p.at("/metadata/name").is_some())
-        .map(|p| json!({"metadata": {"name": crate::obj::name(p), "labels": p.at("/metadata/labels").cloned().unwrap_or(json!({}))}}))
+        .map(|p| json!({"metadata": {"name": edgekcm::obj::name(p), "labels": p.at("/metadata/labels").cloned().unwrap_or(json!({}))}}))
         .collect()
 }

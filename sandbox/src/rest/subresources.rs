@@ -1,16 +1,16 @@
 //! The `token` and `scale` subresources.
 
-use crate::obj::At as _;
+use edgekcm::obj::At as _;
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
 
 use super::{parse_body, Reply};
-use crate::api::resources::Kind;
-use crate::sandbox::http::Request;
-use crate::sandbox::meta::{self, ApiError};
-use crate::sandbox::selector::label_selector_string;
-use crate::sandbox::store::{PatchType, WriteMode};
-use crate::sandbox::Shared;
+use crate::http::Request;
+use crate::meta::{self, ApiError};
+use crate::selector::label_selector_string;
+use crate::store::{PatchType, WriteMode};
+use crate::Shared;
+use edgekcm::api::resources::Kind;
 
 pub(super) fn token_request(
     shared: &Shared,
@@ -134,12 +134,10 @@ pub(super) fn scale_write(
     if is_patch {
         let ct = req.header("content-type").unwrap_or("");
         let r = match PatchType::from_content_type(ct) {
-            Some(PatchType::Json) => crate::sandbox::patch::json_patch(&mut scale, &body),
-            Some(PatchType::Strategic) => {
-                crate::sandbox::patch::strategic_merge_patch(&mut scale, &body)
-            }
+            Some(PatchType::Json) => crate::patch::json_patch(&mut scale, &body),
+            Some(PatchType::Strategic) => crate::patch::strategic_merge_patch(&mut scale, &body),
             Some(_) => {
-                crate::sandbox::patch::merge_patch(&mut scale, &body);
+                crate::patch::merge_patch(&mut scale, &body);
                 Ok(())
             }
             None => Err(format!("unsupported patch type {ct:?}")),
@@ -171,7 +169,7 @@ pub(super) fn scale_write(
         .into();
     }
     let mut obj = (*cur).clone();
-    crate::sandbox::store::set_path(&mut obj, &["spec", "replicas"], Some(json!(replicas)));
+    crate::store::set_path(&mut obj, &["spec", "replicas"], Some(json!(replicas)));
     let rv = scale
         .at("/metadata/resourceVersion")
         .and_then(Value::as_str)

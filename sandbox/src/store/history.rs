@@ -8,7 +8,7 @@ use std::sync::mpsc::channel;
 use std::sync::Arc;
 
 use super::{key_of, EvType, Event, Key, Kind, State, WatchStart, Watcher};
-use crate::sandbox::meta::{meta_mut, rv_of, ApiError};
+use crate::meta::{meta_mut, rv_of, ApiError};
 
 impl State {
     /// The objects of a kind as they were at resourceVersion `at` (rebuilt from the history).

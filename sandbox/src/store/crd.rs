@@ -1,11 +1,11 @@
 //! Kinds defined by CustomResourceDefinitions: served from the moment their CRD is created,
 //! gone with their objects and watches when it is deleted.
 
-use crate::obj::At as _;
+use edgekcm::obj::At as _;
 use serde_json::Value;
 
 use super::{Kind, State};
-use crate::sandbox::meta::ApiError;
+use crate::meta::ApiError;
 
 impl State {
     pub(super) fn crd_added(&mut self, crd: &Value) -> Result<(), ApiError> {

@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 
 use super::meta::{has_scale_subresource, has_status_subresource, is_review};
-use crate::api::resources::Kind;
+use edgekcm::api::resources::Kind;
 
 const ALL_VERBS: &[&str] = &[
     "create",
@@ -183,7 +183,7 @@ pub fn group_list(kinds: &[Kind]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::ALL;
+    use edgekcm::api::resources::ALL;
 
     #[test]
     fn shapes() {

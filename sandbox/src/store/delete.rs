@@ -1,12 +1,12 @@
 //! Deletion: preconditions, propagation policies as finalizers, namespaces that terminate
 //! before they go, and objects that wait for their finalizers.
 
-use crate::obj::At as _;
+use edgekcm::obj::At as _;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
 use super::{set_path, DeleteOpts, Deleted, EvType, Kind, State, NAMESPACES};
-use crate::sandbox::meta::{
+use crate::meta::{
     self, finalizers, is_deleting, meta_mut, meta_str, now_rfc3339, rv_of, set_finalizers, ApiError,
 };
 
@@ -191,7 +191,7 @@ fn pod_grace(pod: &mut Value, opts: &DeleteOpts) -> Grace {
         let deadline = pod
             .at("/metadata/deletionTimestamp")
             .and_then(Value::as_str)
-            .and_then(crate::timefmt::parse_rfc3339)
+            .and_then(edgekcm::timefmt::parse_rfc3339)
             .map(|t| t - std::time::Duration::from_secs((current - period) as u64))
             .map(meta::format_time)
             .unwrap_or_else(|| at(period));
@@ -229,7 +229,7 @@ fn pod_grace(pod: &mut Value, opts: &DeleteOpts) -> Grace {
 #[cfg(test)]
 mod tests {
     use super::super::{DeleteOpts, Deleted, State, WriteMode};
-    use crate::api::resources::PODS;
+    use edgekcm::api::resources::PODS;
     use serde_json::{json, Value};
 
     fn pod(s: &mut State, name: &str, node: &str, phase: &str, fins: &[&str]) {
@@ -262,7 +262,7 @@ mod tests {
         assert!(matches!(d, Deleted::Pending(_)));
         let m = meta(&s, "run").unwrap();
         assert_eq!(m["deletionGracePeriodSeconds"], 30);
-        let deadline = crate::timefmt::parse_rfc3339(m["deletionTimestamp"].as_str().unwrap());
+        let deadline = edgekcm::timefmt::parse_rfc3339(m["deletionTimestamp"].as_str().unwrap());
         assert!(deadline.unwrap() > std::time::SystemTime::now());
         // Asking again changes nothing; a longer period neither; a shorter one moves the
         // deadline; 0 deletes.

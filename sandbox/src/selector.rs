@@ -1,11 +1,11 @@
 //! Label and field selectors in their query-string forms.
 
-use crate::obj::At as _;
+use edgekcm::obj::At as _;
 use serde_json::Value;
 
-use crate::api::resources::Kind;
+use edgekcm::api::resources::Kind;
 
-pub use crate::api::labels::{label_selector_string, LabelSelector};
+pub use edgekcm::api::labels::{label_selector_string, LabelSelector};
 
 /// A parsed field selector (`a=b`, `a==b`, `a!=b`, comma separated).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -127,7 +127,7 @@ impl FieldSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::{CONFIGMAPS, EVENTS, PODS};
+    use edgekcm::api::resources::{CONFIGMAPS, EVENTS, PODS};
     use serde_json::json;
 
     fn obj(labels: Value) -> Value {

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use super::read::selectors;
 use super::{accept_partial, partial, Reply};
-use crate::api::resources::Kind;
-use crate::sandbox::http::Request;
-use crate::sandbox::meta::{namespace_of, ApiError};
-use crate::sandbox::selector::{FieldSelector, LabelSelector};
-use crate::sandbox::store::Event;
-use crate::sandbox::Shared;
+use crate::http::Request;
+use crate::meta::{namespace_of, ApiError};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::Event;
+use crate::Shared;
+use edgekcm::api::resources::Kind;
 
 /// Everything a watch stream needs once the store lock is released.
 pub struct WatchPlan {
@@ -39,7 +39,7 @@ impl WatchPlan {
     /// The event a watcher should see for a store event (selectors can turn a MODIFIED into an
     /// ADDED or a DELETED), if any.
     pub fn translate(&self, ev: &Event) -> Option<&'static str> {
-        use crate::sandbox::store::EvType::*;
+        use crate::store::EvType::*;
         match ev.typ {
             Added => self.matches(&ev.obj).then_some("ADDED"),
             Modified => {

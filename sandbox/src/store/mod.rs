@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::meta::{name_of, namespace_of};
-use crate::api::resources::{self, Kind, NAMESPACES};
+use edgekcm::api::resources::{self, Kind, NAMESPACES};
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);
@@ -237,8 +237,8 @@ pub fn set_path(obj: &mut Value, path: &[&str], v: Option<Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::{CONFIGMAPS, DEPLOYMENTS};
-    use crate::sandbox::meta::rv_of;
+    use crate::meta::rv_of;
+    use edgekcm::api::resources::{CONFIGMAPS, DEPLOYMENTS};
 
     fn cm(name: &str, v: &str) -> Value {
         json!({"metadata": {"name": name, "namespace": "default"}, "data": {"k": v}})

@@ -1,15 +1,15 @@
 //! Writes: PUT and PATCH of a resource or a subresource, DELETE and deletecollection.
 
-use crate::obj::At as _;
+use edgekcm::obj::At as _;
 use serde_json::{json, Value};
 
 use super::read::selectors;
 use super::{parse_body, Reply};
-use crate::api::resources::Kind;
-use crate::sandbox::http::Request;
-use crate::sandbox::meta::{self, name_of, namespace_of, ApiError};
-use crate::sandbox::store::{DeleteOpts, Deleted, PatchType, WriteMode};
-use crate::sandbox::Shared;
+use crate::http::Request;
+use crate::meta::{self, name_of, namespace_of, ApiError};
+use crate::store::{DeleteOpts, Deleted, PatchType, WriteMode};
+use crate::Shared;
+use edgekcm::api::resources::Kind;
 
 pub(super) fn write(
     shared: &Shared,

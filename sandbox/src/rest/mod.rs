@@ -17,7 +17,7 @@ use super::http::Request;
 use super::meta::{has_scale_subresource, has_status_subresource, is_review, ApiError};
 use super::store::WriteMode;
 use super::Shared;
-use crate::api::resources::Kind;
+use edgekcm::api::resources::Kind;
 use read::{get, list};
 use review::review;
 use subresources::{scale_of, scale_write, token_request};

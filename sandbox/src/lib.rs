@@ -2,7 +2,7 @@
 //! loopback, for edgekcm's integration tests, its demo and its benchmark.
 //!
 //! It keeps objects in memory as JSON, with one global resourceVersion counter, and serves the
-//! REST paths of every kind in [`crate::api::resources::ALL`] (plus kinds defined by
+//! REST paths of every kind in [`edgekcm::api::resources::ALL`] (plus kinds defined by
 //! CustomResourceDefinitions): get, list (selectors, `limit`/`continue`), watch (history replay,
 //! bookmarks, `timeoutSeconds`, 410 on expired versions), create (`generateName`, defaulting),
 //! update with resourceVersion preconditions, merge / JSON / strategic-merge patches, delete
@@ -16,9 +16,10 @@
 //! chunk. Every write is handed to the watchers of its kind under the store lock, so a watcher
 //! never misses or reorders an event.
 //!
-//! The sandbox is not part of the product: it is compiled for unit tests (`cfg(test)`) and with
-//! the cargo feature `sandbox`, which the integration tests and examples enable through the
-//! crate's dev-dependency on itself.
+//! The sandbox is not part of the product: it is its own crate in the workspace, built on the
+//! `edgekcm` library, and edgekcm's tests and examples get it as a dev-dependency. Its
+//! [`Kind`] is the library's (re-exported for edgekcm's unit tests, in which the library is a
+//! second copy of the crate under test, so they hand it their own kinds field by field).
 //!
 //! # What the sandbox does not do
 //!
@@ -103,11 +104,12 @@ mod selector;
 mod serve;
 mod store;
 
+pub use edgekcm::api::resources::Kind;
 pub use faults::Faults;
 pub use metrics::Metrics;
 pub use store::DeleteOpts;
 
-use crate::obj::At as _;
+use edgekcm::obj::At as _;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io;
@@ -118,7 +120,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::api::resources::{Kind, SECRETS};
+use edgekcm::api::resources::SECRETS;
 use faults::FaultState;
 use serve::{spawn_listener, ListenerCtl};
 use store::{PatchType, State, WriteMode};
@@ -275,13 +277,13 @@ impl Sandbox {
     }
 
     /// A client of this server without QPS limit, for tests (`user_agent` names the caller).
-    pub fn client(&self, user_agent: &str) -> crate::api::client::Client {
-        let cfg = crate::api::kubeconfig::RestConfig {
+    pub fn client(&self, user_agent: &str) -> edgekcm::api::client::Client {
+        let cfg = edgekcm::api::kubeconfig::RestConfig {
             server: self.url(),
             source: "test".into(),
             ..Default::default()
         };
-        crate::api::client::Client::new(&cfg, 0.0, 1, user_agent).expect("a sandbox client")
+        edgekcm::api::client::Client::new(&cfg, 0.0, 1, user_agent).expect("a sandbox client")
     }
 
     pub fn port(&self) -> u16 {

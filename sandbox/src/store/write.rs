@@ -1,18 +1,18 @@
 //! Creates, updates (of the resource and its subresources) and patches, with the admission
 //! checks of the namespace lifecycle and the server-owned fields.
 
-use crate::obj::At as _;
+use edgekcm::obj::At as _;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{set_path, EvType, Kind, PatchType, State, WriteMode, NAMESPACES};
-use crate::sandbox::defaults;
-use crate::sandbox::meta::{
+use crate::defaults;
+use crate::meta::{
     self, finalizers, has_status_subresource, is_deleting, meta_mut, meta_str, name_of,
     namespace_of, now_rfc3339, rv_of, ApiError,
 };
-use crate::sandbox::patch;
+use crate::patch;
 
 /// The object without metadata and status: what `generation` tracks.
 fn spec_part(obj: &Value) -> Value {

@@ -1,13 +1,13 @@
 //! TokenReviews and SubjectAccessReviews, answered from the sandbox's tokens and deny rules.
 
-use crate::obj::At as _;
+use edgekcm::obj::At as _;
 use serde_json::{json, Value};
 
 use super::{parse_body, Reply};
-use crate::api::resources::Kind;
-use crate::sandbox::http::Request;
-use crate::sandbox::meta::ApiError;
-use crate::sandbox::Shared;
+use crate::http::Request;
+use crate::meta::ApiError;
+use crate::Shared;
+use edgekcm::api::resources::Kind;
 
 fn groups_of(user: &str) -> Value {
     if let Some(rest) = user.strip_prefix("system:serviceaccount:") {
