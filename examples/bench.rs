@@ -35,7 +35,7 @@ use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{DEPLOYMENTS, NAMESPACES, PODS, REPLICASETS, SERVICEACCOUNTS};
 use edgekcm::api::watch::EventType;
 use edgekcm::api::Kind;
-use edgekcm::sandbox::{Sandbox, SandboxOptions};
+use edgekcm_sandbox::{Sandbox, SandboxOptions};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

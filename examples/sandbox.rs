@@ -6,7 +6,7 @@
 //!
 //! It prints the URL, writes a kubeconfig when asked, and serves until interrupted (Ctrl-C).
 
-use edgekcm::sandbox::{Sandbox, SandboxOptions};
+use edgekcm_sandbox::{Sandbox, SandboxOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

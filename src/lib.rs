@@ -23,8 +23,8 @@ pub mod pki;
 pub mod queue;
 pub mod run;
 pub mod runtime;
-#[cfg(any(test, feature = "sandbox"))]
-pub mod sandbox;
+#[cfg(test)]
+mod sandbox;
 pub mod server;
 pub mod startup;
 

@@ -26,7 +26,7 @@ use edgekcm::api::kubeconfig;
 use edgekcm::api::resources::{Kind, NAMESPACES, SERVICEACCOUNTS};
 use edgekcm::api::trim::Shape;
 use edgekcm::api::watch::EventType;
-use edgekcm::sandbox::{Sandbox, SandboxOptions};
+use edgekcm_sandbox::{Sandbox, SandboxOptions};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

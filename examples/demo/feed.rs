@@ -8,7 +8,7 @@
 //! for the summary but not shown: they tell again what the writes show.
 
 use edgekcm::api::resources::{Kind, ALL};
-use edgekcm::sandbox::{RequestRecord, Sandbox};
+use edgekcm_sandbox::{RequestRecord, Sandbox};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -25,7 +25,7 @@ use edgekcm::certs::{generate, CertsOptions};
 use edgekcm::cli::{self, Command};
 use edgekcm::controllers::registry;
 use edgekcm::obj::At as _;
-use edgekcm::sandbox::{KubeletOptions, Sandbox, SandboxOptions};
+use edgekcm_sandbox::{KubeletOptions, Sandbox, SandboxOptions};
 use feed::{Action, Feed};
 use serde_json::{json, Value};
 use std::path::Path;

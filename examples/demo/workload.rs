@@ -18,7 +18,7 @@ use edgekcm::api::resources::{
     VOLUMEATTACHMENTS,
 };
 use edgekcm::obj::At as _;
-use edgekcm::sandbox::Sandbox;
+use edgekcm_sandbox::Sandbox;
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
 

@@ -1,0 +1,220 @@
+//! `/configz` and `/debug/flags/v` on edgekcm's secure port, over HTTPS and behind delegated
+//! authentication and authorization, as kube-controller-manager serves them: the
+//! configuration as JSON, and a verbosity that changes the log at once (klog's text and
+//! component-base's JSON lines).
+
+use crate::common::{
+    create_namespace, delete_namespace, eventually, free_port, insecure_https_agent,
+    kubeconfig_arg, service_account_token, unique, Kcm, Target,
+};
+use std::time::Duration;
+
+struct Answer {
+    status: u16,
+    content_type: String,
+    nosniff: bool,
+    body: String,
+}
+
+fn call(agent: &ureq::Agent, method: &str, url: &str, token: Option<&str>, body: &str) -> Answer {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let result = match method {
+        "PUT" => {
+            let mut r = agent.put(url);
+            if let Some(a) = &auth {
+                r = r.header("Authorization", a);
+            }
+            r.send(body)
+        }
+        _ => {
+            let mut r = agent.get(url);
+            if let Some(a) = &auth {
+                r = r.header("Authorization", a);
+            }
+            r.call()
+        }
+    };
+    let mut r = result.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let header = |name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let (content_type, nosniff) = (header("content-type"), header("x-content-type-options"));
+    Answer {
+        status: r.status().as_u16(),
+        content_type,
+        nosniff: nosniff == "nosniff",
+        body: r.body_mut().read_to_string().unwrap_or_default(),
+    }
+}
+
+/// The `-v 2` line of that ServiceAccount's creation, if the log has it (it is written as the
+/// create is answered; a moment is allowed for it).
+fn creation_logged(kcm: &Kcm, ns: &str) -> bool {
+    let wanted = format!("created serviceaccounts {ns}/default");
+    std::thread::sleep(Duration::from_millis(300));
+    kcm.log_text().lines().any(|l| l.contains(&wanted))
+}
+
+fn scenario(t: &Target, json_logs: bool) {
+    let admin = t.admin();
+    let home = unique("configz");
+    create_namespace(&admin, &home);
+    let ops = service_account_token(&admin, &home, "ops");
+    let noperm = service_account_token(&admin, &home, "noperm");
+    let sb = t.sandbox().expect("a sandbox");
+    for path in ["/configz", "/debug/flags/v"] {
+        sb.deny_access(&format!("system:serviceaccount:{home}:noperm"), path);
+        sb.deny_access("system:anonymous", path);
+    }
+
+    let port = free_port();
+    let kc = kubeconfig_arg(t);
+    let mut flags = vec![
+        format!("--secure-port={port}"),
+        "--bind-address=127.0.0.1".to_string(),
+        format!("--authentication-kubeconfig={kc}"),
+        format!("--authorization-kubeconfig={kc}"),
+        "--controllers=serviceaccount".to_string(),
+        "--leader-elect=false".to_string(),
+        "--v=0".to_string(),
+        "--node-eviction-rate=0.2".to_string(),
+        "--concurrent-deployment-syncs=0x7".to_string(),
+        "--volume-host-cidr-denylist=10.0.0.0/8".to_string(),
+        "--volume-host-cidr-denylist=192.168.0.0/16".to_string(),
+    ];
+    if json_logs {
+        flags.push("--logging-format=json".to_string());
+    }
+    let extra: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut kcm = Kcm::start(t, "configz", &extra);
+    let base = format!("https://127.0.0.1:{port}");
+    let agent = insecure_https_agent(None);
+    eventually(Duration::from_secs(30), "/healthz answers", || {
+        assert!(
+            kcm.exited().is_none(),
+            "edgekcm exited:\n{}",
+            kcm.log_text()
+        );
+        let a = agent.get(&format!("{base}/healthz")).call().ok()?;
+        (a.status().as_u16() == 200).then_some(())
+    });
+    let configz = format!("{base}/configz");
+    let flags_v = format!("{base}/debug/flags/v");
+
+    // /configz: what edgekcm renders for these flags, as upstream's handler answers it.
+    let a = call(&agent, "GET", &configz, Some(&ops), "");
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.content_type, "application/json");
+    assert!(a.nosniff);
+    let mut args = t.edgekcm_args();
+    args.extend(flags.iter().cloned());
+    let cfg = match edgekcm::cli::parse(&args) {
+        Ok(edgekcm::cli::Command::Run(c)) => c,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        a.body,
+        edgekcm::config::componentconfig::document(&cfg).unwrap()
+    );
+    let v: serde_json::Value = serde_json::from_str(&a.body).unwrap();
+    let c = &v["kubecontrollermanager.config.k8s.io"];
+    assert_eq!(
+        c["Generic"]["Controllers"],
+        serde_json::json!(["serviceaccount-controller"])
+    );
+    assert_eq!(c["Generic"]["ClientConnection"]["Kubeconfig"], kc.as_str());
+    assert_eq!(c["Generic"]["LeaderElection"]["LeaderElect"], false);
+    assert_eq!(c["DeploymentController"]["ConcurrentDeploymentSyncs"], 7);
+    assert!(a.body.contains("\"NodeEvictionRate\":0.2,"));
+    assert_eq!(
+        c["PersistentVolumeBinderController"]["VolumeHostCIDRDenylist"],
+        serde_json::json!(["10.0.0.0/8", "192.168.0.0/16"])
+    );
+
+    // Authentication and authorization first: the verb is the lower-case method.
+    let a = call(&agent, "GET", &configz, None, "");
+    assert_eq!(a.status, 403, "{}", a.body);
+    assert!(a
+        .body
+        .contains("User \\\"system:anonymous\\\" cannot get path \\\"/configz\\\""));
+    let a = call(&agent, "PUT", &flags_v, None, "2");
+    assert_eq!(a.status, 403, "{}", a.body);
+    assert!(a
+        .body
+        .contains("User \\\"system:anonymous\\\" cannot put path \\\"/debug/flags/v\\\""));
+    let a = call(&agent, "PUT", &flags_v, Some(&noperm), "2");
+    assert_eq!(a.status, 403, "{}", a.body);
+    assert!(a.body.contains(&format!(
+        "User \\\"system:serviceaccount:{home}:noperm\\\" cannot put path \\\"/debug/flags/v\\\""
+    )));
+    let a = call(&agent, "GET", &flags_v, Some("not-a-token"), "");
+    assert_eq!(a.status, 401, "{}", a.body);
+
+    // At -v 0 a write is not logged; after `PUT 2` it is, after `PUT 0` no more.
+    let quiet = kcm.served_namespace(&admin, "quiet", Duration::from_secs(30));
+    assert!(!creation_logged(&kcm, &quiet), "{}", kcm.log_text());
+    let a = call(&agent, "PUT", &flags_v, Some(&ops), "2");
+    assert_eq!(
+        (
+            a.status,
+            a.content_type.as_str(),
+            a.body.as_str(),
+            a.nosniff
+        ),
+        (
+            200,
+            "text/plain",
+            "successfully set klog.logging.verbosity to 2\n",
+            true
+        )
+    );
+    let loud = kcm.served_namespace(&admin, "loud", Duration::from_secs(30));
+    eventually(Duration::from_secs(5), "the -v 2 line", || {
+        creation_logged(&kcm, &loud).then_some(())
+    });
+    if json_logs {
+        let line = kcm
+            .log_text()
+            .lines()
+            .find(|l| l.contains(&format!("created serviceaccounts {loud}/default")))
+            .map(str::to_string)
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["v"], 2, "{line}");
+    }
+    let a = call(&agent, "PUT", &flags_v, Some(&ops), "0");
+    assert_eq!(a.status, 200, "{}", a.body);
+    let quiet_again = kcm.served_namespace(&admin, "quiet", Duration::from_secs(30));
+    assert!(!creation_logged(&kcm, &quiet_again), "{}", kcm.log_text());
+
+    // What upstream answers to other methods and values.
+    let a = call(&agent, "GET", &flags_v, Some(&ops), "");
+    assert_eq!(
+        (a.status, a.content_type.as_str(), a.body.as_str()),
+        (406, "text/plain", "unsupported http method\n")
+    );
+    let a = call(&agent, "PUT", &flags_v, Some(&ops), "3\n");
+    assert_eq!(
+        (a.status, a.body.as_str()),
+        (400, "strconv.ParseUint: parsing \"3\\n\": invalid syntax\n")
+    );
+
+    kcm.kill();
+    for ns in [home, quiet, loud, quiet_again] {
+        delete_namespace(&admin, &ns);
+    }
+}
+
+#[test]
+fn sandbox_configz_and_runtime_verbosity() {
+    scenario(&crate::common::sandbox(), false);
+}
+
+#[test]
+fn sandbox_runtime_verbosity_with_json_logs() {
+    scenario(&crate::common::sandbox(), true);
+}
