@@ -80,6 +80,29 @@ impl Quantity {
         }
     }
 
+    /// The value rounded up (away from zero) to a whole number of units (`Quantity.Value()`).
+    pub fn value(&self) -> i128 {
+        self.round_up_units().nano / NANO
+    }
+
+    /// The value in milli-units, rounded up (away from zero) as `Quantity.MilliValue()` does,
+    /// held to `i64`'s range.
+    pub fn milli_value(&self) -> i64 {
+        const PER_MILLI: i128 = NANO / 1000;
+        let (q, r) = (self.nano / PER_MILLI, self.nano % PER_MILLI);
+        let m = match r.cmp(&0) {
+            Ordering::Greater => q + 1,
+            Ordering::Less => q - 1,
+            Ordering::Equal => q,
+        };
+        m.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+
+    /// The value as a float, for comparing sizes.
+    pub fn as_f64(&self) -> f64 {
+        self.nano as f64 / NANO as f64
+    }
+
     /// Read a quantity as `resource.ParseQuantity` does; None when it is not one.
     pub fn parse(s: &str) -> Option<Quantity> {
         let b = s.as_bytes();
@@ -169,6 +192,12 @@ impl Quantity {
     }
 }
 
+/// A quantity's text in milli-units, rounded up as `Quantity.MilliValue()` does; 0 when the
+/// text is not a quantity (as a missing value reads upstream).
+pub fn milli_value(s: &str) -> i64 {
+    Quantity::parse(s.trim()).map_or(0, |q| q.milli_value())
+}
+
 impl fmt::Display for Quantity {
     /// The canonical form (`Quantity.String()`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -223,6 +252,41 @@ mod tests {
 
     fn canon(s: &str) -> String {
         Quantity::parse(s).expect(s).to_string()
+    }
+
+    #[test]
+    fn milli_values_are_exact() {
+        // Every milli quantity reads back as itself (a float product rounded 9m up to 10m).
+        for m in 1..2000i64 {
+            assert_eq!(milli_value(&format!("{m}m")), m, "{m}m");
+        }
+        for (s, m) in [
+            ("1", 1000),
+            ("1.5", 1500),
+            ("0.0001", 1),
+            ("100u", 1),
+            ("1Ki", 1_024_000),
+            ("2e3", 2_000_000),
+            ("-1500u", -2),
+            ("x", 0),
+            ("", 0),
+        ] {
+            assert_eq!(milli_value(s), m, "{s}");
+        }
+    }
+
+    #[test]
+    fn values_round_up_to_whole_units() {
+        for (s, v) in [
+            ("1Gi", 1i128 << 30),
+            ("1.5Gi", 3 << 29),
+            ("100m", 1),
+            ("1e3", 1000),
+            ("-1.5", -2),
+        ] {
+            assert_eq!(Quantity::parse(s).unwrap().value(), v, "{s}");
+        }
+        assert_eq!(Quantity::parse("1.5Ki").unwrap().as_f64(), 1536.0);
     }
 
     #[test]

@@ -64,7 +64,7 @@ struct State {
 #[derive(Default)]
 pub struct TopologyCache(Mutex<State>);
 
-pub use crate::controllers::kit::quantity::milli_value;
+pub use crate::compat::quantity::milli_value;
 
 fn node_ready(n: &Value) -> bool {
     n.at("/status/conditions")

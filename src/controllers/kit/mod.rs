@@ -9,7 +9,6 @@ pub mod inflight;
 pub mod nodefit;
 pub mod owners;
 pub mod pod;
-pub mod quantity;
 pub mod ranking;
 pub mod selector;
 pub mod servicepods;

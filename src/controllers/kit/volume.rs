@@ -6,6 +6,7 @@
 
 use crate::api::resources::PODS;
 use crate::cache::Watch;
+use crate::compat::quantity::Quantity;
 use serde_json::Value;
 
 /// Pods as the volume controllers read them: which claims their volumes use, their node,
@@ -155,55 +156,7 @@ pub fn pod_terminated(p: &Value) -> bool {
 /// `Quantity.Value()`): decimal SI (`k`, `M`, ... `E`, `m`, `u`, `n`), binary SI (`Ki` ...
 /// `Ei`) and decimal exponents (`1e3`). None for text that is not a quantity.
 pub fn quantity_value(s: &str) -> Option<i128> {
-    let s = s.trim();
-    let num_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(num_end);
-    let (negative, num) = match num.strip_prefix('-') {
-        Some(n) => (true, n),
-        None => (false, num.strip_prefix('+').unwrap_or(num)),
-    };
-    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    if (int.is_empty() && frac.is_empty())
-        || !int.bytes().all(|b| b.is_ascii_digit())
-        || !frac.bytes().all(|b| b.is_ascii_digit())
-        || int.len() + frac.len() > 30
-    {
-        return None;
-    }
-    // value = digits / 10^scale * multiplier
-    let digits: i128 = format!("{int}{frac}").parse().unwrap_or(0);
-    let mut scale = frac.len() as i32;
-    let (mul, exp10): (i128, i32) = match suffix {
-        "" => (1, 0),
-        "Ki" => (1 << 10, 0),
-        "Mi" => (1 << 20, 0),
-        "Gi" => (1 << 30, 0),
-        "Ti" => (1 << 40, 0),
-        "Pi" => (1 << 50, 0),
-        "Ei" => (1 << 60, 0),
-        "n" => (1, -9),
-        "u" => (1, -6),
-        "m" => (1, -3),
-        "k" => (1, 3),
-        "M" => (1, 6),
-        "G" => (1, 9),
-        "T" => (1, 12),
-        "P" => (1, 15),
-        "E" => (1, 18),
-        e if e.starts_with(['e', 'E']) => (1, e[1..].parse::<i32>().ok().filter(|x| x.abs() < 30)?),
-        _ => return None,
-    };
-    scale -= exp10;
-    let mut v = digits.checked_mul(mul)?;
-    if scale < 0 {
-        v = v.checked_mul(10i128.checked_pow((-scale) as u32)?)?;
-    } else if scale > 0 {
-        let d = 10i128.checked_pow(scale as u32)?;
-        v = (v + d - 1) / d; // round up, as Value() does
-    }
-    Some(if negative { -v } else { v })
+    Quantity::parse(s.trim()).map(|q| q.value())
 }
 
 /// A PersistentVolume's CSI driver and volume handle, when it is a CSI volume.
@@ -238,7 +191,9 @@ pub fn attachment_name(handle: &str, driver: &str, node: &str) -> String {
 
 /// A resource quantity as a number (`1Gi`, `500M`, `1.5e3`); None when unreadable. Precise
 /// enough to compare storage sizes.
-pub use super::quantity::value as quantity;
+pub fn quantity(s: &str) -> Option<f64> {
+    Quantity::parse(s.trim()).map(|q| q.as_f64())
+}
 
 /// The `storage` quantity at `ptr` (e.g. `/spec/resources/requests/storage`); 0 when absent
 /// or unreadable, as a missing map entry is the zero quantity upstream.

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 /// A quantity in milli-units, rounded up as `Quantity.MilliValue` does (0 when unreadable).
 pub fn milli(q: &Value) -> i64 {
     match q {
-        Value::String(s) => crate::controllers::kit::quantity::milli_value(s),
+        Value::String(s) => crate::compat::quantity::milli_value(s),
         Value::Number(n) => n.as_f64().map_or(0, |f| {
             (f * 1000.0).ceil().clamp(i64::MIN as f64, i64::MAX as f64) as i64
         }),
