@@ -103,19 +103,9 @@ impl Drop for Rbac {
     }
 }
 
-fn scenario_graph(t: &Target) {
-    let admin = t.admin();
-    let mut cleanup = Cleanup::new(admin.clone());
-    let ns = unique("e2e-gcdebug");
-    create_namespace(&admin, &ns);
-    cleanup.namespaces.push(ns.clone());
-    let role = format!("{ns}-gc-debugger");
-    let debugger = service_account_token(&admin, &ns, "debugger");
-    let noperm = service_account_token(&admin, &ns, "noperm");
-    let _rbac = Rbac {
-        admin: admin.clone(),
-        name: t.is_real().then(|| role.clone()),
-    };
+/// What the scenario's ServiceAccounts may do: on the sandbox, which has no RBAC, what RBAC
+/// would deny is denied; on a real cluster `debugger` gets a ClusterRole for the graph.
+fn grant_debugger(t: &Target, admin: &Client, ns: &str, role: &str) {
     match t.sandbox() {
         Some(sb) => {
             sb.deny_access(&format!("system:serviceaccount:{ns}:noperm"), GRAPH);
@@ -144,16 +134,39 @@ fn scenario_graph(t: &Target) {
                 .expect("create ClusterRoleBinding");
         }
     }
+}
 
-    let owner = configmap(&admin, &ns, "owner", None, &[]);
+/// Two owner/dependent pairs of ConfigMaps, not connected to each other.
+struct Pairs {
+    owner: Value,
+    child: Value,
+    other: Value,
+    other_child: Value,
+}
+
+fn make_pairs(admin: &Client, ns: &str, cleanup: &mut Cleanup) -> Pairs {
+    let owner = configmap(admin, ns, "owner", None, &[]);
     // Held by a finalizer of the test, so a foreground deletion of the owner waits for it.
-    let child = configmap(&admin, &ns, "child", Some(&owner), &["example.com/hold"]);
-    cleanup.held.push((CONFIGMAPS, ns.clone(), "child".into()));
-    cleanup.held.push((CONFIGMAPS, ns.clone(), "owner".into()));
+    let child = configmap(admin, ns, "child", Some(&owner), &["example.com/hold"]);
+    cleanup
+        .held
+        .push((CONFIGMAPS, ns.to_string(), "child".into()));
+    cleanup
+        .held
+        .push((CONFIGMAPS, ns.to_string(), "owner".into()));
     // Another pair, not connected to the first.
-    let other = configmap(&admin, &ns, "other-owner", None, &[]);
-    let other_child = configmap(&admin, &ns, "other-child", Some(&other), &[]);
+    let other = configmap(admin, ns, "other-owner", None, &[]);
+    let other_child = configmap(admin, ns, "other-child", Some(&other), &[]);
+    Pairs {
+        owner,
+        child,
+        other,
+        other_child,
+    }
+}
 
+/// edgekcm with its secure port and the collector; the port's base URL.
+fn start_edgekcm(t: &Target) -> (Kcm, String) {
     let port = free_port();
     let kc = kubeconfig_arg(t);
     let extra = [
@@ -170,27 +183,24 @@ fn scenario_graph(t: &Target) {
     if !named {
         args.push("--controllers=garbage-collector-controller");
     }
-    let mut kcm = Kcm::start(t, "gcdebug", &args);
-    let base = format!("https://127.0.0.1:{port}");
-    let a = insecure_https_agent(None);
+    let kcm = Kcm::start(t, "gcdebug", &args);
+    (kcm, format!("https://127.0.0.1:{port}"))
+}
+
+/// The owner's subgraph (`q` selects it) and what other selections and paths answer.
+fn check_subgraphs(a: &ureq::Agent, base: &str, ns: &str, q: &str, debugger: &str, p: &Pairs) {
     let graph_of = |q: &str| format!("{base}{GRAPH}{q}");
-
-    eventually(Duration::from_secs(30), "/healthz answers", || {
-        assert!(
-            kcm.exited().is_none(),
-            "edgekcm exited:\n{}",
-            kcm.log_text()
-        );
-        let r = get(&a, &format!("{base}/healthz"), None)?;
-        (r.status == 200).then_some(())
-    });
-
+    let Pairs {
+        owner,
+        child,
+        other,
+        other_child,
+    } = p;
     // Both objects and the edge from the dependent to its owner, once the monitors synced
     // (RBAC for the new binding is eventually consistent on a real cluster too).
-    let q = format!("?uid={}", uid(&owner));
     let r = eventually(LIMIT, "the owner's subgraph", || {
-        let r = get(&a, &graph_of(&q), Some(&debugger))?;
-        (r.status == 200 && r.body.contains(&edge(uid(&child), uid(&owner)))).then_some(r)
+        let r = get(a, &graph_of(q), Some(debugger))?;
+        (r.status == 200 && r.body.contains(&edge(uid(child), uid(owner)))).then_some(r)
     });
     assert_eq!(r.content_type, "text/vnd.graphviz");
     assert!(r.nosniff);
@@ -198,11 +208,11 @@ fn scenario_graph(t: &Target) {
         .body
         .starts_with("strict digraph full {\n  // Node definitions.\n"));
     assert!(r.body.ends_with("}\n"));
-    let o = vertex(&r.body, uid(&owner)).expect("owner vertex");
+    let o = vertex(&r.body, uid(owner)).expect("owner vertex");
     assert!(
         o.contains(&format!(
             "    label=\"uid={}\\nnamespace={ns}\\nConfigMap.v1/owner\\n\"\n",
-            uid(&owner)
+            uid(owner)
         )),
         "{o}"
     );
@@ -219,34 +229,34 @@ fn scenario_graph(t: &Target) {
         assert!(o.contains(&format!("    {attr}\n")), "{attr} in {o}");
     }
     assert!(o.contains(&format!("    namespace=\"{ns}\"\n")));
-    let c = vertex(&r.body, uid(&child)).expect("child vertex");
+    let c = vertex(&r.body, uid(child)).expect("child vertex");
     assert!(c.contains("    name=\"child\"\n"), "{c}");
     // Exactly the two vertices and the one edge: the other pair is not connected.
     assert_eq!(r.body.matches(" [\n").count(), 2, "{}", r.body);
     assert_eq!(r.body.matches(" -> ").count(), 1, "{}", r.body);
-    assert!(!r.body.contains(uid(&other)));
+    assert!(!r.body.contains(uid(other)));
     // Selected from the dependent: the same subgraph. Two UIDs: both pairs.
     let r = get(
-        &a,
-        &graph_of(&format!("?uid={}", uid(&child))),
-        Some(&debugger),
+        a,
+        &graph_of(&format!("?uid={}", uid(child))),
+        Some(debugger),
     )
     .expect("get");
-    assert!(r.body.contains(&edge(uid(&child), uid(&owner))));
+    assert!(r.body.contains(&edge(uid(child), uid(owner))));
     assert_eq!(r.body.matches(" [\n").count(), 2, "{}", r.body);
     let r = get(
-        &a,
-        &graph_of(&format!("?uid={}&uid={}", uid(&child), uid(&other))),
-        Some(&debugger),
+        a,
+        &graph_of(&format!("?uid={}&uid={}", uid(child), uid(other))),
+        Some(debugger),
     )
     .expect("get");
-    assert!(r.body.contains(&edge(uid(&other_child), uid(&other))));
+    assert!(r.body.contains(&edge(uid(other_child), uid(other))));
     assert_eq!(r.body.matches(" -> ").count(), 2, "{}", r.body);
     // The whole graph has both pairs; unknown UIDs select nothing.
-    let r = get(&a, &graph_of(""), Some(&debugger)).expect("get");
-    assert!(r.body.contains(&edge(uid(&child), uid(&owner))));
-    assert!(r.body.contains(&edge(uid(&other_child), uid(&other))));
-    let r = get(&a, &graph_of("?uid=no-such-uid"), Some(&debugger)).expect("get");
+    let r = get(a, &graph_of(""), Some(debugger)).expect("get");
+    assert!(r.body.contains(&edge(uid(child), uid(owner))));
+    assert!(r.body.contains(&edge(uid(other_child), uid(other))));
+    let r = get(a, &graph_of("?uid=no-such-uid"), Some(debugger)).expect("get");
     assert_eq!((r.status, r.body.as_str()), (200, EMPTY));
     // Everything else under the handler's mount point: Go's http.Error with no message.
     let mount = GRAPH.trim_end_matches("/graph");
@@ -256,25 +266,29 @@ fn scenario_graph(t: &Target) {
         format!("{GRAPH}/"),
         format!("{mount}/nodes"),
     ] {
-        let r = get(&a, &format!("{base}{path}"), Some(&debugger)).expect("get");
+        let r = get(a, &format!("{base}{path}"), Some(debugger)).expect("get");
         assert_eq!((r.status, r.body.as_str()), (404, "\n"), "{path}");
         assert_eq!(r.content_type, "text/plain; charset=utf-8", "{path}");
         assert!(r.nosniff, "{path}");
     }
+}
 
+/// Authentication and authorization as for every path, and the collector's counter.
+fn check_access_and_metric(a: &ureq::Agent, base: &str, q: &str, debugger: &str, noperm: &str) {
+    let graph_of = |q: &str| format!("{base}{GRAPH}{q}");
     // Authentication and authorization as for every path.
-    let r = get(&a, &graph_of(&q), None).expect("get");
+    let r = get(a, &graph_of(q), None).expect("get");
     assert_eq!(r.status, 403, "anonymous: {}", r.body);
     assert!(r.body.contains(&format!(
         "User \\\"system:anonymous\\\" cannot get path \\\"{GRAPH}\\\""
     )));
-    let r = get(&a, &graph_of(&q), Some("not-a-token")).expect("get");
+    let r = get(a, &graph_of(q), Some("not-a-token")).expect("get");
     assert_eq!(r.status, 401, "bad token: {}", r.body);
-    let r = get(&a, &graph_of(&q), Some(&noperm)).expect("get");
+    let r = get(a, &graph_of(q), Some(noperm)).expect("get");
     assert_eq!(r.status, 403, "without rights: {}", r.body);
 
     // The collector's counter is on /metrics.
-    let r = get(&a, &format!("{base}/metrics"), Some(&debugger)).expect("get");
+    let r = get(a, &format!("{base}/metrics"), Some(debugger)).expect("get");
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r
         .body
@@ -283,12 +297,23 @@ fn scenario_graph(t: &Target) {
         .body
         .lines()
         .any(|l| l.starts_with("garbagecollector_controller_resources_sync_error_total ")));
+}
 
-    // A foreground deletion: the owner waits for its blocking dependent.
+/// A foreground deletion: the owner waits for its blocking dependent.
+fn check_foreground_deletion(
+    admin: &Client,
+    ns: &str,
+    a: &ureq::Agent,
+    base: &str,
+    q: &str,
+    debugger: &str,
+    owner: &Value,
+) {
+    let graph_of = |q: &str| format!("{base}{GRAPH}{q}");
     admin
         .delete(
             &CONFIGMAPS,
-            Some(&ns),
+            Some(ns),
             "owner",
             &DeleteOptions {
                 propagation_policy: Some("Foreground"),
@@ -297,12 +322,47 @@ fn scenario_graph(t: &Target) {
         )
         .expect("delete owner");
     eventually(LIMIT, "the owner deleting its dependents", || {
-        let r = get(&a, &graph_of(&q), Some(&debugger))?;
-        let o = vertex(&r.body, uid(&owner))?;
+        let r = get(a, &graph_of(q), Some(debugger))?;
+        let o = vertex(&r.body, uid(owner))?;
         (o.contains("\\nbeingDeleted,deletingDependents\\n\"\n")
             && o.contains("    deletingDependents=\"true\"\n"))
         .then_some(())
     });
+}
+
+fn scenario_graph(t: &Target) {
+    let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
+    let ns = unique("e2e-gcdebug");
+    create_namespace(&admin, &ns);
+    cleanup.namespaces.push(ns.clone());
+    let role = format!("{ns}-gc-debugger");
+    let debugger = service_account_token(&admin, &ns, "debugger");
+    let noperm = service_account_token(&admin, &ns, "noperm");
+    let _rbac = Rbac {
+        admin: admin.clone(),
+        name: t.is_real().then(|| role.clone()),
+    };
+    grant_debugger(t, &admin, &ns, &role);
+    let pairs = make_pairs(&admin, &ns, &mut cleanup);
+
+    let (mut kcm, base) = start_edgekcm(t);
+    let a = insecure_https_agent(None);
+
+    eventually(Duration::from_secs(30), "/healthz answers", || {
+        assert!(
+            kcm.exited().is_none(),
+            "edgekcm exited:\n{}",
+            kcm.log_text()
+        );
+        let r = get(&a, &format!("{base}/healthz"), None)?;
+        (r.status == 200).then_some(())
+    });
+
+    let q = format!("?uid={}", uid(&pairs.owner));
+    check_subgraphs(&a, &base, &ns, &q, &debugger, &pairs);
+    check_access_and_metric(&a, &base, &q, &debugger, &noperm);
+    check_foreground_deletion(&admin, &ns, &a, &base, &q, &debugger, &pairs.owner);
     assert!(
         kcm.exited().is_none(),
         "edgekcm exited:\n{}",
