@@ -150,12 +150,17 @@ fn client_as(t: &Target, token: Option<String>, cert: Option<(String, String)>) 
     Client::new(&cfg, 0.0, 1, "edgekcm-join-test").expect("client")
 }
 
-fn join(t: &Target) {
-    let admin = t.admin();
-    let mut made = Made {
-        admin: admin.clone(),
-        objects: Vec::new(),
-    };
+/// What kubeadm published for the join: the cluster's kubeconfig in `cluster-info`, the
+/// bootstrap token (`id.secret`) and the joining node's Node.
+struct Published {
+    kubeconfig: String,
+    id: String,
+    secret: String,
+    node: String,
+}
+
+/// Step 1, the cluster side as kubeadm sets it up.
+fn cluster_side(t: &Target, admin: &Client, made: &mut Made) -> Published {
     for ns in ["kube-public", "kube-system"] {
         let _ = admin.create(
             &NAMESPACES,
@@ -164,7 +169,7 @@ fn join(t: &Target) {
         );
     }
     if t.is_real() {
-        kubeadm_rbac(&mut made);
+        kubeadm_rbac(made);
     }
     // The cluster's kubeconfig as kubeadm publishes it.
     let server = kubeconfig::load(Some(&t.kubeconfig()), None)
@@ -206,7 +211,16 @@ fn join(t: &Target) {
         None,
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}),
     );
+    Published {
+        kubeconfig,
+        id,
+        secret,
+        node,
+    }
+}
 
+/// edgekcm with the signing CA and, unless the target names them, the join's controllers.
+fn start_edgekcm(t: &Target) -> Kcm {
     let (ca_cert, ca_key) = signing_ca(t);
     let cert_flag = format!("--cluster-signing-cert-file={ca_cert}");
     let key_flag = format!("--cluster-signing-key-file={ca_key}");
@@ -218,9 +232,17 @@ fn join(t: &Target) {
     {
         extra.push("--controllers=bootstrapsigner,tokencleaner,csrapproving,csrsigning");
     }
-    let mut kcm = Kcm::start(t, "join", &extra);
+    Kcm::start(t, "join", &extra)
+}
 
-    // Discovery: cluster-info read anonymously, its JWS checked with the token.
+/// Step 2, discovery: cluster-info read anonymously, its JWS checked with the token.
+fn discovery(t: &Target, admin: &Client, kcm: &mut Kcm, p: &Published) {
+    let Published {
+        kubeconfig,
+        id,
+        secret,
+        ..
+    } = p;
     let reader = if t.is_real() {
         client_as(t, None, None)
     } else {
@@ -235,13 +257,26 @@ fn join(t: &Target) {
         cm["data"][&key].is_string().then_some(cm)
     });
     let published = cm["data"]["kubeconfig"].as_str().unwrap();
-    assert_eq!(published, kubeconfig);
+    assert_eq!(published, *kubeconfig);
     assert!(
-        jws::detached_is_valid(cm["data"][&key].as_str().unwrap(), published, &id, &secret),
+        jws::detached_is_valid(cm["data"][&key].as_str().unwrap(), published, id, secret),
         "the JWS does not verify with the token"
     );
+}
 
-    // TLS bootstrap: a node client request made with the bootstrap token.
+/// Step 3, TLS bootstrap: a node client request made with the bootstrap token, approved and
+/// signed. The issued certificate (PEM) and its key, or `None` when this build does not sign
+/// and the sandbox run checked the approval only.
+fn tls_bootstrap(
+    t: &Target,
+    admin: &Client,
+    kcm: &mut Kcm,
+    made: &mut Made,
+    published: &Published,
+) -> Option<(String, rcgen::KeyPair)> {
+    let Published {
+        id, secret, node, ..
+    } = published;
     let node_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     p.distinguished_name = rcgen::DistinguishedName::new();
@@ -284,7 +319,7 @@ fn join(t: &Target) {
                 .map(|_| ())
         });
         eprintln!("csrsigning is not in this build: signing not checked");
-        return;
+        return None;
     }
     let issued = eventually(LIMIT, "the request approved and signed", || {
         assert!(kcm.exited().is_none(), "edgekcm exited");
@@ -305,14 +340,31 @@ fn join(t: &Target) {
     )
     .expect("PEM");
     assert!(cert_pem.contains("BEGIN CERTIFICATE"), "{cert_pem}");
+    Some((cert_pem, node_key))
+}
+
+fn join(t: &Target) {
+    let admin = t.admin();
+    let mut made = Made {
+        admin: admin.clone(),
+        objects: Vec::new(),
+    };
+    let published = cluster_side(t, &admin, &mut made);
+    let mut kcm = start_edgekcm(t);
+    discovery(t, &admin, &mut kcm, &published);
+    let Some((cert_pem, node_key)) = tls_bootstrap(t, &admin, &mut kcm, &mut made, &published)
+    else {
+        return;
+    };
 
     if !t.is_real() {
         return;
     }
-    // The node, as itself.
+    // Step 4, the node, as itself.
+    let node = &published.node;
     let as_node = client_as(t, None, Some((cert_pem, node_key.serialize_pem())));
     let n = as_node
-        .get(&NODES, None, &node)
+        .get(&NODES, None, node)
         .expect("the node reads its Node with the issued certificate");
     assert_eq!(n["metadata"]["name"], node.as_str());
     kcm.kill();
