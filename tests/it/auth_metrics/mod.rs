@@ -153,28 +153,47 @@ fn reviewer(c: &Client) -> Arc<dyn Reviewer> {
 // ---------------------------------------------------------------------------------------------
 // Decision tables against the sandbox
 
-#[test]
-fn sandbox_authn_authz_decision_table() {
-    let t = crate::common::sandbox();
-    let sb = t.sandbox().unwrap();
-    let admin = t.admin();
-    let ns = unique("authz");
-    create_namespace(&admin, &ns);
-    // Tokens minted before expire_tokens() are no longer valid.
-    let stale = service_account_token(&admin, &ns, "stale");
-    sb.faults().expire_tokens();
-    let mon = service_account_token(&admin, &ns, "mon");
-    let noperm = service_account_token(&admin, &ns, "noperm");
-    // The sandbox has no RBAC: deny what RBAC would deny here.
-    sb.deny_access(&format!("system:serviceaccount:{ns}:noperm"), "/metrics");
-    sb.deny_access("system:anonymous", "/metrics");
-    sb.deny_access("bob", "/metrics");
+/// What the front proxy says of carol: in `system:masters`, and without groups.
+const PROXY_USER: &[(&str, &str)] = &[
+    ("X-Remote-User", "carol"),
+    ("X-Remote-Group", "system:masters"),
+];
+const PROXY_USER_NO_GROUP: &[(&str, &str)] = &[("X-Remote-User", "carol")];
 
+fn who<'a>(
+    token: Option<&'a str>,
+    cert: Option<&'a Leaf>,
+    headers: &'a [(&'a str, &'a str)],
+) -> Who<'a> {
+    Who {
+        token,
+        cert,
+        headers,
+    }
+}
+
+fn forbidden(user: &str, verb: &str, path: &str) -> String {
+    format!("forbidden: User \\\"{user}\\\" cannot {verb} path \\\"{path}\\\"")
+}
+
+/// The client certificates of the decision table.
+struct Certs {
+    alice: Leaf,
+    bob: Leaf,
+    old: Leaf,
+    stranger: Leaf,
+    proxy: Leaf,
+    rogue_proxy: Leaf,
+}
+
+/// The delegating chain, the client and front-proxy CAs published in the sandbox's ConfigMap,
+/// and certificates of those two and of a CA nobody published.
+fn decision_chain(admin: &Client) -> (Arc<Delegating>, Certs) {
     let client_ca = make_ca("client-ca");
     let proxy_ca = make_ca("front-proxy-ca");
     let other_ca = make_ca("somebody-else");
     publish_auth_configmap(
-        &admin,
+        admin,
         json!({
             "client-ca-file": client_ca.pem,
             "requestheader-client-ca-file": proxy_ca.pem,
@@ -185,34 +204,28 @@ fn sandbox_authn_authz_decision_table() {
         }),
     );
     let d = Delegating::new(AuthOptions {
-        authentication: Some(reviewer(&admin)),
-        authorization: Some(reviewer(&admin)),
+        authentication: Some(reviewer(admin)),
+        authorization: Some(reviewer(admin)),
         ..AuthOptions::default()
     })
     .expect("delegating chain");
 
-    let alice = leaf(&client_ca, "alice", &["system:masters"], false);
-    let bob = leaf(&client_ca, "bob", &["devs"], false);
-    let old = leaf(&client_ca, "alice", &["system:masters"], true);
-    let stranger = leaf(&other_ca, "alice", &["system:masters"], false);
-    let proxy = leaf(&proxy_ca, "front-proxy-client", &[], false);
-    let rogue_proxy = leaf(&proxy_ca, "rogue-proxy", &[], false);
+    let certs = Certs {
+        alice: leaf(&client_ca, "alice", &["system:masters"], false),
+        bob: leaf(&client_ca, "bob", &["devs"], false),
+        old: leaf(&client_ca, "alice", &["system:masters"], true),
+        stranger: leaf(&other_ca, "alice", &["system:masters"], false),
+        proxy: leaf(&proxy_ca, "front-proxy-client", &[], false),
+        rogue_proxy: leaf(&proxy_ca, "rogue-proxy", &[], false),
+    };
+    (d, certs)
+}
 
-    let who = |token, cert, headers| Who {
-        token,
-        cert,
-        headers,
-    };
-    let forbidden = |user: &str, verb: &str, path: &str| {
-        format!("forbidden: User \\\"{user}\\\" cannot {verb} path \\\"{path}\\\"")
-    };
+/// Anonymous requests and bearer tokens: `stale` minted before the sandbox expired its tokens,
+/// `mon` allowed /metrics, `noperm` denied it.
+fn token_cases<'a>(ns: &str, stale: &'a str, mon: &'a str, noperm: &'a str) -> Vec<Case<'a>> {
     let sa = |n: &str| format!("system:serviceaccount:{ns}:{n}");
-    let proxy_user = [
-        ("X-Remote-User", "carol"),
-        ("X-Remote-Group", "system:masters"),
-    ];
-    let proxy_user_no_group = [("X-Remote-User", "carol")];
-    let cases: Vec<Case> = vec![
+    vec![
         ("anonymous healthz", "GET", "/healthz", ANON, 200, None),
         ("anonymous readyz", "GET", "/readyz", ANON, 200, None),
         (
@@ -235,7 +248,7 @@ fn sandbox_authn_authz_decision_table() {
             "expired token",
             "GET",
             "/metrics",
-            who(Some(&stale), None, &[]),
+            who(Some(stale), None, &[]),
             401,
             None,
         ),
@@ -251,7 +264,7 @@ fn sandbox_authn_authz_decision_table() {
             "ServiceAccount allowed",
             "GET",
             "/metrics",
-            who(Some(&mon), None, &[]),
+            who(Some(mon), None, &[]),
             200,
             None,
         ),
@@ -259,18 +272,24 @@ fn sandbox_authn_authz_decision_table() {
             "ServiceAccount denied",
             "GET",
             "/metrics",
-            who(Some(&noperm), None, &[]),
+            who(Some(noperm), None, &[]),
             403,
             Some(format!(
                 "{}: denied by the sandbox's deny rules",
                 forbidden(&sa("noperm"), "get", "/metrics")
             )),
         ),
+    ]
+}
+
+/// Client certificates, of users and of the front proxy.
+fn certificate_cases(c: &Certs) -> Vec<Case<'_>> {
+    vec![
         (
             "client certificate in system:masters",
             "DELETE",
             "/metrics",
-            who(None, Some(&alice), &[]),
+            who(None, Some(&c.alice), &[]),
             200,
             None,
         ),
@@ -278,7 +297,7 @@ fn sandbox_authn_authz_decision_table() {
             "client certificate denied by review",
             "GET",
             "/metrics",
-            who(None, Some(&bob), &[]),
+            who(None, Some(&c.bob), &[]),
             403,
             Some(forbidden("bob", "get", "/metrics")),
         ),
@@ -286,7 +305,7 @@ fn sandbox_authn_authz_decision_table() {
             "client certificate; proxy headers ignored",
             "GET",
             "/metrics",
-            who(None, Some(&bob), &proxy_user),
+            who(None, Some(&c.bob), PROXY_USER),
             403,
             Some(forbidden("bob", "get", "/metrics")),
         ),
@@ -294,7 +313,7 @@ fn sandbox_authn_authz_decision_table() {
             "expired client certificate",
             "GET",
             "/healthz",
-            who(None, Some(&old), &[]),
+            who(None, Some(&c.old), &[]),
             401,
             None,
         ),
@@ -302,7 +321,7 @@ fn sandbox_authn_authz_decision_table() {
             "client certificate of an unknown CA",
             "GET",
             "/healthz",
-            who(None, Some(&stranger), &[]),
+            who(None, Some(&c.stranger), &[]),
             401,
             None,
         ),
@@ -310,7 +329,7 @@ fn sandbox_authn_authz_decision_table() {
             "front proxy with a masters group",
             "GET",
             "/metrics",
-            who(None, Some(&proxy), &proxy_user),
+            who(None, Some(&c.proxy), PROXY_USER),
             200,
             None,
         ),
@@ -318,7 +337,7 @@ fn sandbox_authn_authz_decision_table() {
             "front proxy without a user header",
             "GET",
             "/metrics",
-            who(None, Some(&proxy), &[]),
+            who(None, Some(&c.proxy), &[]),
             401,
             None,
         ),
@@ -326,7 +345,7 @@ fn sandbox_authn_authz_decision_table() {
             "front proxy with a name not allowed",
             "GET",
             "/metrics",
-            who(None, Some(&rogue_proxy), &proxy_user),
+            who(None, Some(&c.rogue_proxy), PROXY_USER),
             401,
             None,
         ),
@@ -334,11 +353,33 @@ fn sandbox_authn_authz_decision_table() {
             "front proxy user without groups, reviewed",
             "GET",
             "/healthz/ping",
-            who(None, Some(&proxy), &proxy_user_no_group),
+            who(None, Some(&c.proxy), PROXY_USER_NO_GROUP),
             200,
             None,
         ),
-    ];
+    ]
+}
+
+#[test]
+fn sandbox_authn_authz_decision_table() {
+    let t = crate::common::sandbox();
+    let sb = t.sandbox().unwrap();
+    let admin = t.admin();
+    let ns = unique("authz");
+    create_namespace(&admin, &ns);
+    // Tokens minted before expire_tokens() are no longer valid.
+    let stale = service_account_token(&admin, &ns, "stale");
+    sb.faults().expire_tokens();
+    let mon = service_account_token(&admin, &ns, "mon");
+    let noperm = service_account_token(&admin, &ns, "noperm");
+    // The sandbox has no RBAC: deny what RBAC would deny here.
+    sb.deny_access(&format!("system:serviceaccount:{ns}:noperm"), "/metrics");
+    sb.deny_access("system:anonymous", "/metrics");
+    sb.deny_access("bob", "/metrics");
+    let (d, certs) = decision_chain(&admin);
+
+    let mut cases = token_cases(&ns, &stale, &mon, &noperm);
+    cases.extend(certificate_cases(&certs));
     for (what, method, path, w, want, body) in &cases {
         let (got, text) = status_of(&d, method, path, w);
         assert_eq!(got, *want, "{what}: {text}");
@@ -353,7 +394,7 @@ fn sandbox_authn_authz_decision_table() {
         &d,
         "GET",
         "/private",
-        &who(None, Some(&proxy), &proxy_user_no_group),
+        &who(None, Some(&certs.proxy), PROXY_USER_NO_GROUP),
     );
     assert_eq!(code, 403, "{text}");
     assert!(text.contains(&forbidden("carol", "get", "/private")));
