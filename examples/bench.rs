@@ -41,6 +41,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 #[path = "benchkit/mod.rs"]
@@ -432,8 +433,33 @@ fn run_workload(
         cmd: cmd.to_vec(),
     };
     let mut p = Proc::start(&m, work)?;
+    let probe = wait_ready(admin, name, &mut p)?;
+    empty_leftover(admin, opts, name, leftover, &p)?;
+    let c = converge(admin, opts, &p)?;
+    let d = delete_workload(admin, opts, &p, &c);
+    let peak = p.peak_rss_mb().map(|mb| (mb * 1024.0) as u64);
+    let _ = delete_namespace(admin, &probe, Duration::from_secs(30));
+    p.stop();
+    drop(c.trackers);
 
-    // Ready when the serviceaccount controller has served a probe namespace.
+    Ok(Row {
+        name: name.to_string(),
+        create_s: c.create_s,
+        converge_s: c.converged,
+        converge_cpu_s: c.converged.map(|_| c.cpu1 - c.cpu0),
+        server_cpu_s: c.server_cpu_s,
+        bench_cpu_s: c.bench_cpu_s,
+        server_delete_cpu_s: d.server_delete_cpu_s,
+        bench_delete_cpu_s: d.bench_delete_cpu_s,
+        delete_s: d.deleted,
+        delete_cpu_s: d.deleted.map(|_| d.cpu2 - c.cpu1),
+        peak_rss_kb: peak,
+        no_process: false,
+    })
+}
+
+/// Ready when the serviceaccount controller has served a probe namespace: returns it.
+fn wait_ready(admin: &Client, name: &str, p: &mut Proc) -> Res<String> {
     let probe = create_namespace(admin, "bench-probe")?;
     let ready = wait_until(Duration::from_secs(120), || {
         admin.get(&SERVICEACCOUNTS, Some(&probe), "default").is_ok()
@@ -451,7 +477,17 @@ fn run_workload(
         "ready; idle RSS so far peak {} kB",
         p.peak_rss_mb().map(|mb| (mb * 1024.0) as u64).unwrap_or(0)
     );
-    // Namespaces earlier phases left terminating are emptied first, outside the timing.
+    Ok(probe)
+}
+
+/// Namespaces earlier phases left terminating are emptied first, outside the timing.
+fn empty_leftover(
+    admin: &Client,
+    opts: &Opts,
+    name: &str,
+    leftover: &[String],
+    p: &Proc,
+) -> Res<()> {
     for ns in leftover {
         let t = Instant::now();
         match wait_until(opts.timeout, || namespace_gone(admin, ns)) {
@@ -472,7 +508,27 @@ fn run_workload(
         // Peak RSS counts from here: emptying the leftover namespace is not the workload.
         p.reset_peak_rss();
     }
+    Ok(())
+}
 
+/// What converge measured, and what namespace deletion goes on from.
+struct Converge {
+    ns: String,
+    trackers: Vec<JoinHandle<()>>,
+    create_s: f64,
+    converged: Option<f64>,
+    /// The controller manager's CPU seconds before the writes and at the end of converge.
+    cpu0: f64,
+    cpu1: f64,
+    /// The servers' and the bench's CPU seconds at the end of converge.
+    server1: Option<f64>,
+    bench1: Option<f64>,
+    server_cpu_s: Option<f64>,
+    bench_cpu_s: Option<f64>,
+}
+
+/// The Deployments written to a fresh namespace, and the time until every one has its pods.
+fn converge(admin: &Client, opts: &Opts, p: &Proc) -> Res<Converge> {
     let ns = create_namespace(admin, "bench")?;
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -501,28 +557,7 @@ fn run_workload(
         opts.deployments
     );
 
-    let want_pods = opts.deployments * opts.replicas as usize;
-    let mut last_print = Instant::now();
-    let converged = wait_until(opts.timeout, || {
-        let s = seen.lock().unwrap();
-        let ready = s
-            .deploy_replicas
-            .values()
-            .filter(|r| **r == opts.replicas)
-            .count();
-        if last_print.elapsed() > Duration::from_secs(5) {
-            println!(
-                "  {:>5.1} s: {} pods, {ready}/{} Deployments at {} replicas",
-                t0.elapsed().as_secs_f64(),
-                s.pods.len(),
-                opts.deployments,
-                opts.replicas
-            );
-            last_print = Instant::now();
-        }
-        s.pods.len() >= want_pods && ready == opts.deployments
-    })
-    .map(|_| t0.elapsed().as_secs_f64());
+    let converged = wait_converged(opts, &seen, t0);
     let cpu1 = p.cpu_seconds().unwrap_or(cpu0);
     // The end of converge is the start of deletion.
     let (server1, bench1) = (server_cpu_seconds(), pid_cpu_seconds("self"));
@@ -541,35 +576,73 @@ fn run_workload(
             );
         }
     }
+    Ok(Converge {
+        ns,
+        trackers,
+        create_s,
+        converged,
+        cpu0,
+        cpu1,
+        server1,
+        bench1,
+        server_cpu_s,
+        bench_cpu_s,
+    })
+}
 
-    let deleted = delete_namespace(admin, &ns, opts.timeout);
-    let cpu2 = p.cpu_seconds().unwrap_or(cpu1);
+/// Seconds from `t0` until every Deployment has its replicas and every pod is seen (None: the
+/// timeout passed first), with progress every 5 s.
+fn wait_converged(opts: &Opts, seen: &Mutex<Seen>, t0: Instant) -> Option<f64> {
+    let want_pods = opts.deployments * opts.replicas as usize;
+    let mut last_print = Instant::now();
+    wait_until(opts.timeout, || {
+        let s = seen.lock().unwrap();
+        let ready = s
+            .deploy_replicas
+            .values()
+            .filter(|r| **r == opts.replicas)
+            .count();
+        if last_print.elapsed() > Duration::from_secs(5) {
+            println!(
+                "  {:>5.1} s: {} pods, {ready}/{} Deployments at {} replicas",
+                t0.elapsed().as_secs_f64(),
+                s.pods.len(),
+                opts.deployments,
+                opts.replicas
+            );
+            last_print = Instant::now();
+        }
+        s.pods.len() >= want_pods && ready == opts.deployments
+    })
+    .map(|_| t0.elapsed().as_secs_f64())
+}
+
+/// What namespace deletion measured.
+struct Deletion {
+    deleted: Option<f64>,
+    /// The controller manager's CPU seconds once the namespace is gone.
+    cpu2: f64,
+    server_delete_cpu_s: Option<f64>,
+    bench_delete_cpu_s: Option<f64>,
+}
+
+/// The workload's namespace deleted, timed until it is gone.
+fn delete_workload(admin: &Client, opts: &Opts, p: &Proc, c: &Converge) -> Deletion {
+    let deleted = delete_namespace(admin, &c.ns, opts.timeout);
+    let cpu2 = p.cpu_seconds().unwrap_or(c.cpu1);
     let deleted_delta = |a, b| cpu_delta(a, b).filter(|_| deleted.is_some());
-    let server_delete_cpu_s = deleted_delta(server1, server_cpu_seconds());
-    let bench_delete_cpu_s = deleted_delta(bench1, pid_cpu_seconds("self"));
+    let server_delete_cpu_s = deleted_delta(c.server1, server_cpu_seconds());
+    let bench_delete_cpu_s = deleted_delta(c.bench1, pid_cpu_seconds("self"));
     match deleted {
         Some(s) => println!("namespace deleted in {s:.2} s"),
         None => println!("namespace not deleted within {:?}", opts.timeout),
     }
-    let peak = p.peak_rss_mb().map(|mb| (mb * 1024.0) as u64);
-    let _ = delete_namespace(admin, &probe, Duration::from_secs(30));
-    p.stop();
-    drop(trackers);
-
-    Ok(Row {
-        name: name.to_string(),
-        create_s,
-        converge_s: converged,
-        converge_cpu_s: converged.map(|_| cpu1 - cpu0),
-        server_cpu_s,
-        bench_cpu_s,
+    Deletion {
+        deleted,
+        cpu2,
         server_delete_cpu_s,
         bench_delete_cpu_s,
-        delete_s: deleted,
-        delete_cpu_s: deleted.map(|_| cpu2 - cpu1),
-        peak_rss_kb: peak,
-        no_process: false,
-    })
+    }
 }
 
 /// The same objects a controller manager would write, sent by the bench itself: the floor

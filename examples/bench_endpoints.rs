@@ -40,6 +40,7 @@ use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const CONTROLLERS: &str = "--controllers=endpoint,endpointslice,deployment,replicaset";
@@ -212,9 +213,72 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
     let ns = c.namespace("bench-ep")?;
     let mut p = Proc::start(m, &c.work)?;
 
-    // Kubelet: every new pod runs and is ready with the next IP; a pod being deleted goes, at
-    // once or after its containers stopped (`--kubelet-stop`).
     let stop = Arc::new(AtomicBool::new(false));
+    let (tx, mut threads) = start_kubelet(admin, &ns, o, &stop);
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let writes = Writes::default();
+    threads.push(watch_pods(admin, &ns, o, &stop, &seen, tx));
+    threads.push(watch_endpoints(admin, &ns, &stop, &seen, &writes));
+    threads.push(watch_slices(admin, &ns, &stop, &seen, &writes));
+    wait_probe(admin, &ns, o, &mut p, &seen)?;
+    p.reset_peak_rss();
+    let cpu0 = p.cpu_seconds();
+    let writes0 = writes.slices.load(Ordering::SeqCst);
+    let ep_writes0 = writes.endpoints.load(Ordering::SeqCst);
+    let t0 = Instant::now();
+    create_apps(admin, &ns, o)?;
+    println!("created in {:.2} s", t0.elapsed().as_secs_f64());
+    let converged = wait_complete(o, &seen, t0, false);
+    let writes1 = writes.slices.load(Ordering::SeqCst);
+    let terminating1 = writes.terminating.load(Ordering::SeqCst);
+    let ep_writes1 = writes.endpoints.load(Ordering::SeqCst);
+    // The rolling update: a new template for every Deployment.
+    seen.lock().unwrap().rolling = true;
+    let t1 = Instant::now();
+    roll_out(admin, &ns, o)?;
+    let rolled = wait_complete(o, &seen, t1, true);
+    let writes2 = writes.slices.load(Ordering::SeqCst);
+    let cpu = p.cpu_seconds().zip(cpu0).map(|(a, b)| a - b);
+    let row = table.row(&m.name);
+    let secs = |v: Option<f64>| v.map_or("timeout".to_string(), |s| format!("{s:.2}"));
+    table.set(row, "converge s", secs(converged));
+    table.set(row, "rollout s", secs(rolled));
+    table.num(row, "CPU s", cpu);
+    table.num(row, "peak RSS MB", p.peak_rss_mb());
+    table.set(row, "slice writes converge", writes1 - writes0);
+    table.set(row, "slice writes rollout", writes2 - writes1);
+    let terminating2 = writes.terminating.load(Ordering::SeqCst);
+    table.set(row, "of them terminating", terminating2 - terminating1);
+    let ep_writes2 = writes.endpoints.load(Ordering::SeqCst);
+    table.set(row, "Endpoints writes converge", ep_writes1 - ep_writes0);
+    table.set(row, "Endpoints writes rollout", ep_writes2 - ep_writes1);
+    p.stop();
+    stop.store(true, Ordering::SeqCst);
+    empty_namespace(c, &ns);
+    Ok(())
+}
+
+/// The writes the watches counted.
+#[derive(Default)]
+struct Writes {
+    /// EndpointSlice creates, updates and deletes.
+    slices: Arc<AtomicUsize>,
+    /// Writes whose slice shows a terminating endpoint: a pod deleted by its ReplicaSet seen
+    /// before the bench (its kubelet) removed it.
+    terminating: Arc<AtomicUsize>,
+    /// Endpoints creates, updates and deletes.
+    endpoints: Arc<AtomicUsize>,
+}
+
+/// Kubelet: every new pod runs and is ready with the next IP; a pod being deleted goes, at
+/// once or after its containers stopped (`--kubelet-stop`). Returns where to send the pods
+/// and the kubelet's threads.
+fn start_kubelet(
+    admin: &Client,
+    ns: &str,
+    o: &Opts,
+    stop: &Arc<AtomicBool>,
+) -> (mpsc::Sender<(String, Act)>, Vec<JoinHandle<()>>) {
     let next_ip = Arc::new(AtomicUsize::new(1));
     let (tx, rx) = mpsc::channel::<(String, Act)>();
     let rx = Arc::new(Mutex::new(rx));
@@ -237,167 +301,207 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
         }));
     }
     for _ in 0..8 {
-        let (admin, ns, rx, next_ip) = (admin.clone(), ns.clone(), rx.clone(), next_ip.clone());
+        let (admin, ns, rx, next_ip) = (admin.clone(), ns.to_string(), rx.clone(), next_ip.clone());
         let (later, delay) = (later_tx.clone(), o.kubelet_stop);
         threads.push(std::thread::spawn(move || loop {
             let Ok((pod, act)) = rx.lock().unwrap_or_else(|p| p.into_inner()).recv() else {
                 return;
             };
-            if act == Act::Stop {
-                // The containers stopped: the status a kubelet writes then.
-                let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
-                let not_ready = |t: &str| {
-                    json!({"type": t, "status": "False", "lastTransitionTime": now,
-                        "reason": "ContainersNotReady",
-                        "message": "containers with unready status: [c]"})
-                };
-                let patch = json!({"status": {"conditions":
-                    [not_ready("Ready"), not_ready("ContainersReady")]}});
-                patch_status(&admin, &ns, &pod, &patch);
-                let _ = later.send((Instant::now() + delay, pod));
-                continue;
-            }
-            if act == Act::Delete {
-                let now = DeleteOptions {
-                    grace_period_seconds: Some(0),
-                    ..DeleteOptions::default()
-                };
-                for _ in 0..50 {
-                    match admin.delete(&PODS, Some(&ns), &pod, &now) {
-                        Err(e) if !e.is_not_found() => {
-                            std::thread::sleep(Duration::from_millis(100))
-                        }
-                        _ => break,
-                    }
-                }
-                continue;
-            }
-            let n = next_ip.fetch_add(1, Ordering::SeqCst);
-            let ip = format!("10.{}.{}.{}", 64 + n / 65536, (n / 256) % 256, n % 256);
-            let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
-            let patch = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
-                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}});
-            patch_status(&admin, &ns, &pod, &patch);
+            kubelet_act(&admin, &ns, pod, act, &next_ip, &later, delay);
         }));
     }
-    let seen: Arc<Mutex<Seen>> = Arc::default();
-    let slice_writes = Arc::new(AtomicUsize::new(0));
-    // Writes whose slice shows a terminating endpoint: a pod deleted by its ReplicaSet seen
-    // before the bench (its kubelet) removed it.
-    let terminating_writes = Arc::new(AtomicUsize::new(0));
-    let endpoints_writes = Arc::new(AtomicUsize::new(0));
-    {
-        let (a, n, s, sn) = (admin.clone(), ns.clone(), stop.clone(), seen.clone());
-        let stop_first = !o.kubelet_stop.is_zero();
-        threads.push(std::thread::spawn(move || {
-            // Pods asked to run or to go: once each (a re-list brings them all again).
-            let mut started: HashSet<String> = HashSet::new();
-            let mut deleted: HashSet<String> = HashSet::new();
-            watch(&a, PODS, &n, &s, |t, o| {
-                if o.is_null() {
-                    return;
+    (tx, threads)
+}
+
+/// What the bench's kubelet does with one pod.
+fn kubelet_act(
+    admin: &Client,
+    ns: &str,
+    pod: String,
+    act: Act,
+    next_ip: &AtomicUsize,
+    later: &mpsc::Sender<(Instant, String)>,
+    delay: Duration,
+) {
+    if act == Act::Stop {
+        // The containers stopped: the status a kubelet writes then.
+        let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
+        let not_ready = |t: &str| {
+            json!({"type": t, "status": "False", "lastTransitionTime": now,
+                "reason": "ContainersNotReady",
+                "message": "containers with unready status: [c]"})
+        };
+        let patch = json!({"status": {"conditions":
+            [not_ready("Ready"), not_ready("ContainersReady")]}});
+        patch_status(admin, ns, &pod, &patch);
+        let _ = later.send((Instant::now() + delay, pod));
+        return;
+    }
+    if act == Act::Delete {
+        let now = DeleteOptions {
+            grace_period_seconds: Some(0),
+            ..DeleteOptions::default()
+        };
+        for _ in 0..50 {
+            match admin.delete(&PODS, Some(ns), &pod, &now) {
+                Err(e) if !e.is_not_found() => std::thread::sleep(Duration::from_millis(100)),
+                _ => break,
+            }
+        }
+        return;
+    }
+    let n = next_ip.fetch_add(1, Ordering::SeqCst);
+    let ip = format!("10.{}.{}.{}", 64 + n / 65536, (n / 256) % 256, n % 256);
+    let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
+    let patch = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}});
+    patch_status(admin, ns, &pod, &patch);
+}
+
+/// The pod watch: hands each new pod, and each pod being deleted, to the kubelet (`tx`), and
+/// notes the pods created since the rolling update began.
+fn watch_pods(
+    admin: &Client,
+    ns: &str,
+    o: &Opts,
+    stop: &Arc<AtomicBool>,
+    seen: &Arc<Mutex<Seen>>,
+    tx: mpsc::Sender<(String, Act)>,
+) -> JoinHandle<()> {
+    let (a, n, s, sn) = (admin.clone(), ns.to_string(), stop.clone(), seen.clone());
+    let stop_first = !o.kubelet_stop.is_zero();
+    std::thread::spawn(move || {
+        // Pods asked to run or to go: once each (a re-list brings them all again).
+        let mut started: HashSet<String> = HashSet::new();
+        let mut deleted: HashSet<String> = HashSet::new();
+        watch(&a, PODS, &n, &s, |t, o| {
+            if o.is_null() {
+                return;
+            }
+            let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+            if matches!(t, Some(EventType::Deleted)) {
+                return;
+            }
+            if o["metadata"]["deletionTimestamp"].is_string() {
+                if deleted.insert(name.clone()) {
+                    let _ = tx.send((name, if stop_first { Act::Stop } else { Act::Delete }));
                 }
-                let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
-                if matches!(t, Some(EventType::Deleted)) {
-                    return;
+            } else if started.insert(name.clone()) {
+                let mut seen = sn.lock().unwrap_or_else(|p| p.into_inner());
+                if seen.rolling {
+                    seen.new_pods.insert(name.clone());
                 }
-                if o["metadata"]["deletionTimestamp"].is_string() {
-                    if deleted.insert(name.clone()) {
-                        let _ = tx.send((name, if stop_first { Act::Stop } else { Act::Delete }));
-                    }
-                } else if started.insert(name.clone()) {
-                    let mut seen = sn.lock().unwrap_or_else(|p| p.into_inner());
-                    if seen.rolling {
-                        seen.new_pods.insert(name.clone());
-                    }
-                    drop(seen);
-                    let _ = tx.send((name, Act::Start));
-                }
-            })
-        }));
-        let (a, n, s, sn, w) = (
-            admin.clone(),
-            ns.clone(),
-            stop.clone(),
-            seen.clone(),
-            endpoints_writes.clone(),
-        );
-        threads.push(std::thread::spawn(move || {
-            watch(&a, ENDPOINTS, &n, &s, |t, o| {
-                if o.is_null() {
-                    return;
-                }
-                if t.is_some() {
-                    w.fetch_add(1, Ordering::SeqCst);
-                }
-                let ready: Vec<String> = o["subsets"]
+                drop(seen);
+                let _ = tx.send((name, Act::Start));
+            }
+        })
+    })
+}
+
+/// The Endpoints watch: per Service, the pods listed ready; counts the Endpoints writes.
+fn watch_endpoints(
+    admin: &Client,
+    ns: &str,
+    stop: &Arc<AtomicBool>,
+    seen: &Arc<Mutex<Seen>>,
+    writes: &Writes,
+) -> JoinHandle<()> {
+    let (a, n, s, sn, w) = (
+        admin.clone(),
+        ns.to_string(),
+        stop.clone(),
+        seen.clone(),
+        writes.endpoints.clone(),
+    );
+    std::thread::spawn(move || {
+        watch(&a, ENDPOINTS, &n, &s, |t, o| {
+            if o.is_null() {
+                return;
+            }
+            if t.is_some() {
+                w.fetch_add(1, Ordering::SeqCst);
+            }
+            let ready: Vec<String> = o["subsets"]
+                .as_array()
+                .map(|subs| {
+                    subs.iter()
+                        .flat_map(|x| pod_names(x["addresses"].as_array(), "/targetRef/name"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+            sn.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .endpoints
+                .insert(name, ready);
+        })
+    })
+}
+
+/// The EndpointSlice watch: per Service, each slice's endpoints; counts the slice writes and
+/// those showing a terminating endpoint.
+fn watch_slices(
+    admin: &Client,
+    ns: &str,
+    stop: &Arc<AtomicBool>,
+    seen: &Arc<Mutex<Seen>>,
+    writes: &Writes,
+) -> JoinHandle<()> {
+    let (a, n, s, sn, w, tw) = (
+        admin.clone(),
+        ns.to_string(),
+        stop.clone(),
+        seen.clone(),
+        writes.slices.clone(),
+        writes.terminating.clone(),
+    );
+    std::thread::spawn(move || {
+        watch(&a, ENDPOINTSLICES, &n, &s, |t, o| {
+            if o.is_null() {
+                sn.lock().unwrap_or_else(|p| p.into_inner()).slices.clear();
+                return;
+            }
+            let svc = o["metadata"]["labels"]["kubernetes.io/service-name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+            let mut seen = sn.lock().unwrap_or_else(|p| p.into_inner());
+            let slices = seen.slices.entry(svc).or_default();
+            if matches!(t, Some(EventType::Deleted)) {
+                slices.remove(&name);
+            } else {
+                let eps = o["endpoints"]
                     .as_array()
-                    .map(|subs| {
-                        subs.iter()
-                            .flat_map(|x| pod_names(x["addresses"].as_array(), "/targetRef/name"))
+                    .map(|a| {
+                        a.iter()
+                            .map(|e| {
+                                let pod = e["targetRef"]["name"].as_str().unwrap_or("");
+                                (pod.to_string(), e["conditions"]["ready"] == true)
+                            })
                             .collect()
                     })
                     .unwrap_or_default();
-                let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
-                sn.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .endpoints
-                    .insert(name, ready);
-            })
-        }));
-        let (a, n, s, sn, w, tw) = (
-            admin.clone(),
-            ns.clone(),
-            stop.clone(),
-            seen.clone(),
-            slice_writes.clone(),
-            terminating_writes.clone(),
-        );
-        threads.push(std::thread::spawn(move || {
-            watch(&a, ENDPOINTSLICES, &n, &s, |t, o| {
-                if o.is_null() {
-                    sn.lock().unwrap_or_else(|p| p.into_inner()).slices.clear();
-                    return;
+                slices.insert(name, eps);
+            }
+            // A listed slice is not a write; every event is (a re-list after a dropped
+            // watch may miss some).
+            if t.is_some() {
+                w.fetch_add(1, Ordering::SeqCst);
+                let terminating = o["endpoints"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|e| e["conditions"]["terminating"] == true));
+                if terminating && !matches!(t, Some(EventType::Deleted)) {
+                    tw.fetch_add(1, Ordering::SeqCst);
                 }
-                let svc = o["metadata"]["labels"]["kubernetes.io/service-name"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string();
-                let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
-                let mut seen = sn.lock().unwrap_or_else(|p| p.into_inner());
-                let slices = seen.slices.entry(svc).or_default();
-                if matches!(t, Some(EventType::Deleted)) {
-                    slices.remove(&name);
-                } else {
-                    let eps = o["endpoints"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .map(|e| {
-                                    let pod = e["targetRef"]["name"].as_str().unwrap_or("");
-                                    (pod.to_string(), e["conditions"]["ready"] == true)
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    slices.insert(name, eps);
-                }
-                // A listed slice is not a write; every event is (a re-list after a dropped
-                // watch may miss some).
-                if t.is_some() {
-                    w.fetch_add(1, Ordering::SeqCst);
-                    let terminating = o["endpoints"]
-                        .as_array()
-                        .is_some_and(|a| a.iter().any(|e| e["conditions"]["terminating"] == true));
-                    if terminating && !matches!(t, Some(EventType::Deleted)) {
-                        tw.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-            });
-        }));
-    }
-    // Ready once a probe Service has its Endpoints and slice.
-    create_app(admin, &ns, "probe", 1)?;
+            }
+        });
+    })
+}
+
+/// Ready once a probe Service has its Endpoints and slice.
+fn wait_probe(admin: &Client, ns: &str, o: &Opts, p: &mut Proc, seen: &Mutex<Seen>) -> Res<()> {
+    create_app(admin, ns, "probe", 1)?;
     p.wait_ready(Duration::from_secs(120), || {
         let seen = seen.lock().unwrap();
         seen.endpoints.get("probe").map(Vec::len) == Some(1)
@@ -407,31 +511,27 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
                     .get("probe")
                     .is_some_and(|s| s.values().flatten().filter(|e| e.1).count() == 1))
     })?;
-    p.reset_peak_rss();
-    let cpu0 = p.cpu_seconds();
-    let writes0 = slice_writes.load(Ordering::SeqCst);
-    let ep_writes0 = endpoints_writes.load(Ordering::SeqCst);
-    let t0 = Instant::now();
+    Ok(())
+}
+
+/// The workload: `o.services` Services, each over a Deployment of `o.replicas`.
+fn create_apps(admin: &Client, ns: &str, o: &Opts) -> Res<()> {
     parallel(o.services, 8, |i| {
-        if let Err(e) = create_app(admin, &ns, &format!("web-{i}"), o.replicas) {
+        if let Err(e) = create_app(admin, ns, &format!("web-{i}"), o.replicas) {
             eprintln!("create web-{i}: {e}");
         }
         Ok(())
-    })?;
-    println!("created in {:.2} s", t0.elapsed().as_secs_f64());
-    let converged = wait_complete(o, &seen, t0, false);
-    let writes1 = slice_writes.load(Ordering::SeqCst);
-    let terminating1 = terminating_writes.load(Ordering::SeqCst);
-    let ep_writes1 = endpoints_writes.load(Ordering::SeqCst);
-    // The rolling update: a new template for every Deployment.
-    seen.lock().unwrap().rolling = true;
-    let t1 = Instant::now();
+    })
+}
+
+/// The rolling update: a new template for every Deployment.
+fn roll_out(admin: &Client, ns: &str, o: &Opts) -> Res<()> {
     parallel(o.services, 8, |i| {
         let patch =
             json!({"spec": {"template": {"metadata": {"annotations": {"bench/rev": "2"}}}}});
         if let Err(e) = admin.patch(
             &DEPLOYMENTS,
-            Some(&ns),
+            Some(ns),
             &format!("web-{i}"),
             PatchType::Merge,
             &patch,
@@ -440,26 +540,11 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
             eprintln!("update web-{i}: {e}");
         }
         Ok(())
-    })?;
-    let rolled = wait_complete(o, &seen, t1, true);
-    let writes2 = slice_writes.load(Ordering::SeqCst);
-    let cpu = p.cpu_seconds().zip(cpu0).map(|(a, b)| a - b);
-    let row = table.row(&m.name);
-    let secs = |v: Option<f64>| v.map_or("timeout".to_string(), |s| format!("{s:.2}"));
-    table.set(row, "converge s", secs(converged));
-    table.set(row, "rollout s", secs(rolled));
-    table.num(row, "CPU s", cpu);
-    table.num(row, "peak RSS MB", p.peak_rss_mb());
-    table.set(row, "slice writes converge", writes1 - writes0);
-    table.set(row, "slice writes rollout", writes2 - writes1);
-    let terminating2 = terminating_writes.load(Ordering::SeqCst);
-    table.set(row, "of them terminating", terminating2 - terminating1);
-    let ep_writes2 = endpoints_writes.load(Ordering::SeqCst);
-    table.set(row, "Endpoints writes converge", ep_writes1 - ep_writes0);
-    table.set(row, "Endpoints writes rollout", ep_writes2 - ep_writes1);
-    p.stop();
-    stop.store(true, Ordering::SeqCst);
-    // Empty the namespace for the next controller manager.
+    })
+}
+
+/// Empty the namespace for the next controller manager.
+fn empty_namespace(c: &Cluster, ns: &str) {
     for kind in [
         DEPLOYMENTS,
         REPLICASETS,
@@ -468,9 +553,8 @@ fn run(c: &Cluster, o: &Opts, m: &Manager, table: &mut Table) -> Res<()> {
         ENDPOINTS,
         ENDPOINTSLICES,
     ] {
-        c.delete_all(&kind, Some(&ns), "");
+        c.delete_all(&kind, Some(ns), "");
     }
-    Ok(())
 }
 
 /// Seconds from `t0` until every Service is complete (None: the timeout passed first).

@@ -67,7 +67,45 @@ fn template_spec(spec: &mut Map<String, Value>) {
 
 /// Apply defaults to an object about to be stored (create and update alike).
 pub fn apply(kind: &Kind, obj: &mut Value) {
-    // ObjectMeta's lists are `omitempty`: kube-apiserver never returns an emptied one.
+    drop_empty_meta_lists(obj);
+    match (kind.group, kind.plural) {
+        ("", "pods") => pod(obj),
+        ("", "podtemplates") => {
+            if let Some(m) = obj.as_object_mut() {
+                template_spec(m);
+            }
+        }
+        ("", "replicationcontrollers") => replication_controller(obj),
+        ("apps", "deployments") => deployment(obj),
+        ("apps", "replicasets") => {
+            if let Some(spec) = obj_at(obj, "spec") {
+                set_default(spec, "replicas", json!(1));
+                template_spec(spec);
+            }
+        }
+        ("apps", "statefulsets") => stateful_set(obj),
+        ("apps", "daemonsets") => daemon_set(obj),
+        ("batch", "jobs") => {
+            if let Some(spec) = obj_at(obj, "spec") {
+                job_spec(spec);
+            }
+        }
+        ("batch", "cronjobs") => cron_job(obj),
+        ("", "services") => service(obj),
+        ("", "secrets") => secret(obj),
+        ("", "persistentvolumeclaims") => persistent_volume_claim(obj),
+        ("", "persistentvolumes") => persistent_volume(obj),
+        ("autoscaling", "horizontalpodautoscalers") => {
+            if let Some(spec) = obj_at(obj, "spec") {
+                set_default(spec, "minReplicas", json!(1));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// ObjectMeta's lists are `omitempty`: kube-apiserver never returns an emptied one.
+fn drop_empty_meta_lists(obj: &mut Value) {
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         for f in ["ownerReferences", "finalizers"] {
             if m.get(f)
@@ -78,177 +116,162 @@ pub fn apply(kind: &Kind, obj: &mut Value) {
             }
         }
     }
-    match (kind.group, kind.plural) {
-        ("", "pods") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                pod_spec(spec);
-                set_default(spec, "enableServiceLinks", json!(true));
-                set_default(spec, "serviceAccountName", json!("default"));
-                let sa = spec.get("serviceAccountName").cloned();
-                if let Some(sa) = sa {
-                    set_default(spec, "serviceAccount", sa);
-                }
-                set_default(spec, "priority", json!(0));
-            }
-            if let Some(status) = obj_at(obj, "status") {
-                set_default(status, "phase", json!("Pending"));
+}
+
+fn pod(obj: &mut Value) {
+    if let Some(spec) = obj_at(obj, "spec") {
+        pod_spec(spec);
+        set_default(spec, "enableServiceLinks", json!(true));
+        set_default(spec, "serviceAccountName", json!("default"));
+        let sa = spec.get("serviceAccountName").cloned();
+        if let Some(sa) = sa {
+            set_default(spec, "serviceAccount", sa);
+        }
+        set_default(spec, "priority", json!(0));
+    }
+    if let Some(status) = obj_at(obj, "status") {
+        set_default(status, "phase", json!("Pending"));
+    }
+}
+
+fn replication_controller(obj: &mut Value) {
+    if let Some(spec) = obj_at(obj, "spec") {
+        set_default(spec, "replicas", json!(1));
+        set_default(spec, "minReadySeconds", json!(0));
+        template_spec(spec);
+        let tl = spec
+            .get("template")
+            .and_then(|t| t.at("/metadata/labels"))
+            .cloned();
+        if let Some(tl) = tl {
+            if spec
+                .get("selector")
+                .is_none_or(|s| s.as_object().is_none_or(Map::is_empty))
+            {
+                spec.insert("selector".into(), tl);
             }
         }
-        ("", "podtemplates") => {
-            if let Some(m) = obj.as_object_mut() {
-                template_spec(m);
-            }
-        }
-        ("", "replicationcontrollers") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "replicas", json!(1));
-                set_default(spec, "minReadySeconds", json!(0));
-                template_spec(spec);
-                let tl = spec
-                    .get("template")
-                    .and_then(|t| t.at("/metadata/labels"))
-                    .cloned();
-                if let Some(tl) = tl {
-                    if spec
-                        .get("selector")
-                        .is_none_or(|s| s.as_object().is_none_or(Map::is_empty))
-                    {
-                        spec.insert("selector".into(), tl);
-                    }
-                }
-            }
-        }
-        ("apps", "deployments") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "replicas", json!(1));
-                set_default(spec, "revisionHistoryLimit", json!(10));
-                set_default(spec, "progressDeadlineSeconds", json!(600));
-                let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
-                if let Some(st) = strategy.as_object_mut() {
-                    set_default(st, "type", json!("RollingUpdate"));
-                    if st.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
-                        let ru = st.entry("rollingUpdate").or_insert_with(|| json!({}));
-                        if let Some(ru) = ru.as_object_mut() {
-                            set_default(ru, "maxUnavailable", json!("25%"));
-                            set_default(ru, "maxSurge", json!("25%"));
-                        }
-                    }
-                }
-                template_spec(spec);
-            }
-        }
-        ("apps", "replicasets") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "replicas", json!(1));
-                template_spec(spec);
-            }
-        }
-        ("apps", "statefulsets") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "replicas", json!(1));
-                set_default(spec, "podManagementPolicy", json!("OrderedReady"));
-                set_default(spec, "revisionHistoryLimit", json!(10));
-                set_default(
-                    spec,
-                    "updateStrategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
-                );
-                set_default(
-                    spec,
-                    "persistentVolumeClaimRetentionPolicy",
-                    json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
-                );
-                template_spec(spec);
-            }
-        }
-        ("apps", "daemonsets") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "revisionHistoryLimit", json!(10));
-                set_default(
-                    spec,
-                    "updateStrategy",
-                    json!({"type": "RollingUpdate",
-                           "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
-                );
-                template_spec(spec);
-            }
-        }
-        ("batch", "jobs") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                job_spec(spec);
-            }
-        }
-        ("batch", "cronjobs") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "concurrencyPolicy", json!("Allow"));
-                set_default(spec, "suspend", json!(false));
-                set_default(spec, "successfulJobsHistoryLimit", json!(3));
-                set_default(spec, "failedJobsHistoryLimit", json!(1));
-                if let Some(jt) = spec.get_mut("jobTemplate") {
-                    if let Some(js) = obj_at(jt, "spec") {
-                        job_spec(js);
-                    }
+    }
+}
+
+fn deployment(obj: &mut Value) {
+    if let Some(spec) = obj_at(obj, "spec") {
+        set_default(spec, "replicas", json!(1));
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        set_default(spec, "progressDeadlineSeconds", json!(600));
+        let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+        if let Some(st) = strategy.as_object_mut() {
+            set_default(st, "type", json!("RollingUpdate"));
+            if st.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                let ru = st.entry("rollingUpdate").or_insert_with(|| json!({}));
+                if let Some(ru) = ru.as_object_mut() {
+                    set_default(ru, "maxUnavailable", json!("25%"));
+                    set_default(ru, "maxSurge", json!("25%"));
                 }
             }
         }
-        ("", "services") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "type", json!("ClusterIP"));
-                set_default(spec, "sessionAffinity", json!("None"));
-                if spec.get("type").and_then(Value::as_str) != Some("ExternalName") {
-                    set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+        template_spec(spec);
+    }
+}
+
+fn stateful_set(obj: &mut Value) {
+    if let Some(spec) = obj_at(obj, "spec") {
+        set_default(spec, "replicas", json!(1));
+        set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        set_default(
+            spec,
+            "updateStrategy",
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+        );
+        set_default(
+            spec,
+            "persistentVolumeClaimRetentionPolicy",
+            json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+        );
+        template_spec(spec);
+    }
+}
+
+fn daemon_set(obj: &mut Value) {
+    if let Some(spec) = obj_at(obj, "spec") {
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        set_default(
+            spec,
+            "updateStrategy",
+            json!({"type": "RollingUpdate",
+                   "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+        );
+        template_spec(spec);
+    }
+}
+
+fn cron_job(obj: &mut Value) {
+    if let Some(spec) = obj_at(obj, "spec") {
+        set_default(spec, "concurrencyPolicy", json!("Allow"));
+        set_default(spec, "suspend", json!(false));
+        set_default(spec, "successfulJobsHistoryLimit", json!(3));
+        set_default(spec, "failedJobsHistoryLimit", json!(1));
+        if let Some(jt) = spec.get_mut("jobTemplate") {
+            if let Some(js) = obj_at(jt, "spec") {
+                job_spec(js);
+            }
+        }
+    }
+}
+
+fn service(obj: &mut Value) {
+    if let Some(spec) = obj_at(obj, "spec") {
+        set_default(spec, "type", json!("ClusterIP"));
+        set_default(spec, "sessionAffinity", json!("None"));
+        if spec.get("type").and_then(Value::as_str) != Some("ExternalName") {
+            set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+        }
+        if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                set_default(p, "protocol", json!("TCP"));
+                if let Some(port) = p.get("port").cloned() {
+                    set_default(p, "targetPort", port);
                 }
-                if let Some(Value::Array(ports)) = spec.get_mut("ports") {
-                    for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                        set_default(p, "protocol", json!("TCP"));
-                        if let Some(port) = p.get("port").cloned() {
-                            set_default(p, "targetPort", port);
-                        }
-                    }
-                }
             }
         }
-        ("", "secrets") => {
-            if let Some(m) = obj.as_object_mut() {
-                set_default(m, "type", json!("Opaque"));
-                // `stringData` is written into `data` (base64) and never stored.
-                if let Some(Value::Object(strings)) = m.remove("stringData") {
-                    use base64::Engine as _;
-                    let data = m.entry("data").or_insert_with(|| json!({}));
-                    if !data.is_object() {
-                        *data = json!({});
-                    }
-                    for (k, v) in strings {
-                        let text = v.as_str().unwrap_or("").as_bytes();
-                        data[k.as_str()] =
-                            json!(base64::engine::general_purpose::STANDARD.encode(text));
-                    }
-                }
+    }
+}
+
+fn secret(obj: &mut Value) {
+    if let Some(m) = obj.as_object_mut() {
+        set_default(m, "type", json!("Opaque"));
+        // `stringData` is written into `data` (base64) and never stored.
+        if let Some(Value::Object(strings)) = m.remove("stringData") {
+            use base64::Engine as _;
+            let data = m.entry("data").or_insert_with(|| json!({}));
+            if !data.is_object() {
+                *data = json!({});
+            }
+            for (k, v) in strings {
+                let text = v.as_str().unwrap_or("").as_bytes();
+                data[k.as_str()] = json!(base64::engine::general_purpose::STANDARD.encode(text));
             }
         }
-        ("", "persistentvolumeclaims") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "volumeMode", json!("Filesystem"));
-            }
-            if let Some(status) = obj_at(obj, "status") {
-                set_default(status, "phase", json!("Pending"));
-            }
-        }
-        ("", "persistentvolumes") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
-                set_default(spec, "volumeMode", json!("Filesystem"));
-            }
-            if let Some(status) = obj_at(obj, "status") {
-                set_default(status, "phase", json!("Pending"));
-            }
-        }
-        ("autoscaling", "horizontalpodautoscalers") => {
-            if let Some(spec) = obj_at(obj, "spec") {
-                set_default(spec, "minReplicas", json!(1));
-            }
-        }
-        _ => {}
+    }
+}
+
+fn persistent_volume_claim(obj: &mut Value) {
+    if let Some(spec) = obj_at(obj, "spec") {
+        set_default(spec, "volumeMode", json!("Filesystem"));
+    }
+    if let Some(status) = obj_at(obj, "status") {
+        set_default(status, "phase", json!("Pending"));
+    }
+}
+
+fn persistent_volume(obj: &mut Value) {
+    if let Some(spec) = obj_at(obj, "spec") {
+        set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+        set_default(spec, "volumeMode", json!("Filesystem"));
+    }
+    if let Some(status) = obj_at(obj, "status") {
+        set_default(status, "phase", json!("Pending"));
     }
 }
 
