@@ -44,7 +44,7 @@ sandbox port="0":
 # KCM_E2E_KUBECONFIG=/path/admin.kubeconfig KCM_E2E_KCM_ARGS="--kubeconfig=... --use-service-account-credentials=true" just e2e
 # The real_* scenarios against a real kube-apiserver (plain cargo test ignores them)
 e2e:
-    cargo test --tests -- --ignored real_ --skip real_bench --nocapture --test-threads=1
+    cargo test --no-fail-fast --tests -- --ignored real_ --skip real_bench --nocapture --test-threads=1
 
 # Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
 # The binary is built first: the bench starts target/release/edgekcm.
