@@ -26,7 +26,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 minor="${1:-1.37}"
 minor="${minor#v}"
 shift || true
-mod="$here/v$minor"
+mod="$here/../k8s-v$minor"
 etcd_mod="$here/../etcd"
 [ -f "$mod/go.mod" ] || { echo "no module for Kubernetes $minor at $mod" >&2; exit 2; }
 

@@ -1,4 +1,4 @@
-module edgekcm.local/tools/k8s/v1.34
+module edgekcm.local/tools/k8s-v1.34
 
 go 1.24.0
 

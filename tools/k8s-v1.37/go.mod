@@ -1,4 +1,4 @@
-module edgekcm.local/tools/k8s/v1.37
+module edgekcm.local/tools/k8s-v1.37
 
 go 1.26.0
 
