@@ -106,13 +106,24 @@ fn create_owned_job(admin: &Client, ns: &str, cj: &Value, name: &str, ttl: Optio
 }
 
 /// Write the Job's status as a job controller would: started at `start`, and finished with
-/// `cond` (`Complete` or `Failed`) at `end` when given.
+/// `cond` (`Complete` or `Failed`) at `end` when given, after the condition that leads to it
+/// (`SuccessCriteriaMet` or `FailureTarget`: kube-apiserver 1.31 and later refuse a finished
+/// Job without it).
 fn set_job_status(admin: &Client, ns: &str, name: &str, start: i64, fin: Option<(&str, i64)>) {
     let mut job = admin.get(&JOBS, Some(ns), name).expect("get job");
     let mut status = json!({"startTime": rfc3339(start)});
     if let Some((cond, end)) = fin {
-        status["conditions"] = json!([{"type": cond, "status": "True",
-            "lastTransitionTime": rfc3339(end), "lastProbeTime": rfc3339(end)}]);
+        let (before, reason) = if cond == "Complete" {
+            ("SuccessCriteriaMet", "CompletionsReached")
+        } else {
+            ("FailureTarget", "BackoffLimitExceeded")
+        };
+        let at = rfc3339(end);
+        status["conditions"] = json!([
+            {"type": before, "status": "True", "reason": reason,
+                "lastTransitionTime": at, "lastProbeTime": at},
+            {"type": cond, "status": "True", "reason": reason,
+                "lastTransitionTime": at, "lastProbeTime": at}]);
         if cond == "Complete" {
             status["completionTime"] = rfc3339(end).into();
             status["succeeded"] = 1.into();
