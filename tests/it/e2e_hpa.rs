@@ -235,13 +235,19 @@ fn scenario_failures_are_reported(t: &Target) {
     ready_pod(admin, n, "quiet", "quiet-a");
     hpa(admin, n, "quiet", "quiet", json!({"metrics": cpu(50)}));
     let _kcm = start(t, "hpa-fail");
-    wait_event(
-        admin,
-        n,
-        "ghost",
-        "FailedGetScale",
-        "replicasets/scale.apps \"nope\" not found",
+    // The Event carries the API server's own answer, whose wording is the server's: 1.28 says
+    // `replicasets/scale.apps "nope" not found`, 1.37 `replicasets.apps "nope" not found`.
+    let missing = admin
+        .get_path(&format!(
+            "/apis/apps/v1/namespaces/{n}/replicasets/nope/scale"
+        ))
+        .expect_err("no scale for a missing ReplicaSet");
+    assert_eq!(missing.code(), Some(404), "{missing}");
+    assert!(
+        missing.message().ends_with("\"nope\" not found"),
+        "{missing}"
     );
+    wait_event(admin, n, "ghost", "FailedGetScale", &missing.message());
     let h = wait_hpa(admin, n, "ghost", "AbleToScale False", |h| {
         condition(h, "AbleToScale") == ("False".into(), "FailedGetScale".into())
     });

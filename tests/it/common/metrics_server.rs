@@ -1,7 +1,7 @@
 //! Metrics for the autoscaler's scenarios: on the sandbox its own metrics APIs; on a real
 //! kube-apiserver a small metrics server in this process (HTTPS, self-signed), registered
 //! through APIServices for `metrics.k8s.io/v1beta1`, `custom.metrics.k8s.io/v1beta2` and
-//! `external.metrics.k8s.io/v1beta1` behind a Service without selector and its Endpoints.
+//! `external.metrics.k8s.io/v1beta1` behind a Service without selector, its Endpoints and an EndpointSlice.
 //! The apiserver needs the aggregation layer's flags (`--requestheader-client-ca-file`,
 //! `--proxy-client-cert-file`/`--proxy-client-key-file`, `--enable-aggregator-routing=true`)
 //! and reaches the server at `KCM_E2E_METRICS_HOST` (a non-loopback address of this host, as
@@ -9,7 +9,7 @@
 
 use crate::common::Target;
 use edgekcm::api::client::{Client, ListOptions};
-use edgekcm::api::resources::{Kind, ENDPOINTS, PODS, SERVICES};
+use edgekcm::api::resources::{Kind, ENDPOINTS, ENDPOINTSLICES, PODS, SERVICES};
 use edgekcm::server::{Handler, Request, Response, RunningServer};
 use edgekcm_sandbox::Sandbox;
 use serde_json::{json, Value};
@@ -109,6 +109,7 @@ impl Drop for Feed<'_> {
             for (g, v) in GROUPS {
                 let _ = admin.delete(&APISERVICES, None, &format!("{v}.{g}"), &Default::default());
             }
+            let _ = admin.delete(&ENDPOINTSLICES, Some(SVC_NS), SVC, &Default::default());
             let _ = admin.delete(&ENDPOINTS, Some(SVC_NS), SVC, &Default::default());
             let _ = admin.delete(&SERVICES, Some(SVC_NS), SVC, &Default::default());
         }
@@ -142,12 +143,15 @@ pub fn feed(t: &Target) -> Feed<'_> {
     s.route_tree("/apis", h);
     let server = s.start().expect("metrics server starts");
     let port = server.addr().port();
-    register(&admin, &host, port);
-    Feed::Real {
+    // Made before the registration, so that a registration that fails is undone too (the
+    // APIServices left behind would break discovery for every later scenario).
+    let feed = Feed::Real {
         values,
         _server: server,
-        admin,
-    }
+        admin: admin.clone(),
+    };
+    register(&admin, &host, port);
+    feed
 }
 
 fn put_or_create(admin: &Client, kind: &Kind, ns: Option<&str>, name: &str, mut obj: Value) {
@@ -184,6 +188,20 @@ fn register(admin: &Client, host: &str, port: u16) {
         SVC,
         json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": SVC, "namespace": SVC_NS},
             "subsets": [{"addresses": [{"ip": host}], "ports": [{"name": "https", "port": port}]}]}),
+    );
+    // kube-apiserver 1.33 and later find an APIService's endpoints through EndpointSlices.
+    put_or_create(
+        admin,
+        &ENDPOINTSLICES,
+        Some(SVC_NS),
+        SVC,
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": SVC, "namespace": SVC_NS, "labels": {
+                "kubernetes.io/service-name": SVC,
+                "endpointslice.kubernetes.io/managed-by": "edgekcm-e2e"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [host], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
     );
     for (g, v) in GROUPS {
         let name = format!("{v}.{g}");
