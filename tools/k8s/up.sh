@@ -45,7 +45,7 @@ etcd_peer=$((etcd_port + 1))
 server="https://127.0.0.1:$api_port"
 
 if [ -z "${KUBE_BIN:-}" ]; then
-	kver="$(cd "$here/v$minor" && GOTOOLCHAIN=local go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+	kver="$(cd "$here/../k8s-v$minor" && GOTOOLCHAIN=local go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 	KUBE_BIN="$here/bin/$kver"
 fi
 for b in kube-apiserver etcd; do
