@@ -46,6 +46,11 @@ sandbox port="0":
 e2e:
     cargo test --no-fail-fast --tests -- --ignored real_ --skip real_bench --nocapture --test-threads=1
 
+# Builds kube-apiserver + etcd (tools/k8s/build.sh), starts them, runs every real scenario (or
+# `--smoke`: tools/k8s/smoke.txt), stops them; VERSION 1.37 (default) or 1.34. CI runs this.
+e2e-real *args:
+    tools/k8s/e2e.sh {{args}}
+
 # Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
 # The binary is built first: the bench starts target/release/edgekcm.
 # Benchmark: 300 Deployments x 5, then their namespace deleted; wall, CPU and RSS
