@@ -19,6 +19,8 @@
 #
 # Usage: tools/k8s/build.sh [VERSION]     VERSION: 1.37 (default) or 1.34
 #        tools/k8s/build.sh 1.37 kube-apiserver   (only the binaries named)
+#        tools/k8s/build.sh 1.37 e2e.test ginkgo  (upstream's e2e suites and their runner;
+#                                                  not by default)
 # Environment: NICE (default 19) is the niceness every go build runs at.
 set -euo pipefail
 
@@ -74,12 +76,33 @@ build() { # name module-dir package ldflags
 	echo "$name: built in $(($(date +%s) - start))s -> $out/$name"
 }
 
+# Upstream's e2e suites for the controllers (tools/k8s-v<minor>/e2e_test.go):
+# go test -c of that file, the same version stamp.
+build_e2e() {
+	if [ -x "$out/e2e.test" ]; then
+		echo "e2e.test: already built ($out/e2e.test)"
+		return
+	fi
+	[ -f "$mod/e2e_test.go" ] || { echo "no e2e_test.go in $mod" >&2; exit 2; }
+	echo "e2e.test: building $mod/e2e_test.go"
+	local start
+	start=$(date +%s)
+	(cd "$mod" && nice -n "$nice_level" go test -c -trimpath -tags selinux,grpcnotrace \
+		-ldflags "$ldflags" -o "$out/e2e.test.tmp" .)
+	mv "$out/e2e.test.tmp" "$out/e2e.test"
+	echo "e2e.test: built in $(($(date +%s) - start))s -> $out/e2e.test"
+}
+
 for name in "${wanted[@]}"; do
 	case "$name" in
 	kube-apiserver | kube-controller-manager | kube-scheduler)
 		build "$name" "$mod" "k8s.io/kubernetes/cmd/$name" "$ldflags" ;;
 	etcd)
 		build etcd "$etcd_mod" . "-s -w" ;;
+	e2e.test)
+		build_e2e ;;
+	ginkgo)
+		build ginkgo "$mod" github.com/onsi/ginkgo/v2/ginkgo "-s -w" ;;
 	*)
 		echo "unknown binary $name" >&2; exit 2 ;;
 	esac
