@@ -646,8 +646,8 @@ fn advertise_address() -> String {
 }
 
 /// `EDGEKCM_E2E_APISERVER=/path/kube-apiserver` (and `EDGEKCM_E2E_ETCD`, default
-/// /usr/bin/etcd): etcd on 127.0.0.1:22379/22380, kube-apiserver on 127.0.0.1:26443, both
-/// with the generated files, and edgekcm with the printed flags; a new namespace must get its
+/// /usr/bin/etcd): etcd and kube-apiserver on free loopback ports (so that the scenario may
+/// run beside another control plane), both with the generated files, and edgekcm with the printed flags; a new namespace must get its
 /// `default` ServiceAccount and `kube-root-ca.crt`.
 #[test]
 #[ignore = "needs a kube-apiserver binary: EDGEKCM_E2E_APISERVER=... just e2e"]
@@ -659,8 +659,9 @@ fn real_apiserver_accepts_generated_files() {
     let etcd = std::env::var("EDGEKCM_E2E_ETCD").unwrap_or_else(|_| "/usr/bin/etcd".into());
     let t = TempDir::new("certs-real");
     let pki = t.0.join("pki");
+    let (client_port, peer_port, api_port) = (free_port(), free_port(), free_port());
     let mut o = CertsOptions::new(&pki);
-    o.server = "https://127.0.0.1:26443".into();
+    o.server = format!("https://127.0.0.1:{api_port}");
     let report = generate(&o).unwrap();
     println!("{report}");
 
@@ -672,19 +673,19 @@ fn real_apiserver_accepts_generated_files() {
         &[
             "--name=edgekcm-certs-e2e".into(),
             format!("--data-dir={}", data.display()),
-            "--listen-client-urls=http://127.0.0.1:22379".into(),
-            "--advertise-client-urls=http://127.0.0.1:22379".into(),
-            "--listen-peer-urls=http://127.0.0.1:22380".into(),
-            "--initial-advertise-peer-urls=http://127.0.0.1:22380".into(),
-            "--initial-cluster=edgekcm-certs-e2e=http://127.0.0.1:22380".into(),
+            format!("--listen-client-urls=http://127.0.0.1:{client_port}"),
+            format!("--advertise-client-urls=http://127.0.0.1:{client_port}"),
+            format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-cluster=edgekcm-certs-e2e=http://127.0.0.1:{peer_port}"),
             "--initial-cluster-state=new".into(),
         ],
     );
     let mut api_args = vec![
         format!("--advertise-address={}", advertise_address()),
         "--bind-address=127.0.0.1".into(),
-        "--secure-port=26443".into(),
-        "--etcd-servers=http://127.0.0.1:22379".into(),
+        format!("--secure-port={api_port}"),
+        format!("--etcd-servers=http://127.0.0.1:{client_port}"),
         "--allow-privileged=true".into(),
         "--enable-admission-plugins=NodeRestriction".into(),
     ];
