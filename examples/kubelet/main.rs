@@ -7,8 +7,9 @@
 //!   10.88.<node>.0/24; its containers "run" what `script.rs` recognises in their commands
 //!   (the e2e Job fixtures' `exit` snippets), restarting in place as `restartPolicy` says;
 //!   a pod whose containers all ended becomes Succeeded or Failed;
-//! - a deleted pod gets a terminal phase (its running containers end with 137, as killed
-//!   ones do), then is removed with `gracePeriodSeconds: 0`.
+//! - a deleted pod's containers end as SIGTERM ends them (`script::on_term`: a `trap` handler
+//!   that sleeps takes that long, within the grace period; 143 or 137), the pod gets its
+//!   terminal phase, then is removed with `gracePeriodSeconds: 0`.
 //!
 //! Usage: cargo run --release --example kubelet -- --kubeconfig admin.conf [--nodes 3]
 //!        [--prefix standin]
@@ -87,6 +88,8 @@ struct PodRun {
     index: Option<String>,
     containers: Vec<Container>,
     written: Option<Value>,
+    /// When the stand-in first saw the pod's deletion.
+    terminating: Option<Instant>,
 }
 
 struct Standin {
@@ -231,10 +234,28 @@ impl Standin {
             self.pods.insert(uid.to_string(), run);
         }
         let mut run = self.pods.remove(uid).expect("just inserted");
+        let mut gone = false;
         if deleting {
-            for c in run.containers.iter_mut().filter(|c| c.exit.is_none()) {
-                c.exit = Some(137);
+            // Containers get SIGTERM; each ends after its own handler's time (the grace
+            // period at most), as `script::on_term` says, with 143 or 137.
+            let since = *run.terminating.get_or_insert_with(Instant::now);
+            let grace = pod["metadata"]["deletionGracePeriodSeconds"]
+                .as_u64()
+                .unwrap_or(0);
+            let specs = pod["spec"]["containers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for (c, spec) in run.containers.iter_mut().zip(specs.iter()) {
+                if c.exit.is_some() {
+                    continue;
+                }
+                let (after, code) = script::on_term(&command_text(spec));
+                if since.elapsed() >= after.min(Duration::from_secs(grace)) {
+                    c.exit = Some(code);
+                }
             }
+            gone = run.containers.iter().all(|c| c.exit.is_some());
         } else {
             self.advance(uid, pod, &mut run);
         }
@@ -250,7 +271,7 @@ impl Standin {
             )?;
             run.written = Some(status);
         }
-        if deleting {
+        if gone {
             return self.remove_if_deleting(pod, true);
         }
         self.pods.insert(uid.to_string(), run);
@@ -311,6 +332,7 @@ impl Standin {
             index,
             containers,
             written: None,
+            terminating: None,
         }
     }
 
@@ -328,7 +350,9 @@ impl Standin {
             if c.exit.is_some() || c.started.elapsed() < after {
                 continue;
             }
-            let again = match run.restart.as_str() {
+            // A container's own restartPolicy (sidecars, container restart rules) wins.
+            let policy = spec["restartPolicy"].as_str().unwrap_or(&run.restart);
+            let again = match policy {
                 "Always" => true,
                 "OnFailure" => code != 0,
                 _ => false,

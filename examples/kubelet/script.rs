@@ -58,6 +58,27 @@ pub fn run(text: &str, index: Option<&str>, markers: &mut HashSet<String>) -> Ru
     }
 }
 
+/// How a running container ends on SIGTERM: a `trap ... SIGTERM` handler runs (its `sleep N`
+/// takes N seconds, its `exit N` is the code), else the process dies at once with 137 (the
+/// shell's `sleep` loops and servers of the fixtures install no handler).
+pub fn on_term(text: &str) -> (Duration, i32) {
+    if !text.contains("SIGTERM") {
+        return (Duration::ZERO, 137);
+    }
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let sleep = words
+        .windows(2)
+        .find(|w| w[0] == "sleep")
+        .and_then(|w| w[1].parse().ok())
+        .unwrap_or(0);
+    let code = words
+        .windows(2)
+        .find(|w| w[0] == "exit")
+        .and_then(|w| w[1].parse().ok())
+        .unwrap_or(143);
+    (Duration::from_secs(sleep), code)
+}
+
 /// The code of the last `exit N` in a snippet.
 fn last_exit_code(text: &str) -> Option<i32> {
     let words: Vec<&str> = text.split_whitespace().collect();
@@ -95,6 +116,14 @@ mod tests {
         assert_eq!(code(once(odd, Some("2"))), Some(0));
         let random = code(once("/bin/sh -c exit $(( $RANDOM / 16384 ))", None)).unwrap();
         assert!(random == 0 || random == 1);
+    }
+
+    #[test]
+    fn sigterm_handlers() {
+        let trap =
+            "/bin/sh -c _term(){ sleep 5 exit 143 } trap _term SIGTERM while true; do sleep 1 done";
+        assert_eq!(on_term(trap), (Duration::from_secs(5), 143));
+        assert_eq!(on_term("sleep 1000000"), (Duration::ZERO, 137));
     }
 
     #[test]

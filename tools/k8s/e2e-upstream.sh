@@ -20,7 +20,8 @@
 #   E2E_STATE   state directory (default: a new one under ${TMPDIR:-/tmp})
 #   E2E_VERSION 1.37 (default)
 #   E2E_PROCS   parallel ginkgo processes (default 6)
-#   E2E_SKIP    skip regex (default: [Serial], [Disruptive], [Flaky])
+#   E2E_SKIP    skip regex (default: [Serial], [Disruptive], [Flaky], and
+#               [Feature:OffByDefault]: gates this control plane does not enable)
 #   E2E_KEEP=1  leave everything running afterwards
 set -euo pipefail
 
@@ -29,7 +30,7 @@ repo="$(cd "$here/../.." && pwd)"
 manager="${1:?usage: $0 upstream|edgekcm [FOCUS]}"
 default_focus='\[sig-apps\]|\[sig-api-machinery\] (Garbage collector|Namespaces|ResourceQuota)|\[sig-network\] (Endpoints|EndpointSlice|EndpointSliceMirroring) |\[sig-auth\] (ServiceAccounts|Certificates|\[Feature:BootstrapTokens\])|NoExecuteTaintManager|Pod garbage collector'
 focus="${2:-$default_focus}"
-skip="${E2E_SKIP:-\[Serial\]|\[Disruptive\]|\[Flaky\]}"
+skip="${E2E_SKIP:-\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:OffByDefault\]}"
 minor="${E2E_VERSION:-1.37}"
 procs="${E2E_PROCS:-6}"
 case "$manager" in upstream | edgekcm) ;; *) echo "MANAGER is upstream or edgekcm" >&2; exit 2 ;; esac
