@@ -51,6 +51,12 @@ e2e:
 e2e-real *args:
     tools/k8s/e2e.sh {{args}}
 
+# Upstream's own e2e specs for the controllers ([sig-apps], garbage collector, namespaces, quota,
+# endpoints, service accounts, certificates, bootstrap tokens, pod GC) against a fresh control
+# plane with kube-scheduler and the kubelet stand-in (examples/kubelet); MANAGER: upstream | edgekcm
+e2e-upstream manager="edgekcm" *focus:
+    tools/k8s/e2e-upstream.sh {{manager}} {{focus}}
+
 # Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
 # The binary is built first: the bench starts target/release/edgekcm.
 # Benchmark: 300 Deployments x 5, then their namespace deleted; wall, CPU and RSS
