@@ -55,7 +55,7 @@ e2e-real *args:
 # endpoints, service accounts, certificates, bootstrap tokens, pod GC) against a fresh control
 # plane with kube-scheduler and the kubelet stand-in (examples/kubelet); MANAGER: upstream | edgekcm
 e2e-upstream manager="edgekcm" *focus:
-    tools/k8s/e2e-upstream.sh {{manager}} {{focus}}
+    tools/k8s/e2e-upstream.sh {{manager}} "{{focus}}"
 
 # Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
 # The binary is built first: the bench starts target/release/edgekcm.
