@@ -28,6 +28,7 @@ pub mod resourcequota;
 pub mod rootca;
 pub mod serviceaccount;
 pub mod statefulset;
+pub mod tainteviction;
 pub mod tokens;
 pub mod ttl;
 pub mod ttlafterfinished;

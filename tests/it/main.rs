@@ -38,6 +38,7 @@ mod e2e_pv;
 mod e2e_replicaset;
 mod e2e_resourcequota;
 mod e2e_statefulset;
+mod e2e_tainteviction;
 mod e2e_tokens;
 mod e2e_ttl;
 mod e2e_volumes;

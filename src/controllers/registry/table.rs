@@ -3,6 +3,7 @@
 //! controller is in its row; its module has the behaviour (`Controller` or `SelfDriven`) and
 //! the `build` the row names.
 
+use super::super::tainteviction;
 use super::super::{
     attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment,
     disruption, endpoints, endpointslice, endpointslicemirroring, ephemeral, garbagecollector, job,
@@ -456,7 +457,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("node-controller"),
         "",
-    )),
+    ))
+    .runs(tainteviction::build),
     later(c(
         "service-cidr-controller",
         &[],
