@@ -15,6 +15,7 @@ pub mod ephemeral;
 pub mod garbagecollector;
 pub mod job;
 pub mod kit;
+pub mod legacytokencleaner;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;

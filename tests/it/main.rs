@@ -30,6 +30,7 @@ mod e2e_gcdebug;
 mod e2e_hpa;
 mod e2e_job;
 mod e2e_join;
+mod e2e_legacytokens;
 mod e2e_namespace;
 mod e2e_nodeipam;
 mod e2e_nodelifecycle;

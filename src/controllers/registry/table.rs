@@ -3,7 +3,6 @@
 //! controller is in its row; its module has the behaviour (`Controller` or `SelfDriven`) and
 //! the `build` the row names.
 
-use super::super::tainteviction;
 use super::super::{
     attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment,
     disruption, endpoints, endpointslice, endpointslicemirroring, ephemeral, garbagecollector, job,
@@ -11,6 +10,7 @@ use super::super::{
     rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
     volumeprotection,
 };
+use super::super::{legacytokencleaner, tainteviction};
 use super::ControllerInfo;
 
 const fn c(
@@ -443,7 +443,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["legacy-service-account-token-cleaner"],
         Some("legacy-service-account-token-cleaner"),
         "feature-gate",
-    ),
+    )
+    .runs(legacytokencleaner::build),
     c(
         "validatingadmissionpolicy-status-controller",
         &[],

@@ -317,7 +317,7 @@ impl TaintManager {
             self.fire_queue.add_after(key.to_string(), due - now);
             return;
         }
-        log::info!("Deleting pod controller=\"{LOG}\" pod=\"{key}\"");
+        log::info!(controller:% = LOG, pod:% = key; "Deleting pod");
         env.recorder.record(
             env.client,
             COMPONENT,

@@ -88,7 +88,7 @@ impl SelfDriven for TaintEviction {
 
     fn start(&self, env: &RunEnv) -> Vec<JoinHandle<()>> {
         crate::metrics::register_collector("tainteviction", Arc::new(metrics::families));
-        log::info!("Starting controller=\"{NAME}\"");
+        log::info!(controller:% = NAME; "Starting");
         let (tm, e) = (self.tm.clone(), env.clone());
         env.serve(NAME, self.tm.node_queue.clone(), WORKERS, move |k| {
             tm.handle_node(&env_of(&e), k)
