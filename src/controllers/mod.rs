@@ -33,6 +33,7 @@ pub mod tainteviction;
 pub mod tokens;
 pub mod ttl;
 pub mod ttlafterfinished;
+pub mod vacprotection;
 pub mod volumeexpand;
 pub mod volumeprotection;
 

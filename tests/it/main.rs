@@ -42,6 +42,7 @@ mod e2e_statefulset;
 mod e2e_tainteviction;
 mod e2e_tokens;
 mod e2e_ttl;
+mod e2e_vacprotection;
 mod e2e_volumes;
 mod handover;
 mod layering;

@@ -10,7 +10,7 @@ use super::super::{
     rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
     volumeprotection,
 };
-use super::super::{legacytokencleaner, tainteviction};
+use super::super::{legacytokencleaner, tainteviction, vacprotection};
 use super::ControllerInfo;
 
 const fn c(
@@ -477,7 +477,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("volumeattributesclass-protection-controller"),
         "feature-gate",
-    )),
+    ))
+    .queue("vacprotection")
+    .runs(vacprotection::build),
     later(off(
         "selinux-warning-controller",
         &[],
