@@ -40,13 +40,43 @@ pub const CLAIM_WATCH: Watch = Watch::fields(
 pub const VOLUME_WATCH: Watch =
     Watch::fields(PERSISTENTVOLUMES, &["/spec/volumeAttributesClassName"]);
 
-/// Its row in the controller table.
+/// Its row in the controller table. Off, with one line, when the API server does not serve
+/// `storage.k8s.io/v1` VolumeAttributesClasses (kube-apiserver before 1.34): its informer
+/// would never sync, and the shared cache waits for every informer before any controller
+/// starts (upstream's informer fails on its own and only this controller waits).
 pub fn build(
-    _: &crate::controller::BuildCx<'_, crate::config::Config>,
+    cx: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controllers::Runnable>> {
+    if served(cx.rest) == Some(false) {
+        log::info!(
+            "{NAME}: the API server does not serve storage.k8s.io/v1 volumeattributesclasses; not starting it"
+        );
+        return Ok(None);
+    }
     Ok(Some(crate::controllers::Runnable::reconciles(
         VacProtection::default(),
     )))
+}
+
+pub const NAME: &str = "volumeattributesclass-protection-controller";
+
+/// Whether the API server lists `volumeattributesclasses` in `storage.k8s.io/v1`; None when
+/// it cannot be asked (then the controller starts).
+fn served(rest: &crate::api::kubeconfig::RestConfig) -> Option<bool> {
+    let ua = crate::api::client::user_agent_base();
+    let client = crate::api::client::Client::new(rest, 0.0, 0, &ua).ok()?;
+    match client.get_path("/apis/storage.k8s.io/v1") {
+        Ok(list) => Some(resource_listed(&list)),
+        Err(e) if e.is_not_found() => Some(false),
+        Err(_) => None,
+    }
+}
+
+/// Whether an APIResourceList names `volumeattributesclasses`.
+pub fn resource_listed(list: &Value) -> bool {
+    list.get("resources")
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|x| x["name"] == "volumeattributesclasses"))
 }
 
 fn str_at<'a>(o: &'a Value, p: &str) -> &'a str {

@@ -117,3 +117,14 @@ fn a_class_being_deleted_without_the_finalizer_is_left_alone() {
     assert!(h.sync("gone").is_empty());
     assert!(h.sync("missing").is_empty());
 }
+
+#[test]
+fn the_resource_list_says_whether_it_runs() {
+    use super::resource_listed;
+    let with = json!({"kind": "APIResourceList", "groupVersion": "storage.k8s.io/v1",
+        "resources": [{"name": "storageclasses"}, {"name": "volumeattributesclasses"}]});
+    assert!(resource_listed(&with));
+    let without = json!({"kind": "APIResourceList", "resources": [{"name": "storageclasses"}]});
+    assert!(!resource_listed(&without));
+    assert!(!resource_listed(&json!({})));
+}
