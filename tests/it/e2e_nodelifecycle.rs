@@ -1,7 +1,7 @@
 //! node-lifecycle-controller scenarios, against the sandbox always and a real kube-apiserver
 //! with `KCM_E2E_KUBECONFIG` (`real_*`, edgekcm with `--use-service-account-credentials`).
 //! The evictions the node lifecycle controller's taints lead to are taint-eviction-controller's
-//! (run beside it where a scenario looks at them); the helpers here serve its scenarios too.
+//! (run beside it where a scenario looks at them); its scenarios use the functions here too.
 //! There is no kubelet: the tests write node and pod status and renew the nodes' Leases in
 //! `kube-node-lease` themselves. Two nodes each time (one node going dark alone would be a
 //! zone in full disruption, where upstream taints nothing); short grace periods via flags.
