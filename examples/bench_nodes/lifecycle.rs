@@ -4,8 +4,9 @@
 //! are Ready=Unknown (detection), carry the `node.kubernetes.io/unreachable` NoExecute taint,
 //! and when all their pods are deleted (the pods tolerate the taint for 0 s: a real apiserver
 //! would otherwise give them 300 s); then that the other nodes and their pods were left
-//! alone. The manager runs `--controllers=node-lifecycle-controller` with the grace period,
-//! monitor period and eviction rate of the flags.
+//! alone. The manager runs `--controllers=node-lifecycle-controller,taint-eviction-controller`
+//! (the evictions are the second one's since 1.29) with the grace period, monitor period and
+//! eviction rate of the flags.
 
 use super::benchkit::{parallel, Args, Cluster, Manager, Proc, Res, Table};
 use edgekcm::api::client::{Client, DeleteOptions, ListOptions, PatchType};
@@ -290,7 +291,7 @@ pub fn main(a: Args) -> Res<()> {
     let o = parse(a)?;
     let c = Cluster::from_env("bench-nlc")?;
     let extra = [
-        "--controllers=node-lifecycle-controller".to_string(),
+        "--controllers=node-lifecycle-controller,taint-eviction-controller".to_string(),
         format!("--node-monitor-grace-period={}s", o.grace),
         format!("--node-monitor-period={}s", o.period),
         format!("--node-eviction-rate={}", o.rate),

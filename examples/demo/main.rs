@@ -69,6 +69,8 @@ fn flags(kubeconfig: &Path, pki: &Path) -> Res<Vec<String>> {
         "--cluster-cidr=10.244.0.0/16".into(),
         // The autoscaler looks every 2 s instead of 15 s, so the demo need not wait for it.
         "--horizontal-pod-autoscaler-sync-period=2s".into(),
+        // Tokens unused for a second are old enough (the demo's one was never used).
+        "--legacy-service-account-token-clean-up-period=1s".into(),
         "--leader-elect=false".into(),
         "--secure-port=0".into(),
     ];
@@ -134,6 +136,17 @@ fn demo() -> Res<Sandbox> {
         "CertificateSigningRequest",
         "node-old-client",
     );
+    for (kind, o) in workload::legacy_token() {
+        let ns = o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let made = sb.create(kind, o)?;
+        let name = made["metadata"]["name"].as_str().unwrap_or("");
+        step(&mut feed, "created", kind.kind, &format!("{ns}/{name}"));
+    }
+    // The token must be older than the clean-up period when the cleaner's first pass runs.
+    std::thread::sleep(Duration::from_millis(1100));
     let stop = Arc::new(AtomicBool::new(false));
     let kcm = {
         let stop = stop.clone();

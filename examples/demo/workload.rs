@@ -8,14 +8,16 @@
 //! ResourceQuota; a long-lived ServiceAccount token. Around it, what a cluster has: a
 //! StorageClass and a CSI PersistentVolume, an aggregated ClusterRole, the `cluster-info`
 //! ConfigMap with a bootstrap token to sign it and an expired one, a joining node's request for
-//! a client certificate.
+//! a client certificate, a VolumeAttributesClass, a retired node with a NoExecute taint and a
+//! pod left on it, and (made before edgekcm starts) a Secret-based ServiceAccount token nobody
+//! used since kube-apiserver began tracking their use.
 
 use base64::Engine as _;
 use edgekcm::api::resources::{
     Kind, CLUSTERROLES, CONFIGMAPS, CRONJOBS, CSRS, DAEMONSETS, DEPLOYMENTS, ENDPOINTS,
-    ENDPOINTSLICES, HPAS, JOBS, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODDISRUPTIONBUDGETS,
-    PODS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS, SECRETS, SERVICES, STATEFULSETS, STORAGECLASSES,
-    VOLUMEATTACHMENTS,
+    ENDPOINTSLICES, HPAS, JOBS, NODES, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES,
+    PODDISRUPTIONBUDGETS, PODS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS, SECRETS, SERVICEACCOUNTS,
+    SERVICES, STATEFULSETS, STORAGECLASSES, VOLUMEATTACHMENTS, VOLUMEATTRIBUTESCLASSES,
 };
 use edgekcm::obj::At as _;
 use edgekcm_sandbox::Sandbox;
@@ -267,7 +269,57 @@ pub fn cluster(now: SystemTime) -> Res<Vec<(&'static Kind, Value)>> {
         ),
         bootstrap_token("oldtok", "fedcba9876543210", now - Duration::from_secs(60)),
         node_csr("node-c")?,
+        obj(
+            &VOLUMEATTRIBUTESCLASSES,
+            "",
+            "fast",
+            json!({"driverName": "csi.example.com", "parameters": {"iops": "3000"}}),
+        ),
+        obj(
+            &NODES,
+            "",
+            RETIRED,
+            json!({"spec": {"taints": [{"key": "example.com/retired", "effect": "NoExecute"}]}}),
+        ),
+        obj(
+            &PODS,
+            "default",
+            "stranded",
+            json!({"spec": {"nodeName": RETIRED, "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}),
+        ),
     ])
+}
+
+/// A node no kubelet runs, tainted NoExecute: its pod is evicted, nothing is scheduled there.
+pub const RETIRED: &str = "node-retired";
+
+/// Made before edgekcm starts: kube-apiserver's tracking ConfigMap (tracking since 2020), and
+/// a ServiceAccount's Secret-based token never used since; with the demo's clean-up period of
+/// 1 s the cleaner labels it invalid at its first pass.
+pub fn legacy_token() -> Vec<(&'static Kind, Value)> {
+    vec![
+        obj(
+            &CONFIGMAPS,
+            "kube-system",
+            "kube-apiserver-legacy-service-account-token-tracking",
+            json!({"data": {"since": "2020-01-01"}}),
+        ),
+        obj(
+            &SERVICEACCOUNTS,
+            "default",
+            "legacy-user",
+            json!({"secrets": [{"name": "legacy-token"}]}),
+        ),
+        obj(
+            &SECRETS,
+            "default",
+            "legacy-token",
+            json!({"type": "kubernetes.io/service-account-token",
+                "metadata": {"name": "legacy-token", "namespace": "default",
+                    "annotations": {"kubernetes.io/service-account.name": "legacy-user"}}}),
+        ),
+    ]
 }
 
 /// Load on the web pods: each uses 96 MiB where it asks for 64 (the metrics API's values, as
@@ -393,6 +445,27 @@ pub fn pending(sb: &Sandbox, nodes: usize, web: u64) -> Vec<&'static str> {
     want(
         at(sb, &CSRS, "", "node-c-client", "/status/certificate").is_some(),
         "node-c's certificate approved and signed",
+    );
+    want(
+        sb.get(&VOLUMEATTRIBUTESCLASSES, None, "fast")
+            .and_then(|c| c.at("/metadata/finalizers/0").cloned())
+            == Some(json!("kubernetes.io/vac-protection")),
+        "VolumeAttributesClass fast protected",
+    );
+    want(
+        sb.get(&PODS, Some("default"), "stranded").is_none(),
+        "pod stranded evicted from the retired node",
+    );
+    want(
+        at(
+            sb,
+            &SECRETS,
+            "default",
+            "legacy-token",
+            "/metadata/labels/kubernetes.io~1legacy-token-invalid-since",
+        )
+        .is_some(),
+        "unused legacy token labelled invalid",
     );
     left
 }

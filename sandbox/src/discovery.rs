@@ -41,6 +41,7 @@ fn short_names(k: &Kind) -> &'static [&'static str] {
         "poddisruptionbudgets" => &["pdb"],
         "horizontalpodautoscalers" => &["hpa"],
         "storageclasses" => &["sc"],
+        "volumeattributesclasses" => &["vac"],
         "customresourcedefinitions" => &["crd", "crds"],
         _ => &[],
     }

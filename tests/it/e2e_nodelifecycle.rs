@@ -1,5 +1,7 @@
 //! node-lifecycle-controller scenarios, against the sandbox always and a real kube-apiserver
 //! with `KCM_E2E_KUBECONFIG` (`real_*`, edgekcm with `--use-service-account-credentials`).
+//! The evictions the node lifecycle controller's taints lead to are taint-eviction-controller's
+//! (run beside it where a scenario looks at them); its scenarios use the functions here too.
 //! There is no kubelet: the tests write node and pod status and renew the nodes' Leases in
 //! `kube-node-lease` themselves. Two nodes each time (one node going dark alone would be a
 //! zone in full disruption, where upstream taints nothing); short grace periods via flags.
@@ -20,7 +22,7 @@ const LEASE_NS: &str = "kube-node-lease";
 
 /// Plays the kubelets' lease heartbeats: every 500 ms each node of `alive` has its Lease
 /// renewed. Stops when dropped.
-struct Heartbeats {
+pub(crate) struct Heartbeats {
     alive: Arc<Mutex<BTreeSet<String>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -33,7 +35,7 @@ fn now_micro() -> String {
 }
 
 impl Heartbeats {
-    fn new(admin: &Client) -> Heartbeats {
+    pub(crate) fn new(admin: &Client) -> Heartbeats {
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NS}});
         let _ = admin.create(&NAMESPACES, None, &ns);
         let alive: Arc<Mutex<BTreeSet<String>>> = Arc::default();
@@ -58,7 +60,7 @@ impl Heartbeats {
         }
     }
 
-    fn start(&mut self, node: &str) {
+    pub(crate) fn start(&mut self, node: &str) {
         let l = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": node, "namespace": LEASE_NS},
             "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": now_micro()}});
@@ -69,11 +71,11 @@ impl Heartbeats {
         self.alive.lock().unwrap().insert(node.to_string());
     }
 
-    fn resume(&self, node: &str) {
+    pub(crate) fn resume(&self, node: &str) {
         self.alive.lock().unwrap().insert(node.to_string());
     }
 
-    fn stop(&self, node: &str) {
+    pub(crate) fn stop(&self, node: &str) {
         self.alive.lock().unwrap().remove(node);
     }
 }
@@ -93,12 +95,12 @@ impl Drop for Heartbeats {
 }
 
 /// A running pod on `node` with a Ready condition, tolerating `tolerations`.
-fn running_pod(admin: &Client, ns: &str, name: &str, node: &str, tolerations: Value) {
+pub(crate) fn running_pod(admin: &Client, ns: &str, name: &str, node: &str, tolerations: Value) {
     running_pod_with(admin, ns, name, node, tolerations, json!({}), None);
 }
 
 /// As `running_pod`, with `labels` and a pod IP.
-fn running_pod_with(
+pub(crate) fn running_pod_with(
     admin: &Client,
     ns: &str,
     name: &str,
@@ -127,7 +129,7 @@ fn running_pod_with(
         .expect("pod status");
 }
 
-fn unreachable_for(secs: Option<i64>) -> Value {
+pub(crate) fn unreachable_for(secs: Option<i64>) -> Value {
     let mut t = json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"});
     if let Some(s) = secs {
         t["tolerationSeconds"] = json!(s);
@@ -136,7 +138,7 @@ fn unreachable_for(secs: Option<i64>) -> Value {
 }
 
 /// A ready node whose status the test wrote a moment ago.
-fn ready_node(nodes: &mut Nodes, name: &str) {
+pub(crate) fn ready_node(nodes: &mut Nodes, name: &str) {
     let mut n = nodes.create(name, None, json!([]), json!({}));
     let now = edgekcm::compat::timefmt::rfc3339(SystemTime::now());
     n["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -147,18 +149,18 @@ fn ready_node(nodes: &mut Nodes, name: &str) {
         .expect("node status");
 }
 
-fn node(admin: &Client, name: &str) -> Value {
+pub(crate) fn node(admin: &Client, name: &str) -> Value {
     admin.get(&NODES, None, name).expect("node")
 }
 
-fn condition<'a>(o: &'a Value, type_: &str) -> Option<&'a Value> {
+pub(crate) fn condition<'a>(o: &'a Value, type_: &str) -> Option<&'a Value> {
     o["status"]["conditions"]
         .as_array()?
         .iter()
         .find(|c| c["type"] == type_)
 }
 
-fn taint_keys(n: &Value) -> Vec<String> {
+pub(crate) fn taint_keys(n: &Value) -> Vec<String> {
     let mut v: Vec<String> = n["spec"]["taints"]
         .as_array()
         .into_iter()
@@ -176,7 +178,7 @@ fn taint_keys(n: &Value) -> Vec<String> {
 }
 
 /// Gone, or marked for deletion (a graceful deletion waits for the kubelet there is not).
-fn deleted(admin: &Client, ns: &str, name: &str) -> Option<Option<Value>> {
+pub(crate) fn deleted(admin: &Client, ns: &str, name: &str) -> Option<Option<Value>> {
     match get_pod(admin, ns, name) {
         None => Some(None),
         Some(p) if p["metadata"]["deletionTimestamp"].is_string() => Some(Some(p)),
@@ -184,7 +186,7 @@ fn deleted(admin: &Client, ns: &str, name: &str) -> Option<Option<Value>> {
     }
 }
 
-fn events(admin: &Client, ns: &str, reason: &str, name: &str) -> Vec<Value> {
+pub(crate) fn events(admin: &Client, ns: &str, reason: &str, name: &str) -> Vec<Value> {
     admin
         .list(&EVENTS, Some(ns), &ListOptions::default())
         .map(|l| l.items)
@@ -194,9 +196,12 @@ fn events(admin: &Client, ns: &str, reason: &str, name: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Both controllers: node-lifecycle-controller taints, taint-eviction-controller evicts.
+const BOTH: &str = "--controllers=node-lifecycle-controller,taint-eviction-controller";
+
 fn flags(grace: &str) -> Vec<String> {
     vec![
-        "--controllers=node-lifecycle-controller".into(),
+        BOTH.into(),
         "--node-monitor-period=1s".into(),
         format!("--node-monitor-grace-period={grace}"),
         "--node-eviction-rate=10".into(),
@@ -211,16 +216,16 @@ fn start(t: &Target, tag: &str, grace: &str) -> Kcm {
 
 /// A fresh namespace (its pods deleted at the end) and two ready nodes named from
 /// `prefixes`, their leases renewed.
-struct TwoNodes {
-    beats: Heartbeats,
+pub(crate) struct TwoNodes {
+    pub(crate) beats: Heartbeats,
     _nodes: Nodes,
     _pods: PodsGone,
-    ns: Ns,
-    names: [String; 2],
+    pub(crate) ns: Ns,
+    pub(crate) names: [String; 2],
 }
 
 impl TwoNodes {
-    fn new(t: &Target, ns_prefix: &str, prefixes: [&str; 2]) -> TwoNodes {
+    pub(crate) fn new(t: &Target, ns_prefix: &str, prefixes: [&str; 2]) -> TwoNodes {
         let ns = Ns::with_cleanup(t, ns_prefix, &[]);
         let pods = PodsGone {
             admin: ns.admin.clone(),
@@ -319,6 +324,14 @@ fn scenario_dark_node_evicts_its_pods(t: &Target) {
     if let Some(p) = plain {
         let c = condition(&p, "DisruptionTarget").expect("DisruptionTarget");
         assert_eq!(c["status"], "True");
+        // PodObservedGenerationTracking (GA in 1.35): the pod's generation, where it has one.
+        if let Some(g) = p["metadata"]["generation"].as_i64() {
+            // The generation it was read at; a graceful deletion moves it on afterwards.
+            let seen = c["observedGeneration"]
+                .as_i64()
+                .expect("observedGeneration");
+            assert!((1..=g).contains(&seen), "{c} at generation {g}");
+        }
         assert_eq!(c["reason"], "DeletionByTaintManager");
         assert_eq!(
             c["message"],
@@ -333,7 +346,7 @@ fn scenario_dark_node_evicts_its_pods(t: &Target) {
         ev[0]["message"],
         format!("Marking for deletion Pod {n}/plain")
     );
-    assert_eq!(ev[0]["source"]["component"], "taint-controller");
+    assert_eq!(ev[0]["source"]["component"], "taint-eviction-controller");
     assert!(
         deleted(admin, n, "for6").is_none(),
         "for6 is tolerated for 6 s"
@@ -546,54 +559,39 @@ fn scenario_restart_loses_nothing(t: &Target) {
     assert!(deleted(admin, n, "forever").is_none());
 }
 
-/// A NoExecute taint a user puts on a healthy node: a pod that does not tolerate it is
-/// deleted at once, one tolerating it for 30 s is scheduled and the deletion cancelled (with
-/// its Event) when the taint goes, one tolerating it for ever stays.
-fn scenario_user_taint(t: &Target) {
-    let two = TwoNodes::new(t, "e2e-nlc-ut", ["ut-a", "ut-b"]);
-    let (admin, n) = (&two.ns.admin, two.ns.name.as_str());
-    let [a, _] = two.names.clone();
-    let tol = |secs: Option<i64>| {
-        let mut t =
-            json!({"key": "example.com/drain", "operator": "Exists", "effect": "NoExecute"});
-        if let Some(s) = secs {
-            t["tolerationSeconds"] = json!(s);
-        }
-        json!([t])
-    };
-    running_pod(admin, n, "intolerant", &a, json!([]));
-    running_pod(admin, n, "for30", &a, tol(Some(30)));
-    running_pod(admin, n, "forever", &a, tol(None));
-    let _kcm = start(t, "nlc-ut", "30s");
+/// node-lifecycle-controller alone (taint-eviction-controller off, as `--controllers` may
+/// have it since 1.29): a dark node is tainted and its pods marked not ready, but a pod that
+/// does not tolerate the taint at all stays.
+fn scenario_tainting_without_eviction(t: &Target) {
+    let two = TwoNodes::new(t, "e2e-nlc-only", ["alive", "dark"]);
+    let (admin, n, beats) = (&two.ns.admin, two.ns.name.as_str(), &two.beats);
+    let [_, dark] = two.names.clone();
+    running_pod(admin, n, "plain", &dark, unreachable_for(Some(0)));
+    let mut f = flags("5s");
+    f[0] = "--controllers=node-lifecycle-controller".into();
+    let f: Vec<&str> = f.iter().map(String::as_str).collect();
+    let _kcm = Kcm::start(t, "nlc-only", &f);
     std::thread::sleep(Duration::from_secs(3));
-    let taint = json!({"spec": {"taints": [{"key": "example.com/drain", "effect": "NoExecute"}]}});
-    admin
-        .patch(&NODES, None, &a, PatchType::Merge, &taint, None)
-        .expect("taint");
-    eventually(Duration::from_secs(10), "intolerant deleted", || {
-        deleted(admin, n, "intolerant")
+    beats.stop(&dark);
+    eventually(Duration::from_secs(30), "unreachable taints", || {
+        taint_keys(&node(admin, &dark))
+            .contains(&"node.kubernetes.io/unreachable:NoExecute".to_string())
+            .then_some(())
     });
-    std::thread::sleep(Duration::from_secs(2));
-    let untaint = json!({"spec": {"taints": null}});
-    admin
-        .patch(&NODES, None, &a, PatchType::Merge, &untaint, None)
-        .expect("untaint");
-    let ev = eventually(Duration::from_secs(10), "cancelled", || {
-        let e = events(admin, n, "TaintManagerEviction", "for30");
-        (!e.is_empty()).then_some(e)
+    eventually(Duration::from_secs(10), "plain not ready", || {
+        let p = get_pod(admin, n, "plain")?;
+        (condition(&p, "Ready")?["status"] == "False").then_some(())
     });
-    assert_eq!(
-        ev[0]["message"],
-        format!("Cancelling deletion of Pod {n}/for30")
-    );
-    assert!(deleted(admin, n, "for30").is_none());
-    assert!(deleted(admin, n, "forever").is_none());
-    assert!(events(admin, n, "TaintManagerEviction", "forever").is_empty());
+    std::thread::sleep(Duration::from_secs(4));
+    let p = get_pod(admin, n, "plain").expect("plain stays");
+    assert!(p["metadata"]["deletionTimestamp"].is_null(), "not evicted");
+    assert!(condition(&p, "DisruptionTarget").is_none());
+    assert!(events(admin, n, "TaintManagerEviction", "plain").is_empty());
 }
 
 /// The API server away for a while: the sandbox stops listening; a real one is restarted
 /// with `KCM_E2E_APISERVER_RESTART`.
-fn outage(t: &Target) {
+pub(crate) fn outage(t: &Target) {
     match t.sandbox() {
         Some(sb) => {
             sb.stop_listening();
@@ -617,5 +615,5 @@ scenarios! {
     dark_node_pods_leave_ready_endpoints => scenario_dark_node_pods_leave_ready_endpoints,
     conditions_become_taints => scenario_conditions_become_taints,
     restart_loses_nothing => scenario_restart_loses_nothing,
-    user_taint => scenario_user_taint,
+    tainting_without_eviction => scenario_tainting_without_eviction,
 }

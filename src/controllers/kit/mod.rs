@@ -13,5 +13,6 @@ pub mod ranking;
 pub mod selector;
 pub mod servicepods;
 pub mod slicetracker;
+pub mod taints;
 pub mod trigger;
 pub mod volume;

@@ -1,5 +1,7 @@
-//! node-lifecycle-controller (upstream's `pkg/controller/nodelifecycle`, v1.28), with the
-//! NoExecute taint manager that 1.28 runs inside it (`eviction.rs`).
+//! node-lifecycle-controller (upstream's `pkg/controller/nodelifecycle`, v1.37). Since 1.29
+//! (SeparateTaintEvictionController, locked on since 1.34) it only taints: the pods of
+//! NoExecute-tainted nodes are evicted by `taint-eviction-controller`
+//! (`controllers::tainteviction`), which runs under its own `--controllers` name.
 //!
 //! - Every `--node-monitor-period` (from the end of one pass to the start of the next, as
 //!   `wait.Until`), each node's health: a new Ready heartbeat in its status or a newer renew
@@ -22,14 +24,13 @@
 //! - On every node change, the NoSchedule taints its conditions call for
 //!   (TaintNodesByCondition) and the beta OS/arch labels.
 //!
-//! Requests go out with the `node-controller` identity; Events from `node-controller` and
-//! (evictions) `taint-controller`. Unlike upstream, the DaemonSet informer is not started
-//! (1.28 only waits for it to sync), and a pod deletion that fails after its five tries is
-//! tried again with backoff instead of being forgotten until the pod or node changes.
+//! Requests go out with the `node-controller` identity; Events from `node-controller`.
+//! Unlike upstream, the DaemonSet informer is not started (upstream only waits for it to
+//! sync).
 
-pub mod eviction;
 pub mod health;
 pub mod metrics;
+pub mod pods;
 pub mod queue;
 pub mod taints;
 
@@ -56,9 +57,8 @@ const POD_WORKERS: usize = 4;
 
 /// Nodes are read whole (their status is written back with a PUT).
 pub const NODE_WATCH: Watch = Watch::full(NODES);
-/// Pods: their node, tolerations and status (written back whole with a PUT).
-pub const POD_WATCH: Watch =
-    Watch::fields(PODS, &["/spec/nodeName", "/spec/tolerations", "/status"]);
+/// Pods: their node and status (written back with a PUT of `pods/status`).
+pub const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/nodeName", "/status"]);
 pub const LEASE_WATCH: Watch = Watch::fields(LEASES, &["/spec/renewTime"]);
 
 /// Its row in the controller table.
@@ -117,7 +117,8 @@ pub(crate) struct Inner {
     nodes: Arc<WorkQueue<String>>,
     /// `node_lifecycle_controller_pods`: pods newly bound to a node.
     pods: Arc<WorkQueue<String>>,
-    tm: eviction::TaintManager,
+    /// The pods of each node.
+    index: pods::PodIndex,
 }
 
 pub struct NodeLifecycle {
@@ -137,7 +138,7 @@ impl NodeLifecycle {
                 tainting: WorkQueue::new(""),
                 nodes: WorkQueue::new("node_lifecycle_controller"),
                 pods: WorkQueue::new("node_lifecycle_controller_pods"),
-                tm: eviction::TaintManager::default(),
+                index: pods::PodIndex::default(),
             }),
         }
     }
@@ -147,7 +148,6 @@ impl Inner {
     fn on_node(&self, d: &Delta) {
         let n = d.object();
         let deleted = d.kind == DeltaKind::Deleted;
-        self.tm.node_changed(n, deleted);
         if deleted {
             lock(&self.to_retry).remove(crate::obj::name(n));
         } else {
@@ -157,7 +157,7 @@ impl Inner {
 
     fn on_pod(&self, d: &Delta) {
         let deleted = d.kind == DeltaKind::Deleted;
-        if self.tm.pod_changed(d.object(), deleted).is_some() {
+        if self.index.changed(d.object(), deleted).is_some() {
             self.pods.add(crate::obj::key(d.object()));
         }
     }
@@ -194,25 +194,6 @@ impl SelfDriven for NodeLifecycle {
             };
         serve(NAME, &i.nodes, NODE_WORKERS, monitor::node_work);
         serve(NAME, &i.pods, POD_WORKERS, monitor::pod_work);
-        serve(
-            eviction::COMPONENT,
-            &i.tm.node_queue,
-            NODE_WORKERS,
-            |i, e, k| i.tm.handle_node(&env_of(e), k),
-        );
-        serve(
-            eviction::COMPONENT,
-            &i.tm.fire_queue,
-            NODE_WORKERS,
-            |i, e, k| i.tm.fire(&env_of(e), k),
-        );
-        let (inner, e) = (i.clone(), env.clone());
-        env.serve(
-            eviction::COMPONENT,
-            i.tm.pod_queue.clone(),
-            NODE_WORKERS,
-            move |(k, n): &(String, String)| inner.tm.handle_pod(&env_of(&e), k, n),
-        );
         let (inner, e) = (i.clone(), env.clone());
         env.serve(NAME, i.passes.clone(), 1, move |_: &()| {
             inner.monitor(&e);
@@ -232,17 +213,6 @@ impl SelfDriven for NodeLifecycle {
         i.tainting.shut_down();
         i.nodes.shut_down();
         i.pods.shut_down();
-        i.tm.node_queue.shut_down();
-        i.tm.pod_queue.shut_down();
-        i.tm.fire_queue.shut_down();
-    }
-}
-
-fn env_of(e: &RunEnv) -> eviction::Env<'_> {
-    eviction::Env {
-        cache: &e.cache,
-        client: &e.client,
-        recorder: &e.recorder,
     }
 }
 

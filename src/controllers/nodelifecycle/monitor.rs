@@ -403,8 +403,8 @@ impl Inner {
             if turned || (needs_retry && observed != "True") {
                 let store = e.cache.store(PODS);
                 let pods: Vec<Obj> = self
-                    .tm
-                    .pods_on(&name)
+                    .index
+                    .on(&name)
                     .iter()
                     .filter_map(|k| {
                         let (ns, n) = obj::split_key(k);

@@ -1,12 +1,9 @@
 //! Taints and tolerations: which NoSchedule taints a node's conditions call for
 //! (TaintNodesByCondition), upstream's taint set operations and patches
-//! (`AddOrUpdateTaintOnNode`, `RemoveTaintOffNode`, `PatchNodeTaints`), and which NoExecute
-//! taints a pod tolerates and for how long (`GetMatchingTolerations`, `getMinTolerationTime`).
-//! Pure.
+//! (`AddOrUpdateTaintOnNode`, `RemoveTaintOffNode`, `PatchNodeTaints`). Pure.
 
 use crate::obj::At as _;
 use serde_json::{json, Value};
-use std::time::Duration;
 
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
@@ -191,60 +188,6 @@ pub fn labels_to_reconcile(node: &Value) -> Vec<(&'static str, String)> {
     out
 }
 
-/// `Toleration.ToleratesTaint`.
-pub fn tolerates(tol: &Value, taint: &Value) -> bool {
-    let s = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).unwrap_or("").to_string();
-    if !s(tol, "effect").is_empty() && s(tol, "effect") != s(taint, "effect") {
-        return false;
-    }
-    if !s(tol, "key").is_empty() && s(tol, "key") != s(taint, "key") {
-        return false;
-    }
-    match s(tol, "operator").as_str() {
-        "" | "Equal" => s(tol, "value") == s(taint, "value"),
-        "Exists" => true,
-        _ => false,
-    }
-}
-
-/// How long a pod may stay on a node with these NoExecute taints (`GetMatchingTolerations`
-/// then `getMinTolerationTime`): `Some(ZERO)` at once (a taint not tolerated, or a toleration
-/// of zero seconds or less), `Some(d)` after `d`, None for ever.
-pub fn toleration_time(taints: &[Value], tolerations: &[Value]) -> Option<Duration> {
-    if taints.is_empty() {
-        return None;
-    }
-    let mut used = Vec::new();
-    for t in taints {
-        match tolerations.iter().find(|tol| tolerates(tol, t)) {
-            Some(tol) => used.push(tol),
-            None => return Some(Duration::ZERO),
-        }
-    }
-    let mut min: Option<i64> = None;
-    for tol in used {
-        if let Some(secs) = tol.get("tolerationSeconds").and_then(Value::as_i64) {
-            if secs <= 0 {
-                return Some(Duration::ZERO);
-            }
-            min = Some(min.map_or(secs, |m| m.min(secs)));
-        }
-    }
-    min.map(|s| Duration::from_secs(s as u64))
-}
-
-/// Whether every taint is tolerated (for logs and tests).
-pub fn all_tolerated(taints: &[Value], tolerations: &[Value]) -> bool {
-    taints
-        .iter()
-        .all(|t| tolerations.iter().any(|tol| tolerates(tol, t)))
-}
-
-/// The NoExecute taints of a node.
-pub fn no_execute(node: &Value) -> Vec<Value> {
-    taints(node)
-        .iter()
-        .filter(|t| t.get("effect").and_then(Value::as_str) == Some(NO_EXECUTE))
-        .cloned()
-        .collect()
-}
+/// Toleration matching lives in `kit::taints` (the taint eviction controller and the
+/// node-fit predicates share it).
+pub use crate::controllers::kit::taints::tolerates;

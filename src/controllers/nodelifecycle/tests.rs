@@ -1,4 +1,3 @@
-use super::eviction::disruption_patch;
 use super::health::{self, look, Grace, Health, Rates, ZoneState};
 use super::queue::{Limiter, ZoneQueue};
 use super::taints::{self, Taint};
@@ -248,56 +247,6 @@ fn taint(key: &str, value: &str, effect: &str) -> Value {
 }
 
 #[test]
-fn tolerations_decide_when_a_pod_goes() {
-    let unreachable = [taint(taints::UNREACHABLE, "", "NoExecute")];
-    assert_eq!(
-        taints::toleration_time(&unreachable, &[]),
-        Some(Duration::ZERO)
-    );
-    let exists = json!({"key": taints::UNREACHABLE, "operator": "Exists", "effect": "NoExecute"});
-    assert_eq!(
-        taints::toleration_time(&unreachable, std::slice::from_ref(&exists)),
-        None,
-        "for ever"
-    );
-    let mut for30 = exists.clone();
-    for30["tolerationSeconds"] = json!(30);
-    assert_eq!(
-        taints::toleration_time(&unreachable, &[for30.clone()]),
-        Some(Duration::from_secs(30))
-    );
-    let mut zero = exists;
-    zero["tolerationSeconds"] = json!(0);
-    assert_eq!(
-        taints::toleration_time(&unreachable, &[zero]),
-        Some(Duration::ZERO)
-    );
-    // Every taint must be tolerated; the shortest time wins.
-    let two = [
-        taint(taints::UNREACHABLE, "", "NoExecute"),
-        taint("example.com/x", "v", "NoExecute"),
-    ];
-    assert_eq!(
-        taints::toleration_time(&two, &[for30.clone()]),
-        Some(Duration::ZERO)
-    );
-    let eq =
-        json!({"key": "example.com/x", "operator": "Equal", "value": "v", "tolerationSeconds": 10});
-    assert_eq!(
-        taints::toleration_time(&two, &[for30.clone(), eq]),
-        Some(Duration::from_secs(10))
-    );
-    let wrong_value = json!({"key": "example.com/x", "value": "w"});
-    assert!(!taints::all_tolerated(&two, &[for30.clone(), wrong_value]));
-    // An empty key with Exists tolerates everything.
-    let all = json!({"operator": "Exists"});
-    assert_eq!(taints::toleration_time(&two, &[all]), None);
-    // An effect that differs does not tolerate.
-    let other = json!({"key": taints::UNREACHABLE, "operator": "Exists", "effect": "NoSchedule"});
-    assert!(!taints::tolerates(&other, &unreachable[0]));
-}
-
-#[test]
 fn no_schedule_taints_follow_conditions() {
     let mut n = node(Some(("False", T0)));
     n["status"]["conditions"][0]["status"] = json!("True");
@@ -359,31 +308,6 @@ fn beta_labels_follow_the_stable_ones() {
         taints::labels_to_reconcile(&n),
         [("beta.kubernetes.io/os", "linux".to_string())]
     );
-}
-
-#[test]
-fn the_disruption_condition_patch() {
-    let now = t("2024-01-01T00:01:00Z");
-    let pod = json!({"metadata": {"uid": "p1"}, "status": {}});
-    assert_eq!(
-        disruption_patch(&pod, now).unwrap(),
-        json!({"metadata": {"uid": "p1"}, "status": {"conditions": [{"type": "DisruptionTarget",
-            "status": "True", "reason": "DeletionByTaintManager",
-            "message": "Taint manager: deleting due to NoExecute taint",
-            "lastProbeTime": null, "lastTransitionTime": "2024-01-01T00:01:00Z"}]}})
-    );
-    let pod = json!({"metadata": {"uid": "p1"}, "status": {"conditions": [
-        {"type": "Ready", "status": "True"}]}});
-    let p = disruption_patch(&pod, now).unwrap();
-    assert_eq!(
-        p["status"]["$setElementOrder/conditions"],
-        json!([{"type": "Ready"}, {"type": "DisruptionTarget"}])
-    );
-    let done = json!({"metadata": {"uid": "p1"}, "status": {"conditions": [
-        {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
-         "message": "Taint manager: deleting due to NoExecute taint",
-         "lastProbeTime": null, "lastTransitionTime": "2024-01-01T00:00:00Z"}]}});
-    assert_eq!(disruption_patch(&done, now), None);
 }
 
 #[test]

@@ -10,6 +10,7 @@ use super::super::{
     rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
     volumeprotection,
 };
+use super::super::{legacytokencleaner, tainteviction, vacprotection};
 use super::ControllerInfo;
 
 const fn c(
@@ -442,7 +443,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["legacy-service-account-token-cleaner"],
         Some("legacy-service-account-token-cleaner"),
         "feature-gate",
-    ),
+    )
+    .runs(legacytokencleaner::build),
     c(
         "validatingadmissionpolicy-status-controller",
         &[],
@@ -456,7 +458,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("node-controller"),
         "",
-    )),
+    ))
+    .runs(tainteviction::build),
     later(c(
         "service-cidr-controller",
         &[],
@@ -474,7 +477,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("volumeattributesclass-protection-controller"),
         "feature-gate",
-    )),
+    ))
+    .queue("vacprotection")
+    .runs(vacprotection::build),
     later(off(
         "selinux-warning-controller",
         &[],

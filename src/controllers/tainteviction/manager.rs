@@ -1,16 +1,18 @@
-//! The NoExecute taint manager that runs inside the node lifecycle controller in 1.28
-//! (upstream's `scheduler.NoExecuteTaintManager` and `TimedWorkerQueue`): pods on a node with
-//! NoExecute taints they do not tolerate are deleted at once, those tolerating them for a
-//! while when that time is over, those tolerating them for ever stay. A deletion first sets
-//! the `DisruptionTarget` condition (`DeletionByTaintManager`) through `pods/status`, then
-//! deletes the pod with its own grace period; `TaintManagerEviction` Events (component
-//! `taint-controller`) tell of each scheduled deletion that starts or is cancelled.
+//! The NoExecute taint manager (upstream's `tainteviction.Controller` and its
+//! `TimedWorkerQueue`): pods on a node with NoExecute taints they do not tolerate are deleted
+//! at once, those tolerating them for a while when that time is over, those tolerating them
+//! for ever stay. A deletion first sets the `DisruptionTarget` condition
+//! (`DeletionByTaintManager`, with the pod's generation as `observedGeneration`) through
+//! `pods/status`, then deletes the pod with its own grace period; `TaintManagerEviction`
+//! Events (source `taint-eviction-controller`) tell of each scheduled deletion that starts or
+//! is cancelled.
 
-use super::taints;
+use super::metrics;
 use crate::api::client::{Client, DeleteOptions, PatchType};
 use crate::api::resources::PODS;
 use crate::cache::Cache;
 use crate::controller::{EventSpec, EventType, ObjectRef};
+use crate::controllers::kit::taints;
 use crate::events::Recorder;
 use crate::obj::{self, At as _};
 use crate::queue::WorkQueue;
@@ -20,7 +22,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-pub const COMPONENT: &str = "taint-controller";
+/// The Event source: the controller's name, as upstream gives its recorder.
+pub const COMPONENT: &str = "taint-eviction-controller";
 pub const REASON: &str = "TaintManagerEviction";
 /// Deletion attempts per firing (`retries`), 10 ms apart.
 const RETRIES: usize = 5;
@@ -52,7 +55,11 @@ struct Scheduled {
     fire_at: Instant,
 }
 
+const LOG: &str = "taint-eviction-controller";
+
 pub struct TaintManager {
+    /// Whether `Lt` and `Gt` tolerations compare (TaintTolerationComparisonOperators).
+    pub comparisons: bool,
     pub index: Mutex<Index>,
     /// Nodes with NoExecute taints, and those taints (`taintedNodes`).
     tainted: Mutex<HashMap<String, Vec<Value>>>,
@@ -64,9 +71,10 @@ pub struct TaintManager {
     pub fire_queue: Arc<WorkQueue<String>>,
 }
 
-impl Default for TaintManager {
-    fn default() -> Self {
+impl TaintManager {
+    pub fn new(comparisons: bool) -> Self {
         TaintManager {
+            comparisons,
             index: Mutex::default(),
             tainted: Mutex::default(),
             evictions: Mutex::default(),
@@ -97,8 +105,8 @@ fn pod_ref(key: &str) -> ObjectRef {
 }
 
 impl TaintManager {
-    /// A pod was added, changed or deleted (`PodUpdated`); also keeps the node -> pods index
-    /// the lifecycle controller reads. Returns whether the pod's node changed (or it is new).
+    /// A pod was added, changed or deleted (`PodUpdated`), and the node -> pods index
+    /// (`getPodsAssignedToNode`) kept. Returns the pod's node when it changed (or it is new).
     pub fn pod_changed(&self, pod: &Value, deleted: bool) -> Option<String> {
         let key = obj::key(pod);
         let node = obj::At::at(pod, "/spec/nodeName")
@@ -173,7 +181,7 @@ impl TaintManager {
     fn cancel(&self, env: &Env, key: &str) {
         let was = lock(&self.evictions).remove(key);
         if let Some(Some(_)) = was {
-            log::debug!("node-lifecycle-controller: cancelling the deletion of pod {key}");
+            log::debug!("{LOG}: cancelling the deletion of pod {key}");
             env.recorder.record(
                 env.client,
                 COMPONENT,
@@ -190,7 +198,7 @@ impl TaintManager {
     fn add_work(&self, key: &str, created: Instant, fire_at: Instant) {
         let mut ev = lock(&self.evictions);
         if ev.contains_key(key) {
-            log::info!("node-lifecycle-controller: trying to add already existing work for pod {key}, skipping");
+            log::info!("{LOG}: trying to add already existing work for pod {key}, skipping");
             return;
         }
         ev.insert(key.to_string(), Some(Scheduled { created, fire_at }));
@@ -213,13 +221,14 @@ impl TaintManager {
         if taints.is_empty() {
             self.cancel(env, key);
         }
-        let Some(wait) = taints::toleration_time(taints, tolerations) else {
-            log::trace!("node-lifecycle-controller: tolerations of pod {key} tolerate for ever");
+        let c = self.comparisons;
+        let Some(wait) = taints::toleration_time(taints, tolerations, c) else {
+            log::trace!("{LOG}: tolerations of pod {key} tolerate for ever");
             self.cancel(env, key);
             return;
         };
-        if wait.is_zero() && !taints::all_tolerated(taints, tolerations) {
-            log::debug!("node-lifecycle-controller: not all taints are tolerated by pod {key}");
+        if wait.is_zero() && !taints::all_tolerated(taints, tolerations, c) {
+            log::debug!("{LOG}: not all taints are tolerated by pod {key}");
             self.cancel(env, key);
             self.add_work(key, now, now);
             return;
@@ -302,12 +311,13 @@ impl TaintManager {
             Some(Some(s)) => s.fire_at,
             _ => return,
         };
+        let fired_at = due;
         let now = Instant::now();
         if now < due {
             self.fire_queue.add_after(key.to_string(), due - now);
             return;
         }
-        log::info!("node-lifecycle-controller: NoExecuteTaintManager is deleting pod {key}");
+        log::info!(controller:% = LOG, pod:% = key; "Deleting pod");
         env.recorder.record(
             env.client,
             COMPONENT,
@@ -325,6 +335,7 @@ impl TaintManager {
             }
             res = delete_with_condition(env, key);
             if res.is_ok() {
+                metrics::pod_deleted(fired_at.elapsed());
                 break;
             }
         }
@@ -336,7 +347,7 @@ impl TaintManager {
                 }
             }
             Err(e) => {
-                log::error!("node-lifecycle-controller: deleting pod {key}: {e}");
+                log::error!("{LOG}: deleting pod {key}: {e}");
                 // Upstream forgets it until the pod or node changes; it is tried again
                 // with backoff while it is still scheduled, so a restarting apiserver
                 // loses nothing.
@@ -381,8 +392,10 @@ fn delete_with_condition(env: &Env, key: &str) -> crate::Result<()> {
 
 /// The `pods/status` patch `PatchPodStatus` sends for `DisruptionTarget` set as
 /// `UpdatePodCondition` sets it (status True, `DeletionByTaintManager`, "Taint manager:
-/// deleting due to NoExecute taint"), the pod's UID as a precondition; None when the pod
-/// has it already as wanted.
+/// deleting due to NoExecute taint", and since 1.35 (PodObservedGenerationTracking, GA and
+/// locked) the pod's `metadata.generation` as `observedGeneration`), the pod's UID as a
+/// precondition; None when the pod has it already as wanted (`UpdatePodCondition` does not
+/// compare `observedGeneration`).
 pub fn disruption_patch(pod: &Value, now: SystemTime) -> Option<Value> {
     let c = crate::controllers::kit::conditions::Condition {
         type_: "DisruptionTarget",
@@ -390,6 +403,31 @@ pub fn disruption_patch(pod: &Value, now: SystemTime) -> Option<Value> {
         reason: "DeletionByTaintManager",
         message: "Taint manager: deleting due to NoExecute taint",
     };
-    let status = crate::controllers::kit::conditions::pod_status_patch(pod, &c, now)?;
+    let mut status = crate::controllers::kit::conditions::pod_status_patch(pod, &c, now)?;
+    let generation = pod
+        .at("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let before = pod
+        .at("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|l| l.iter().find(|c| c["type"] == "DisruptionTarget"))
+        .and_then(|c| c.get("observedGeneration"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if generation != before {
+        if let Some(Value::Object(m)) = status
+            .get_mut("conditions")
+            .and_then(Value::as_array_mut)
+            .and_then(|l| l.last_mut())
+        {
+            let v = if generation == 0 {
+                Value::Null
+            } else {
+                json!(generation)
+            };
+            m.insert("observedGeneration".into(), v);
+        }
+    }
     Some(json!({"metadata": {"uid": obj::uid(pod)}, "status": status}))
 }
