@@ -75,9 +75,10 @@ flags=(
 	--leader-elect=false
 )
 case "$manager" in
-upstream) "$bin/kube-controller-manager" "${flags[@]}" --secure-port=0 --v=1 ;;
-edgekcm) "$repo/target/release/edgekcm" "${flags[@]}" --secure-port=0 ;;
-esac >"$state/manager.log" 2>&1 &
+upstream) cmd=("$bin/kube-controller-manager" "${flags[@]}" --secure-port=0 --v=1) ;;
+edgekcm) cmd=("$repo/target/release/edgekcm" "${flags[@]}" --secure-port=0) ;;
+esac
+"${cmd[@]}" >"$state/manager.log" 2>&1 &
 pids+=($!)
 
 echo "== $manager against kube-apiserver $kver ($state), focus: $focus"
