@@ -27,7 +27,7 @@ pub struct Flush {
     pub failed: usize,
     /// Failure-policy action -> pods newly counted with it.
     pub policy: BTreeMap<&'static str, usize>,
-    /// The job finished: ("succeeded", "") or ("failed", reason).
+    /// The job finished: ("succeeded" or "failed", the condition's reason).
     pub finished: Option<(&'static str, String)>,
 }
 
@@ -122,9 +122,12 @@ pub fn flush(old: &Value, new: &Value, pods: &[Obj], removals: &[String]) -> Flu
             .find(|c| {
                 matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
             })
-            .map(|c| match c["type"].as_str() {
-                Some("Complete") => ("succeeded", String::new()),
-                _ => ("failed", c["reason"].as_str().unwrap_or("").to_string()),
+            .map(|c| {
+                let reason = c["reason"].as_str().unwrap_or("").to_string();
+                match c["type"].as_str() {
+                    Some("Complete") => ("succeeded", reason),
+                    _ => ("failed", reason),
+                }
             })
     } else {
         None
@@ -256,7 +259,8 @@ mod tests {
         let new = json!({"spec": {"completions": 3, "podFailurePolicy": {"rules": [
                 {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [42]}}]}},
             "status": {"succeeded": 3, "failed": 1, "conditions": [
-                {"type": "Complete", "status": "True"}]}});
+                {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached"},
+                {"type": "Complete", "status": "True", "reason": "CompletionsReached"}]}});
         let failed = |name: &str, uid: &str| -> Obj {
             Arc::new(json!({"metadata": {"name": name, "uid": uid,
                 "finalizers": [sync::TRACKING_FINALIZER]},
@@ -270,7 +274,10 @@ mod tests {
         assert_eq!((f.succeeded, f.failed), (2, 1));
         // "b" was already uncounted before: only "a" is new to the policy's count.
         assert_eq!(f.policy.get("Ignore"), Some(&1));
-        assert_eq!(f.finished, Some(("succeeded", String::new())));
+        assert_eq!(
+            f.finished,
+            Some(("succeeded", "CompletionsReached".to_string()))
+        );
         // Nothing new: nothing counted.
         let again = flush(&new, &new, &[], &[]);
         assert_eq!(

@@ -136,8 +136,17 @@ impl JobController {
             return Ok(Outcome::none());
         };
         if let Some(r) = obj::controller_ref(&pod) {
+            // Owned by something else than a Job: not ours to release.
+            if r.kind != "Job" || r.api_version != "batch/v1" {
+                return Ok(Outcome::none());
+            }
             if let Some(jk) = kit::owners::resolve(cx.cache, JOBS, obj::namespace(&pod), &r) {
-                if job_unfinished(cx.cache, &jk) {
+                let managed_elsewhere = cx
+                    .cache
+                    .store(JOBS)
+                    .get_fields(&jk, &["/spec/managedBy"])
+                    .is_some_and(|j| sync::managed_elsewhere(&j));
+                if managed_elsewhere || job_unfinished(cx.cache, &jk) {
                     return Ok(Outcome::none());
                 }
             }
@@ -163,6 +172,10 @@ impl JobController {
             self.forget(key);
             return Ok(Outcome::none());
         };
+        if sync::managed_elsewhere(&job) {
+            log::debug!("job-controller: {key}: managed by another controller; skipped");
+            return Ok(Outcome::none());
+        }
         let ns = obj::namespace(&job).to_string();
         let uid = obj::uid(&job).to_string();
         {
@@ -296,8 +309,12 @@ impl JobController {
                     .deletes
                     .into_iter()
                     .map(|d| {
-                        s.inflight
-                            .deleting(key, obj::make_key(&ns, &d.name), &d.uid);
+                        // A finishing Job's deletes (finalizer kept) are not waited for, as
+                        // upstream's `deleteActivePods` sets no expectations.
+                        if d.remove_finalizer {
+                            s.inflight
+                                .deleting(key, obj::make_key(&ns, &d.name), &d.uid);
+                        }
                         let del = Action::Reported {
                             action: Box::new(Action::Delete {
                                 kind: PODS,
@@ -334,7 +351,7 @@ impl JobController {
             .iter()
             .map(|n| Self::finalizer_patch(&ns, n))
             .collect();
-        let recount = !removals.is_empty() && mode == Mode::Act;
+        let recount = (!removals.is_empty() || plan.again) && mode == Mode::Act;
         if let Some(updated) = plan.status {
             let flush = metrics::flush(job, &updated, pods, &plan.removals);
             let mut s = self.state();

@@ -1,7 +1,6 @@
-//! Pod failures as a Job sees them (upstream's `isPodFailed` and `pod_failure_policy.go`
-//! with v1.28's default gates: JobPodFailurePolicy and PodDisruptionConditions on,
-//! JobBackoffLimitPerIndex and JobPodReplacementPolicy off, so `FailIndex` rules match
-//! nothing).
+//! Pod failures as a Job sees them (upstream's `isPodFailed`, `onlyReplaceFailedPods` and
+//! `pod_failure_policy.go` as of v1.37: JobPodFailurePolicy and JobPodReplacementPolicy GA;
+//! `FailIndex` rules match nothing yet, see docs/controllers/job.md).
 
 use crate::controllers::kit::pod::phase;
 use crate::obj::{self, At as _};
@@ -39,18 +38,27 @@ pub fn policy(job: &Value) -> Option<&Value> {
     job.at("/spec/podFailurePolicy").filter(|p| p.is_object())
 }
 
-/// Replace only failed pods: with a pod failure policy (JobPodReplacementPolicy is off).
+/// Replace only failed pods: `spec.podReplacementPolicy: Failed` (JobPodReplacementPolicy,
+/// GA in v1.34). kube-apiserver defaults the field to `Failed` for a Job with a pod failure
+/// policy and to `TerminatingOrFailed` otherwise; a Job read without it gets that default.
 pub fn only_replace_failed(job: &Value) -> bool {
-    policy(job).is_some()
+    match job.at("/spec/podReplacementPolicy").and_then(Value::as_str) {
+        Some(p) => p == "Failed",
+        None => policy(job).is_some(),
+    }
 }
 
-/// Whether the pod counts as failed for the job.
+/// Whether the pod counts as failed for the job: Failed, or (unless only failed pods are
+/// replaced) deleted before it succeeded.
 pub fn is_pod_failed(pod: &Value, job: &Value) -> bool {
-    if policy(job).is_some() {
-        return phase(pod) == "Failed";
-    }
     let ph = phase(pod);
-    ph == "Failed" || (obj::is_deleting(pod) && ph != "Succeeded")
+    if ph == "Failed" {
+        return true;
+    }
+    if only_replace_failed(job) {
+        return false;
+    }
+    obj::is_deleting(pod) && ph != "Succeeded"
 }
 
 fn arr(v: Option<&Value>) -> &[Value] {

@@ -79,6 +79,9 @@ pub struct Plan {
     pub requeue: Option<Duration>,
     /// The job is finished: forget its backoff record.
     pub finished: bool,
+    /// The status adds an interim condition (`FailureTarget`, `SuccessCriteriaMet`): look
+    /// again once it is written, for the final one.
+    pub again: bool,
 }
 
 impl Plan {
@@ -176,7 +179,7 @@ pub(super) fn uid_list(job: &Value, which: &str) -> Vec<String> {
 }
 
 /// Terminating: being deleted and not terminal (upstream's `CountTerminatingPods`).
-fn is_terminating(p: &Value) -> bool {
+pub(super) fn is_terminating(p: &Value) -> bool {
     obj::is_deleting(p) && !matches!(phase(p), "Succeeded" | "Failed")
 }
 
@@ -311,6 +314,8 @@ pub(super) struct Pass<'a> {
     /// The pods, Indexed ones in index order.
     pub pods: Vec<Obj>,
     pub active_pods: Vec<Obj>,
+    /// Pods being deleted and not yet terminal (`status.terminating`).
+    pub terminating: usize,
     /// `status.completedIndexes` as the Job has it.
     pub prev_ix: Intervals,
 }
@@ -326,6 +331,7 @@ impl<'a> Pass<'a> {
             pods.sort_by_key(|p| indexes::completion_index(p).map_or(-1, |i| i as i64));
         }
         let active_pods = pods.iter().filter(|p| is_pod_active(p)).cloned().collect();
+        let terminating = pods.iter().filter(|p| is_terminating(p)).count();
         Pass {
             inp,
             job,
@@ -337,6 +343,7 @@ impl<'a> Pass<'a> {
             unc_f: uid_list(job, "failed").into_iter().collect(),
             pods,
             active_pods,
+            terminating,
             prev_ix: Intervals::parse(
                 job.at("/status/completedIndexes")
                     .and_then(Value::as_str)
@@ -461,10 +468,12 @@ pub fn plan(inp: &Input) -> Plan {
     out
 }
 
-/// The part of upstream's `syncJob` that finds the condition finishing the Job: Failed
-/// after a FailureTarget, a FailureTarget for a pod the failure policy fails the Job for,
-/// Failed past the backoff limit or the active deadline. A deadline still ahead sets the
-/// requeue.
+/// The part of upstream's `syncJob` that finds the condition finishing the Job, in v1.37's
+/// order: a `SuccessCriteriaMet` already written (the Job completes), a `FailureTarget`
+/// already written (it becomes `Failed`), a pod the failure policy fails the Job for, the
+/// backoff limit, the active deadline. A new failure is the interim `FailureTarget`; the
+/// `Failed` condition follows once the pods are gone ([`super::tracking`]). A deadline still
+/// ahead sets the requeue.
 fn finishing_condition(
     pass: &Pass,
     conds: &[Value],
@@ -473,7 +482,15 @@ fn finishing_condition(
     out: &mut Plan,
 ) -> Option<Value> {
     let (job, now_s) = (pass.job, pass.now_s.as_str());
-    if let Some(ft) = conds.iter().find(|c| field(c, "type") == "FailureTarget") {
+    let is_true = |t: &str| {
+        conds
+            .iter()
+            .find(|c| field(c, "type") == t && field(c, "status") == "True")
+    };
+    if let Some(scm) = is_true("SuccessCriteriaMet") {
+        return Some(scm.clone());
+    }
+    if let Some(ft) = is_true("FailureTarget") {
         return Some(condition(
             "Failed",
             "True",
@@ -489,21 +506,13 @@ fn finishing_condition(
             .filter(|p| policy::is_pod_failed(p, job))
             .find_map(|p| policy::match_policy(job, p).fail_job)
         {
-            return Some(condition(
-                "FailureTarget",
-                "True",
-                "PodFailurePolicy",
-                &msg,
-                now_s,
-            ));
+            return Some(failure_target("PodFailurePolicy", &msg, now_s));
         }
     }
     let backoff_limit = int(job, "/spec/backoffLimit").unwrap_or(6);
     let ads = int(job, "/spec/activeDeadlineSeconds");
     if failed as i64 > backoff_limit || past_backoff_on_failure(job, &pass.pods, backoff_limit) {
-        return Some(condition(
-            "Failed",
-            "True",
+        return Some(failure_target(
             "BackoffLimitExceeded",
             "Job has reached the specified backoff limit",
             now_s,
@@ -513,9 +522,7 @@ fn finishing_condition(
         let allowed = Duration::from_secs(ads.max(0) as u64);
         let since = pass.inp.now.duration_since(start).unwrap_or_default();
         if since >= allowed {
-            return Some(condition(
-                "Failed",
-                "True",
+            return Some(failure_target(
                 "DeadlineExceeded",
                 "Job was active longer than specified deadline",
                 now_s,
@@ -525,6 +532,34 @@ fn finishing_condition(
     }
     None
 }
+
+/// Upstream's `newFailureCondition`: the interim `FailureTarget`.
+fn failure_target(reason: &str, message: &str, now: &str) -> Value {
+    condition("FailureTarget", "True", reason, message, now)
+}
+
+/// Upstream's `newSuccessCondition`: the interim `SuccessCriteriaMet` of a Job that reached
+/// its completions.
+fn success_criteria_met(now: &str) -> Value {
+    condition(
+        "SuccessCriteriaMet",
+        "True",
+        "CompletionsReached",
+        "Reached expected number of succeeded pods",
+        now,
+    )
+}
+
+/// The Job is managed by another controller (`spec.managedBy` set to anything but
+/// `kubernetes.io/job-controller`; JobManagedBy, GA in v1.35): left alone.
+pub fn managed_elsewhere(job: &Value) -> bool {
+    job.at("/spec/managedBy")
+        .and_then(Value::as_str)
+        .is_some_and(|m| m != JOB_CONTROLLER_NAME)
+}
+
+/// Upstream's `batch.JobControllerName`.
+pub const JOB_CONTROLLER_NAME: &str = "kubernetes.io/job-controller";
 
 /// What `manageJob` goes by besides the pods.
 struct Managed {
@@ -549,6 +584,8 @@ fn sync_pods(
     let (inp, job, now_s) = (pass.inp, pass.job, pass.now_s.as_str());
     let active_pods = &pass.active_pods;
     if finished.is_some() {
+        // The finishing Job's active pods are deleted with their finalizers kept (upstream's
+        // `deleteActivePods`); they are counted as terminating until they are gone.
         if !active_pods.is_empty() || !inp.settled {
             if inp.mode == Mode::Act {
                 out.deletes = active_pods
@@ -574,7 +611,7 @@ fn sync_pods(
             inp,
             out,
             active_pods,
-            &pass.pods,
+            pass.terminating,
             m.succeeded,
             &m.succeeded_ix,
             pass.completions,
@@ -591,7 +628,7 @@ fn sync_pods(
         Some(c) => m.succeeded >= c && active == 0,
     };
     if complete {
-        *finished = Some(condition("Complete", "True", "", "", now_s));
+        *finished = Some(success_criteria_met(now_s));
         return Some(false);
     }
     if !manage {
@@ -634,7 +671,7 @@ fn manage_job(
     inp: &Input,
     out: &mut Plan,
     active_pods: &[Obj],
-    pods: &[Obj],
+    terminating: usize,
     succeeded: usize,
     succeeded_ix: &Intervals,
     completions: Option<usize>,
@@ -653,7 +690,7 @@ fn manage_job(
         return;
     }
     let terminating = if policy::only_replace_failed(job) {
-        pods.iter().filter(|p| is_terminating(p)).count()
+        terminating
     } else {
         0
     };
@@ -662,7 +699,7 @@ fn manage_job(
         None => parallelism,
         Some(c) => c.saturating_sub(succeeded).min(parallelism),
     };
-    let rm_at_least = (active + terminating).saturating_sub(want);
+    let rm_at_least = active.saturating_sub(want);
     let mut rm = active_pods_for_removal(
         job,
         active_pods,

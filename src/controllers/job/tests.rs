@@ -281,6 +281,20 @@ fn a_succeeded_pod_is_put_in_status_before_its_finalizer_goes_then_counted() {
         cond(st, "Complete").is_none(),
         "not before the finalizer is removed"
     );
+    let scm = cond(st, "SuccessCriteriaMet").expect("the interim condition first");
+    assert_eq!(
+        (
+            scm["status"].as_str(),
+            scm["reason"].as_str(),
+            scm["message"].as_str()
+        ),
+        (
+            Some("True"),
+            Some("CompletionsReached"),
+            Some("Reached expected number of succeeded pods")
+        )
+    );
+    assert_eq!(st["terminating"], 0);
     assert_eq!(p.removals, vec!["a".to_string()]);
     // Step two: the finalizer is gone; the UID leaves the uncounted list for the counter,
     // and the job completes.
@@ -290,7 +304,17 @@ fn a_succeeded_pod_is_put_in_status_before_its_finalizer_goes_then_counted() {
     let st = status(&p2);
     assert_eq!(st["succeeded"], 1);
     assert_eq!(st["uncountedTerminatedPods"], json!({}));
-    assert_eq!(cond(st, "Complete").unwrap()["status"], "True");
+    let c = cond(st, "Complete").unwrap();
+    assert_eq!(c["status"], "True");
+    assert_eq!(c["reason"], "CompletionsReached");
+    assert_eq!(c["message"], "Reached expected number of succeeded pods");
+    let types: Vec<&str> = st["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["SuccessCriteriaMet", "Complete"]);
     assert_eq!(st["completionTime"], NOW);
     assert!(st.get("active").is_none());
     assert!(p2
@@ -306,8 +330,14 @@ fn a_succeeded_pod_is_put_in_status_before_its_finalizer_goes_then_counted() {
 #[test]
 fn an_uncounted_pod_whose_finalizer_removal_failed_keeps_waiting() {
     let mut j = job(json!({"completions": 1, "parallelism": 1}));
-    j["status"] = json!({"startTime": NOW, "ready": 0,
+    j["status"] = json!({"startTime": NOW, "ready": 0, "terminating": 0,
         "uncountedTerminatedPods": {"succeeded": ["u-a"]}});
+    let p = plan(&j, &[pod("a", "Succeeded", true)]);
+    let st = status(&p);
+    assert_eq!(st["uncountedTerminatedPods"]["succeeded"], json!(["u-a"]));
+    assert!(cond(st, "SuccessCriteriaMet").is_some());
+    assert_eq!(p.removals, vec!["a".to_string()]);
+    let j = p.status.clone().unwrap();
     let p = plan(&j, &[pod("a", "Succeeded", true)]);
     assert!(p.status.is_none(), "nothing new to write");
     assert_eq!(p.removals, vec!["a".to_string()]);
@@ -378,11 +408,16 @@ fn backoff_limit_exceeded_fails_the_job_and_deletes_active_pods() {
     );
     assert_eq!(p.removals.len(), 2);
     assert!(cond(st, "Failed").is_none());
+    let ft = cond(st, "FailureTarget").expect("FailureTarget first");
+    assert_eq!(ft["reason"], "BackoffLimitExceeded");
+    assert_eq!(st["terminating"], 1, "the deleted pod is terminating");
+    assert!(p.events.is_empty(), "no Event before Failed");
     let mut j2 = p.status.unwrap();
     j2["metadata"]["resourceVersion"] = json!("9");
     let p = plan(&j2, &[]);
     let st = status(&p);
     assert_eq!(st["failed"], 3);
+    assert_eq!(st["terminating"], 0);
     let c = cond(st, "Failed").unwrap();
     assert_eq!(
         (c["reason"].as_str(), c["message"].as_str()),
@@ -408,6 +443,12 @@ fn active_deadline_fails_the_job_or_requeues_at_it() {
     let p = plan(&j, &pods);
     assert_eq!(p.deletes.len(), 2);
     let p = plan(&j, &[]);
+    assert!(cond(status(&p), "Failed").is_none(), "FailureTarget first");
+    let ft = cond(status(&p), "FailureTarget").unwrap();
+    assert_eq!(ft["reason"], "DeadlineExceeded");
+    let mut j2 = p.status.clone().unwrap();
+    j2["metadata"]["resourceVersion"] = json!("9");
+    let p = plan(&j2, &[]);
     let c = cond(status(&p), "Failed").unwrap();
     assert_eq!(c["reason"], "DeadlineExceeded");
     assert_eq!(
@@ -483,7 +524,7 @@ fn ignored_failures_are_not_counted_and_replaced() {
         json!([{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]),
     );
     j["spec"]["backoffLimit"] = json!(0);
-    j["status"] = json!({"startTime": NOW, "active": 2, "ready": 0});
+    j["status"] = json!({"startTime": NOW, "active": 2, "ready": 0, "terminating": 0});
     let mut f = pod("f", "Failed", true);
     f["status"]["conditions"] = json!([{"type": "DisruptionTarget", "status": "True"}]);
     let p = plan(&j, &[f.clone(), pod("r", "Running", true)]);

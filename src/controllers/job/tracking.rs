@@ -52,7 +52,10 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
     let old_ready = int(job, "/status/ready");
     let needs_flush =
         suspend_changed || active as i64 != old_active || old_ready != Some(ready as i64);
-    let mut c = count_uncounted(pass, finished.is_some(), needs_flush, out);
+    let failing = finished.as_ref().is_some_and(|f| {
+        field(f, "type") != "SuccessCriteriaMet" && field(f, "type") != "Complete"
+    });
+    let mut c = count_uncounted(pass, finished.is_some(), failing, needs_flush, out);
     if pass.indexed {
         let all = pass.prev_ix.with_indexes(std::mem::take(&mut c.new_ix));
         let s = all.to_string();
@@ -70,22 +73,55 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
             status["completedIndexes"] = json!(s);
         }
     }
-    if let Some(f) = finished
-        .as_ref()
-        .filter(|f| field(f, "type") == "FailureTarget")
-    {
-        conds.push(f.clone());
-        c.needs_flush = true;
-        finished = Some(condition(
-            "Failed",
-            "True",
-            field(f, "reason"),
-            field(f, "message"),
-            &pass.now_s,
-        ));
+    // The interim conditions are written first (with the pods' finalizers still on); the
+    // final one follows once every pod is counted and none is terminating.
+    let mut interim_added = false;
+    match finished.as_ref().map(|f| field(f, "type")) {
+        Some("FailureTarget") => {
+            let f = finished.take().unwrap_or_default();
+            conds.push(f.clone());
+            c.needs_flush = true;
+            interim_added = true;
+            finished = Some(condition(
+                "Failed",
+                "True",
+                field(&f, "reason"),
+                field(&f, "message"),
+                &pass.now_s,
+            ));
+        }
+        Some("SuccessCriteriaMet") => {
+            let f = finished.take().unwrap_or_default();
+            if !conds
+                .iter()
+                .any(|x| field(x, "type") == "SuccessCriteriaMet" && field(x, "status") == "True")
+            {
+                conds.push(f.clone());
+                c.needs_flush = true;
+                interim_added = true;
+            }
+            finished = Some(condition(
+                "Complete",
+                "True",
+                field(&f, "reason"),
+                field(&f, "message"),
+                &pass.now_s,
+            ));
+        }
+        _ => {}
     }
-    // Finished once everything is counted and no finalizer is left to remove.
-    let done = !c.reached_max && c.succeeded.is_empty() && c.failed.is_empty();
+    if pass.terminating as i64 != int(job, "/status/terminating").unwrap_or(-1) {
+        c.needs_flush = true;
+    }
+    // Finished once everything is counted, no finalizer is left to remove and no pod is
+    // terminating (upstream's `enactJobFinished`), in a write after the one adding the
+    // interim condition, as upstream's two writes.
+    out.again = interim_added;
+    let done = !interim_added
+        && !c.reached_max
+        && c.succeeded.is_empty()
+        && c.failed.is_empty()
+        && pass.terminating == 0;
     if let Some(f) = finished
         .as_ref()
         .filter(|_| done && out.removals.is_empty())
@@ -93,6 +129,7 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
         finish(pass, f, &c, &mut conds, &mut status, out);
         c.needs_flush = true;
     }
+    status["terminating"] = json!(pass.terminating);
     write_counts(&mut status, &c, active, ready, conds);
     if c.needs_flush {
         let mut j = job.clone();
@@ -104,7 +141,13 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
 
 /// The pods whose finalizer can go (into `out.removals`), and the uncounted lists and
 /// counters with them: UIDs no longer held by a finalizer counted, the finished ones added.
-fn count_uncounted(pass: &Pass, finishing: bool, needs_flush: bool, out: &mut Plan) -> Counted {
+fn count_uncounted(
+    pass: &Pass,
+    finishing: bool,
+    failing: bool,
+    needs_flush: bool,
+    out: &mut Plan,
+) -> Counted {
     let job = pass.job;
     let job_deleting = obj::is_deleting(job);
     let with_fin: HashSet<&str> = pass
@@ -150,7 +193,7 @@ fn count_uncounted(pass: &Pass, finishing: bool, needs_flush: bool, out: &mut Pl
                 c.needs_flush = true;
                 c.succeeded.push(uid.to_string());
             }
-        } else if (failed_pod || finishing) && !pass.unc_f.contains(uid) && pass.counts_index(p) {
+        } else if (failed_pod || failing) && !pass.unc_f.contains(uid) && pass.counts_index(p) {
             let m = policy::match_policy(job, p);
             if m.counts {
                 c.needs_flush = true;
