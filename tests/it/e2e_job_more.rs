@@ -1,0 +1,173 @@
+//! job-controller scenarios for what v1.29-v1.37 added: the finished Job waits for its
+//! terminating pods, `podReplacementPolicy`, `spec.managedBy`. Against the sandbox always and
+//! a real kube-apiserver with `KCM_E2E_KUBECONFIG` (`real_*`). The tests play kubelet; a pod
+//! is kept terminating by a finalizer of the test's own.
+
+use crate::common::*;
+use crate::e2e_job::{
+    condition, create_job, finish_pod, get_job, job_pods, new_ns, uid, wait_active, wait_condition,
+    wait_event, CONTROLLERS, FINALIZER, LIMIT,
+};
+use edgekcm::api::client::{Client, DeleteOptions, PatchType};
+use edgekcm::api::resources::PODS;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const KEEP: &str = "example.com/keep";
+
+fn name_of(p: &Value) -> String {
+    p["metadata"]["name"].as_str().unwrap_or("").to_string()
+}
+
+/// The pod gets the test's finalizer beside the tracking one.
+fn keep(admin: &Client, ns: &str, pod: &str) {
+    admin
+        .patch(
+            &PODS,
+            Some(ns),
+            pod,
+            PatchType::Merge,
+            &json!({"metadata": {"finalizers": [FINALIZER, KEEP]}}),
+            None,
+        )
+        .expect("add finalizer");
+}
+
+/// The test's finalizer goes (the tracking one too if still there: the pod is then gone).
+fn release(admin: &Client, ns: &str, pod: &str) {
+    let _ = admin.patch(
+        &PODS,
+        Some(ns),
+        pod,
+        PatchType::Strategic,
+        &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [KEEP]}}),
+        None,
+    );
+}
+
+fn delete(admin: &Client, ns: &str, pod: &str) {
+    admin
+        .delete(&PODS, Some(ns), pod, &DeleteOptions::default())
+        .expect("delete pod");
+}
+
+/// The Job fails (FailureTarget at once), but the Failed condition, its Event and the
+/// counters wait until its last pod is no longer terminating; `status.terminating` says how
+/// many are.
+fn scenario_failed_waits_for_terminating_pods(t: &Target) {
+    let ns = new_ns(t, "job-term");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let _kcm = start_with(t, "job-term", CONTROLLERS);
+    let j = create_job(
+        admin,
+        n,
+        "tm",
+        json!({"completions": 2, "parallelism": 2, "backoffLimit": 0}),
+    );
+    let id = uid(&j);
+    let pods = wait_active(admin, n, &id, 2);
+    let (kept, failing) = (name_of(&pods[0]), name_of(&pods[1]));
+    keep(admin, n, &kept);
+    finish_pod(admin, n, &failing, 1);
+    let j = wait_condition(admin, n, "tm", "FailureTarget");
+    let ft = condition(&j, "FailureTarget").unwrap();
+    assert_eq!(ft["reason"], "BackoffLimitExceeded");
+    eventually(LIMIT, "one terminating", || {
+        (get_job(admin, n, "tm")["status"]["terminating"] == 1).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let j = get_job(admin, n, "tm");
+    assert!(
+        condition(&j, "Failed").is_none(),
+        "not Failed while a pod terminates: {}",
+        j["status"]
+    );
+    assert_eq!(j["status"]["terminating"], 1, "{}", j["status"]);
+    release(admin, n, &kept);
+    let j = wait_condition(admin, n, "tm", "Failed");
+    let c = condition(&j, "Failed").unwrap();
+    assert_eq!(c["reason"], "BackoffLimitExceeded");
+    assert_eq!(j["status"]["terminating"], 0);
+    assert_eq!(j["status"]["failed"], 2);
+    assert!(j["status"]["active"].is_null());
+    wait_event(admin, n, "tm", "BackoffLimitExceeded");
+}
+
+/// `podReplacementPolicy`: TerminatingOrFailed (the default) counts a deleted pod as failed
+/// and replaces it while it terminates; Failed waits until it is Failed.
+fn scenario_pod_replacement_policy(t: &Target) {
+    let ns = new_ns(t, "job-prp");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let _kcm = start_with(t, "job-prp", CONTROLLERS);
+    let spec = |policy: &str| {
+        json!({"completions": 1, "parallelism": 1, "backoffLimit": 3,
+            "podReplacementPolicy": policy})
+    };
+    let tof = create_job(admin, n, "tof", spec("TerminatingOrFailed"));
+    let fail = create_job(admin, n, "fail", spec("Failed"));
+    let (tof_id, fail_id) = (uid(&tof), uid(&fail));
+    let tof_pod = name_of(&wait_active(admin, n, &tof_id, 1)[0]);
+    let fail_pod = name_of(&wait_active(admin, n, &fail_id, 1)[0]);
+    for p in [&tof_pod, &fail_pod] {
+        keep(admin, n, p);
+        delete(admin, n, p);
+    }
+    // TerminatingOrFailed: failed at once, replaced (after the 10 s recreation backoff).
+    eventually(LIMIT, "tof: failed 1 and terminating 1", || {
+        let s = &get_job(admin, n, "tof")["status"];
+        (s["failed"] == 1 && s["terminating"] == 1).then_some(())
+    });
+    let replaced = wait_active(admin, n, &tof_id, 1);
+    assert_ne!(name_of(&replaced[0]), tof_pod);
+    // Failed: not counted, not replaced while terminating.
+    let s = get_job(admin, n, "fail")["status"].clone();
+    assert_eq!(s["terminating"], 1, "{s}");
+    assert!(s["failed"].is_null(), "{s}");
+    assert_eq!(job_pods(admin, n, &fail_id).len(), 1, "not replaced yet");
+    finish_pod(admin, n, &fail_pod, 1);
+    eventually(LIMIT, "fail: failed 1 and terminating 0", || {
+        let s = &get_job(admin, n, "fail")["status"];
+        (s["failed"] == 1 && s["terminating"] == 0).then_some(())
+    });
+    let replaced = wait_active(admin, n, &fail_id, 1);
+    assert_ne!(name_of(&replaced[0]), fail_pod);
+    for p in [&tof_pod, &fail_pod] {
+        release(admin, n, p);
+    }
+}
+
+/// A Job whose `spec.managedBy` names another controller is left alone: no pods, no status;
+/// a Job naming the job controller is run as any other.
+fn scenario_managed_by(t: &Target) {
+    let ns = new_ns(t, "job-mb");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let _kcm = start_with(t, "job-mb", CONTROLLERS);
+    let other = create_job(
+        admin,
+        n,
+        "other",
+        json!({"completions": 1, "managedBy": "example.com/queue"}),
+    );
+    let ours = create_job(
+        admin,
+        n,
+        "ours",
+        json!({"completions": 1, "managedBy": "kubernetes.io/job-controller"}),
+    );
+    let pods = wait_active(admin, n, &uid(&ours), 1);
+    finish_pod(admin, n, &name_of(&pods[0]), 0);
+    wait_condition(admin, n, "ours", "Complete");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(job_pods(admin, n, &uid(&other)).is_empty(), "no pods");
+    let st = &get_job(admin, n, "other")["status"];
+    assert!(
+        st.as_object().is_none_or(|m| m.is_empty()),
+        "status untouched: {st}"
+    );
+}
+
+scenarios! {
+    failed_waits_for_terminating_pods => scenario_failed_waits_for_terminating_pods,
+    pod_replacement_policy => scenario_pod_replacement_policy,
+    managed_by => scenario_managed_by,
+}
