@@ -12,7 +12,7 @@ use std::time::Duration;
 pub(crate) const LIMIT: Duration = Duration::from_secs(40);
 pub(crate) const CONTROLLERS: &str = "--controllers=job-controller";
 pub(crate) const FINALIZER: &str = "batch.kubernetes.io/job-tracking";
-const INDEX: &str = "batch.kubernetes.io/job-completion-index";
+pub(crate) const INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 pub(crate) fn new_ns(t: &Target, prefix: &str) -> Ns {
     Ns::with_cleanup(t, prefix, &[JOBS])

@@ -166,7 +166,47 @@ fn scenario_managed_by(t: &Target) {
     );
 }
 
+/// `successPolicy`: index 0 succeeding meets the rule; the other pods are deleted and the
+/// Job completes with the policy's reason once they are gone.
+fn scenario_success_policy(t: &Target) {
+    let ns = new_ns(t, "job-sp");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let _kcm = start_with(t, "job-sp", CONTROLLERS);
+    let j = create_job(
+        admin,
+        n,
+        "sp",
+        json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+            "successPolicy": {"rules": [{"succeededIndexes": "0"}]}}),
+    );
+    let id = uid(&j);
+    let pods = wait_active(admin, n, &id, 3);
+    let leader = pods
+        .iter()
+        .find(|p| p["metadata"]["annotations"][crate::e2e_job::INDEX] == "0")
+        .expect("index 0");
+    finish_pod(admin, n, &name_of(leader), 0);
+    let j = wait_condition(admin, n, "sp", "Complete");
+    for t in ["SuccessCriteriaMet", "Complete"] {
+        let c = condition(&j, t).unwrap();
+        assert_eq!(c["reason"], "SuccessPolicy", "{t}");
+        assert_eq!(c["message"], "Matched rules at index 0", "{t}");
+    }
+    assert_eq!(j["status"]["completedIndexes"], "0");
+    assert_eq!(j["status"]["succeeded"], 1);
+    assert!(
+        j["status"]["failed"].is_null(),
+        "the deleted pods are not failures"
+    );
+    assert_eq!(j["status"]["terminating"], 0);
+    wait_event(admin, n, "sp", "Completed");
+    eventually(LIMIT, "the other pods gone", || {
+        (job_pods(admin, n, &id).len() == 1).then_some(())
+    });
+}
+
 scenarios! {
+    success_policy => scenario_success_policy,
     failed_waits_for_terminating_pods => scenario_failed_waits_for_terminating_pods,
     pod_replacement_policy => scenario_pod_replacement_policy,
     managed_by => scenario_managed_by,

@@ -23,6 +23,7 @@ mod claim;
 pub mod indexes;
 pub mod metrics;
 pub mod policy;
+pub mod success;
 pub mod sync;
 mod tracking;
 

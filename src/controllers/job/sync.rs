@@ -438,6 +438,17 @@ pub fn plan(inp: &Input) -> Plan {
             .collect();
         succeeded_ix = pass.prev_ix.with_indexes(new_ix);
         succeeded = succeeded_ix.total();
+        if finished.is_none() {
+            if let Some(msg) = super::success::matched(job, pass.comp_n, &succeeded_ix) {
+                finished = Some(condition(
+                    "SuccessCriteriaMet",
+                    "True",
+                    "SuccessPolicy",
+                    &msg,
+                    &pass.now_s,
+                ));
+            }
+        }
     }
     let managed = Managed {
         succeeded,

@@ -669,3 +669,92 @@ fn an_adopted_pod_gets_the_reference_and_the_finalizer() {
                 "uid": "job-uid", "controller": true, "blockOwnerDeletion": true}]}})
     );
 }
+
+#[test]
+fn a_met_success_policy_deletes_the_rest_then_completes() {
+    let mut j = job(
+        json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
+        "successPolicy": {"rules": [{"succeededIndexes": "0"}]}}),
+    );
+    j["status"] = json!({"startTime": NOW, "active": 3, "ready": 0, "terminating": 0});
+    let done = with_index(pod("a", "Succeeded", true), 0);
+    let (b, c) = (
+        with_index(pod("b", "Running", true), 1),
+        with_index(pod("c", "Running", true), 2),
+    );
+    let p = plan(&j, &[done.clone(), b.clone(), c.clone()]);
+    assert_eq!(p.deletes.len(), 2);
+    assert!(p.deletes.iter().all(|d| !d.remove_finalizer));
+    let deleting = |mut p: Value| {
+        p["metadata"]["deletionTimestamp"] = json!(NOW);
+        p
+    };
+    let pods = [done, deleting(b), deleting(c)];
+    let p = plan_of(&j, &pods, Mode::After, Record::default());
+    let st = status(&p);
+    let scm = cond(st, "SuccessCriteriaMet").expect("SuccessCriteriaMet");
+    assert_eq!(scm["reason"], "SuccessPolicy");
+    assert_eq!(scm["message"], "Matched rules at index 0");
+    assert!(cond(st, "Complete").is_none());
+    assert_eq!(st["terminating"], 2);
+    assert_eq!(st["completedIndexes"], "0");
+    assert_eq!(p.removals.len(), 3);
+    assert_eq!(
+        st["uncountedTerminatedPods"],
+        json!({}),
+        "the deleted pods are not failures"
+    );
+    // The pods are gone: Complete with the policy's reason.
+    let mut j2 = p.status.clone().unwrap();
+    j2["status"]["uncountedTerminatedPods"] = json!({});
+    let p = plan(&j2, &[]);
+    let st = status(&p);
+    let c = cond(st, "Complete").expect("Complete");
+    assert_eq!(c["reason"], "SuccessPolicy");
+    assert_eq!(c["message"], "Matched rules at index 0");
+    assert!(st["completionTime"].is_string());
+    assert_eq!(st["terminating"], 0);
+    assert!(p.events.iter().any(|e| e.1 == "Completed"));
+}
+
+#[test]
+fn a_job_managed_elsewhere_is_not_ours() {
+    let j = job(json!({"managedBy": "example.com/queue"}));
+    assert!(sync::managed_elsewhere(&j));
+    let j = job(json!({"managedBy": "kubernetes.io/job-controller"}));
+    assert!(!sync::managed_elsewhere(&j));
+    assert!(!sync::managed_elsewhere(&job(json!({}))));
+}
+
+#[test]
+fn replacement_waits_for_terminating_pods_only_with_the_failed_policy() {
+    let mut deleting = pod("t", "Running", true);
+    deleting["metadata"]["deletionTimestamp"] = json!(NOW);
+    deleting["metadata"]["finalizers"] = json!([TRACKING_FINALIZER, "example.com/keep"]);
+    for policy in ["TerminatingOrFailed", "Failed"] {
+        let mut j = job(json!({"completions": 1, "parallelism": 1,
+            "podReplacementPolicy": policy}));
+        j["status"] = json!({"startTime": NOW, "active": 1, "ready": 0, "terminating": 0});
+        let p = plan(&j, std::slice::from_ref(&deleting));
+        assert!(p.creates.is_empty(), "{policy}");
+        let st = status(&p);
+        assert_eq!(st["terminating"], 1, "{policy}");
+        if policy == "Failed" {
+            // Not failed: nothing counted, the finalizer stays, nothing to wait for.
+            assert!(st["uncountedTerminatedPods"].get("failed").is_none());
+            assert!(p.removals.is_empty());
+            assert_eq!(p.requeue, None);
+        } else {
+            // Failed at once: counted, replaced after the recreation backoff.
+            assert_eq!(st["uncountedTerminatedPods"]["failed"], json!(["u-t"]));
+            assert_eq!(p.removals, vec!["t".to_string()]);
+            assert_eq!(p.requeue, Some(Duration::from_secs(10)));
+        }
+    }
+    // Without the field, a Job with a pod failure policy replaces only failed pods.
+    let j = with_policy(
+        json!([{"action": "Ignore", "onExitCodes": {"operator": "In", "values": [1]}}]),
+    );
+    assert!(policy::only_replace_failed(&j));
+    assert!(!policy::only_replace_failed(&job(json!({}))));
+}

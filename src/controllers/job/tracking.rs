@@ -175,7 +175,14 @@ fn count_uncounted(
     }
     for p in pass.pods.iter().filter(|p| has_finalizer(p)) {
         let uid = obj::uid(p);
-        let failed_pod = policy::is_pod_failed(p, job);
+        // A Job that met its success criteria deletes its other pods in the same sync as it
+        // removes their finalizers; upstream, which reads them as not yet deleting then,
+        // does not count them as failed. Only pods that did fail are.
+        let failed_pod = if finishing && !failing {
+            phase(p) == "Failed"
+        } else {
+            policy::is_pod_failed(p, job)
+        };
         let can_remove = job_deleting || finishing || phase(p) == "Succeeded" || failed_pod;
         if !can_remove {
             continue;
