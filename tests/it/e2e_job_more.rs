@@ -205,7 +205,58 @@ fn scenario_success_policy(t: &Target) {
     });
 }
 
+/// `backoffLimitPerIndex: 0`: index 0 fails at its first failure and is not started again;
+/// index 1 succeeds; the Job fails with `FailedIndexes` once every index is done.
+fn scenario_backoff_limit_per_index(t: &Target) {
+    let ns = new_ns(t, "job-bpi");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let _kcm = start_with(t, "job-bpi", CONTROLLERS);
+    let j = create_job(
+        admin,
+        n,
+        "bpi",
+        json!({"completions": 2, "parallelism": 2, "completionMode": "Indexed",
+            "backoffLimitPerIndex": 0}),
+    );
+    let id = uid(&j);
+    let pods = wait_active(admin, n, &id, 2);
+    let of = |ix: &str| {
+        name_of(
+            pods.iter()
+                .find(|p| p["metadata"]["annotations"][crate::e2e_job::INDEX] == ix)
+                .expect("index"),
+        )
+    };
+    assert_eq!(
+        pods[0]["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"],
+        "0"
+    );
+    finish_pod(admin, n, &of("0"), 1);
+    eventually(LIMIT, "failedIndexes 0", || {
+        (get_job(admin, n, "bpi")["status"]["failedIndexes"] == "0").then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        job_pods(admin, n, &id).len(),
+        2,
+        "index 0 not started again"
+    );
+    finish_pod(admin, n, &of("1"), 0);
+    let j = wait_condition(admin, n, "bpi", "Failed");
+    for t in ["FailureTarget", "Failed"] {
+        let c = condition(&j, t).unwrap();
+        assert_eq!(c["reason"], "FailedIndexes", "{t}");
+        assert_eq!(c["message"], "Job has failed indexes", "{t}");
+    }
+    assert_eq!(j["status"]["failedIndexes"], "0");
+    assert_eq!(j["status"]["completedIndexes"], "1");
+    assert_eq!(j["status"]["failed"], 1);
+    assert_eq!(j["status"]["succeeded"], 1);
+    wait_event(admin, n, "bpi", "FailedIndexes");
+}
+
 scenarios! {
+    backoff_limit_per_index => scenario_backoff_limit_per_index,
     success_policy => scenario_success_policy,
     failed_waits_for_terminating_pods => scenario_failed_waits_for_terminating_pods,
     pod_replacement_policy => scenario_pod_replacement_policy,

@@ -20,8 +20,10 @@
 
 pub mod backoff;
 mod claim;
+pub mod finish;
 pub mod indexes;
 pub mod metrics;
+pub mod perindex;
 pub mod policy;
 pub mod success;
 pub mod sync;
@@ -146,7 +148,7 @@ impl JobController {
                     .cache
                     .store(JOBS)
                     .get_fields(&jk, &["/spec/managedBy"])
-                    .is_some_and(|j| sync::managed_elsewhere(&j));
+                    .is_some_and(|j| finish::managed_elsewhere(&j));
                 if managed_elsewhere || job_unfinished(cx.cache, &jk) {
                     return Ok(Outcome::none());
                 }
@@ -173,7 +175,7 @@ impl JobController {
             self.forget(key);
             return Ok(Outcome::none());
         };
-        if sync::managed_elsewhere(&job) {
+        if finish::managed_elsewhere(&job) {
             log::debug!("job-controller: {key}: managed by another controller; skipped");
             return Ok(Outcome::none());
         }
@@ -539,3 +541,5 @@ impl Controller for JobController {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_v137;

@@ -1,6 +1,6 @@
 //! Pod failures as a Job sees them (upstream's `isPodFailed`, `onlyReplaceFailedPods` and
-//! `pod_failure_policy.go` as of v1.37: JobPodFailurePolicy and JobPodReplacementPolicy GA;
-//! `FailIndex` rules match nothing yet, see docs/controllers/job.md).
+//! `pod_failure_policy.go` as of v1.37: JobPodFailurePolicy, JobPodReplacementPolicy and
+//! JobBackoffLimitPerIndex GA, so `FailIndex` rules fail the pod's index).
 
 use crate::controllers::kit::pod::phase;
 use crate::obj::{self, At as _};
@@ -10,6 +10,7 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyAction {
     FailJob,
+    FailIndex,
     Ignore,
     Count,
 }
@@ -18,6 +19,7 @@ impl PolicyAction {
     pub fn as_str(self) -> &'static str {
         match self {
             PolicyAction::FailJob => "FailJob",
+            PolicyAction::FailIndex => "FailIndex",
             PolicyAction::Ignore => "Ignore",
             PolicyAction::Count => "Count",
         }
@@ -129,7 +131,7 @@ fn action_of(rule: &Value) -> Option<PolicyAction> {
         "FailJob" => Some(PolicyAction::FailJob),
         "Ignore" => Some(PolicyAction::Ignore),
         "Count" => Some(PolicyAction::Count),
-        // FailIndex needs JobBackoffLimitPerIndex (off in v1.28): the rule matches nothing.
+        "FailIndex" => Some(PolicyAction::FailIndex),
         _ => None,
     }
 }
@@ -176,11 +178,11 @@ pub fn match_policy(job: &Value, pod: &Value) -> Matched {
                     action: Some(PolicyAction::Ignore),
                 }
             }
-            Some(PolicyAction::Count) => {
+            Some(a @ (PolicyAction::Count | PolicyAction::FailIndex)) => {
                 return Matched {
                     fail_job: None,
                     counts: true,
-                    action: Some(PolicyAction::Count),
+                    action: Some(a),
                 }
             }
             Some(PolicyAction::FailJob) => {

@@ -11,7 +11,9 @@
 //! UID (or, Indexed, its index) is in the Job's status on the server.
 
 use super::backoff::{self, Record};
+use super::finish;
 use super::indexes::{self, Intervals};
+use super::perindex;
 use super::policy;
 use super::tracking;
 use crate::api::resources::JOBS;
@@ -19,7 +21,7 @@ use crate::controllers::kit::pod::{is_pod_active, phase, pod_from_template};
 use crate::controllers::kit::ranking::pods_to_delete;
 use crate::obj::{self, At as _, Obj};
 use serde_json::{json, Value};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
 
 pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
@@ -181,34 +183,6 @@ pub(super) fn uid_list(job: &Value, which: &str) -> Vec<String> {
 /// Terminating: being deleted and not terminal (upstream's `CountTerminatingPods`).
 pub(super) fn is_terminating(p: &Value) -> bool {
     obj::is_deleting(p) && !matches!(phase(p), "Succeeded" | "Failed")
-}
-
-/// Sum of container restarts of running and pending pods reaches the limit (restartPolicy
-/// OnFailure only; upstream's `pastBackoffLimitOnFailure`).
-fn past_backoff_on_failure(job: &Value, pods: &[Obj], backoff_limit: i64) -> bool {
-    if job
-        .at("/spec/template/spec/restartPolicy")
-        .and_then(Value::as_str)
-        != Some("OnFailure")
-    {
-        return false;
-    }
-    let mut restarts = 0i64;
-    for p in pods
-        .iter()
-        .filter(|p| matches!(phase(p), "Running" | "Pending"))
-    {
-        for list in ["/status/initContainerStatuses", "/status/containerStatuses"] {
-            for cs in p.at(list).and_then(Value::as_array).into_iter().flatten() {
-                restarts += cs.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
-            }
-        }
-    }
-    if backoff_limit == 0 {
-        restarts > 0
-    } else {
-        restarts >= backoff_limit
-    }
 }
 
 /// The pod the job creates, for a completion index or none (upstream's template changes:
@@ -427,9 +401,16 @@ pub fn plan(inp: &Input) -> Plan {
 
     let mut conds = conditions(job);
     // The condition that finishes the job: Complete, Failed, or the interim FailureTarget.
-    let mut finished = finishing_condition(&pass, &conds, failed, start, &mut out);
+    let mut finished = finish::finishing_condition(&pass, &conds, failed, start, &mut out);
     let mut succeeded_ix = Intervals::default();
+    let mut per = PerIndex::default();
     if pass.indexed {
+        per.terminating_ix = pass
+            .pods
+            .iter()
+            .filter(|p| is_terminating(p))
+            .filter_map(|p| indexes::completion_index(p))
+            .collect();
         let new_ix: BTreeSet<usize> = pass
             .pods
             .iter()
@@ -438,6 +419,21 @@ pub fn plan(inp: &Input) -> Plan {
             .collect();
         succeeded_ix = pass.prev_ix.with_indexes(new_ix);
         succeeded = succeeded_ix.total();
+        if perindex::enabled(job) {
+            let failed_ix = perindex::failed_indexes(job, &pass.pods, pass.comp_n);
+            if finished.is_none() {
+                finished = finish::failed_indexes_condition(job, &failed_ix, &succeeded_ix, &pass);
+            }
+            per.delayed = perindex::delayed_deletion(
+                job,
+                &pass.pods,
+                &pass.active_pods,
+                &succeeded_ix,
+                &failed_ix,
+                pass.comp_n,
+            );
+            per.failed = Some(failed_ix);
+        }
         if finished.is_none() {
             if let Some(msg) = super::success::matched(job, pass.comp_n, &succeeded_ix) {
                 finished = Some(condition(
@@ -454,6 +450,7 @@ pub fn plan(inp: &Input) -> Plan {
         succeeded,
         succeeded_ix,
         record,
+        per,
     };
     let Some(suspend_changed) = sync_pods(
         &pass,
@@ -474,109 +471,29 @@ pub fn plan(inp: &Input) -> Plan {
         finished,
         suspend_changed,
         record,
+        per: managed.per,
     };
     tracking::track_status(&pass, track, &mut out);
     out
 }
-
-/// The part of upstream's `syncJob` that finds the condition finishing the Job, in v1.37's
-/// order: a `SuccessCriteriaMet` already written (the Job completes), a `FailureTarget`
-/// already written (it becomes `Failed`), a pod the failure policy fails the Job for, the
-/// backoff limit, the active deadline. A new failure is the interim `FailureTarget`; the
-/// `Failed` condition follows once the pods are gone ([`super::tracking`]). A deadline still
-/// ahead sets the requeue.
-fn finishing_condition(
-    pass: &Pass,
-    conds: &[Value],
-    failed: usize,
-    start: Option<SystemTime>,
-    out: &mut Plan,
-) -> Option<Value> {
-    let (job, now_s) = (pass.job, pass.now_s.as_str());
-    let is_true = |t: &str| {
-        conds
-            .iter()
-            .find(|c| field(c, "type") == t && field(c, "status") == "True")
-    };
-    if let Some(scm) = is_true("SuccessCriteriaMet") {
-        return Some(scm.clone());
-    }
-    if let Some(ft) = is_true("FailureTarget") {
-        return Some(condition(
-            "Failed",
-            "True",
-            field(ft, "reason"),
-            field(ft, "message"),
-            now_s,
-        ));
-    }
-    if policy::policy(job).is_some() {
-        if let Some(msg) = pass
-            .pods
-            .iter()
-            .filter(|p| policy::is_pod_failed(p, job))
-            .find_map(|p| policy::match_policy(job, p).fail_job)
-        {
-            return Some(failure_target("PodFailurePolicy", &msg, now_s));
-        }
-    }
-    let backoff_limit = int(job, "/spec/backoffLimit").unwrap_or(6);
-    let ads = int(job, "/spec/activeDeadlineSeconds");
-    if failed as i64 > backoff_limit || past_backoff_on_failure(job, &pass.pods, backoff_limit) {
-        return Some(failure_target(
-            "BackoffLimitExceeded",
-            "Job has reached the specified backoff limit",
-            now_s,
-        ));
-    }
-    if let (Some(ads), Some(start), false) = (ads, start, suspended(job)) {
-        let allowed = Duration::from_secs(ads.max(0) as u64);
-        let since = pass.inp.now.duration_since(start).unwrap_or_default();
-        if since >= allowed {
-            return Some(failure_target(
-                "DeadlineExceeded",
-                "Job was active longer than specified deadline",
-                now_s,
-            ));
-        }
-        out.requeue = Some(allowed - since);
-    }
-    None
-}
-
-/// Upstream's `newFailureCondition`: the interim `FailureTarget`.
-fn failure_target(reason: &str, message: &str, now: &str) -> Value {
-    condition("FailureTarget", "True", reason, message, now)
-}
-
-/// Upstream's `newSuccessCondition`: the interim `SuccessCriteriaMet` of a Job that reached
-/// its completions.
-fn success_criteria_met(now: &str) -> Value {
-    condition(
-        "SuccessCriteriaMet",
-        "True",
-        "CompletionsReached",
-        "Reached expected number of succeeded pods",
-        now,
-    )
-}
-
-/// The Job is managed by another controller (`spec.managedBy` set to anything but
-/// `kubernetes.io/job-controller`; JobManagedBy, GA in v1.35): left alone.
-pub fn managed_elsewhere(job: &Value) -> bool {
-    job.at("/spec/managedBy")
-        .and_then(Value::as_str)
-        .is_some_and(|m| m != JOB_CONTROLLER_NAME)
-}
-
-/// Upstream's `batch.JobControllerName`.
-pub const JOB_CONTROLLER_NAME: &str = "kubernetes.io/job-controller";
 
 /// What `manageJob` goes by besides the pods.
 struct Managed {
     succeeded: usize,
     succeeded_ix: Intervals,
     record: Record,
+    per: PerIndex,
+}
+
+/// What `backoffLimitPerIndex` adds ([`perindex`]); empty without it.
+#[derive(Default)]
+pub(super) struct PerIndex {
+    /// The failed indexes (`status.failedIndexes`); None without backoffLimitPerIndex.
+    pub failed: Option<Intervals>,
+    /// Per index: the failed pod whose finalizer waits for its replacement.
+    pub delayed: BTreeMap<usize, Obj>,
+    /// The indexes of terminating pods (not started again with podReplacementPolicy Failed).
+    pub terminating_ix: BTreeSet<usize>,
 }
 
 /// Upstream's `syncJob` around `manageJob`: a finishing Job's active pods are deleted (it
@@ -628,6 +545,7 @@ fn sync_pods(
             pass.completions,
             parallelism,
             m.record,
+            &m.per,
         );
         if out.manages() {
             return None;
@@ -639,7 +557,7 @@ fn sync_pods(
         Some(c) => m.succeeded >= c && active == 0,
     };
     if complete {
-        *finished = Some(success_criteria_met(now_s));
+        *finished = Some(finish::success_criteria_met(now_s));
         return Some(false);
     }
     if !manage {
@@ -688,6 +606,7 @@ fn manage_job(
     completions: Option<usize>,
     parallelism: usize,
     record: Record,
+    per: &PerIndex,
 ) {
     let job = inp.job;
     let active = active_pods.len();
@@ -727,26 +646,57 @@ fn manage_job(
     if diff == 0 {
         return;
     }
-    let wait = backoff::remaining(&record, inp.now);
+    // With backoffLimitPerIndex each index waits its own backoff instead.
+    let wait = if per.failed.is_some() {
+        Duration::ZERO
+    } else {
+        backoff::remaining(&record, inp.now)
+    };
     if wait > Duration::ZERO {
         out.requeue = crate::controller::sooner(out.requeue, Some(wait.max(BATCH_PERIOD)));
         return;
     }
     let diff = diff.min(MAX_CREATE_DELETE);
     let index_list: Vec<Option<usize>> = if is_indexed(job) {
-        let held: BTreeSet<usize> = active_pods
+        let comp = completions.unwrap_or(0);
+        let mut held: BTreeSet<usize> = active_pods
             .iter()
             .filter_map(|p| indexes::completion_index(p))
             .collect();
-        indexes::first_pending(succeeded_ix, &held, diff, completions.unwrap_or(0))
-            .into_iter()
-            .map(Some)
-            .collect()
+        if policy::only_replace_failed(job) {
+            held.extend(per.terminating_ix.iter().copied());
+        }
+        let done = match &per.failed {
+            Some(f) => succeeded_ix.merge(f),
+            None => succeeded_ix.clone(),
+        };
+        let mut ixs = indexes::first_pending(&done, &held, diff, comp);
+        if per.failed.is_some() {
+            let (now_ok, wait) = perindex::creatable(ixs, &per.delayed, inp.now);
+            if !wait.is_zero() {
+                out.requeue = crate::controller::sooner(out.requeue, Some(wait));
+                return;
+            }
+            ixs = now_ok;
+        }
+        ixs.into_iter().map(Some).collect()
     } else {
         vec![None; diff]
     };
     for ix in index_list {
-        match new_pod(job, ix) {
+        let made = new_pod(job, ix).map(|mut p| {
+            if let (Some(ix), Some(_)) = (ix, &per.failed) {
+                let replaced = per.delayed.get(&ix).map(|p| &**p);
+                let (counted, ignored) = perindex::new_failure_counts(job, replaced);
+                let ann = &mut p["metadata"]["annotations"];
+                ann[perindex::FAILURE_COUNT] = json!(counted.to_string());
+                if ignored > 0 {
+                    ann[perindex::IGNORED_FAILURE_COUNT] = json!(ignored.to_string());
+                }
+            }
+            p
+        });
+        match made {
             Ok(p) => out.creates.push(p),
             Err(e) => {
                 log::warn!("job-controller: {}: {e}", obj::key(job));

@@ -9,13 +9,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-const NOW: &str = "2024-01-01T00:10:00Z";
+pub(super) const NOW: &str = "2024-01-01T00:10:00Z";
 
-fn now() -> SystemTime {
+pub(super) fn now() -> SystemTime {
     crate::compat::timefmt::parse_rfc3339(NOW).unwrap()
 }
 
-fn job(spec: Value) -> Value {
+pub(super) fn job(spec: Value) -> Value {
     let mut j = json!({"apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "pi", "namespace": "ns", "uid": "job-uid", "resourceVersion": "5"},
         "spec": {"parallelism": 2, "completions": 3, "backoffLimit": 6,
@@ -30,7 +30,7 @@ fn job(spec: Value) -> Value {
     j
 }
 
-fn pod(name: &str, phase: &str, finalizer: bool) -> Value {
+pub(super) fn pod(name: &str, phase: &str, finalizer: bool) -> Value {
     let mut p = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "resourceVersion": "7",
             "creationTimestamp": "2024-01-01T00:00:00Z",
@@ -44,18 +44,18 @@ fn pod(name: &str, phase: &str, finalizer: bool) -> Value {
     p
 }
 
-fn with_index(mut p: Value, ix: usize) -> Value {
+pub(super) fn with_index(mut p: Value, ix: usize) -> Value {
     p["metadata"]["annotations"] = json!({indexes::COMPLETION_INDEX: ix.to_string()});
     p
 }
 
-fn exited(mut p: Value, container: &str, code: i64, at: &str) -> Value {
+pub(super) fn exited(mut p: Value, container: &str, code: i64, at: &str) -> Value {
     p["status"]["containerStatuses"] = json!([{"name": container, "restartCount": 0,
         "state": {"terminated": {"exitCode": code, "finishedAt": at}}}]);
     p
 }
 
-fn plan_of(j: &Value, pods: &[Value], mode: Mode, record: Record) -> Plan {
+pub(super) fn plan_of(j: &Value, pods: &[Value], mode: Mode, record: Record) -> Plan {
     let pods: Vec<Obj> = pods.iter().cloned().map(Arc::new).collect();
     sync::plan(&Input {
         job: j,
@@ -67,15 +67,15 @@ fn plan_of(j: &Value, pods: &[Value], mode: Mode, record: Record) -> Plan {
     })
 }
 
-fn plan(j: &Value, pods: &[Value]) -> Plan {
+pub(super) fn plan(j: &Value, pods: &[Value]) -> Plan {
     plan_of(j, pods, Mode::Act, Record::default())
 }
 
-fn status(p: &Plan) -> &Value {
+pub(super) fn status(p: &Plan) -> &Value {
     &p.status.as_ref().expect("a status write")["status"]
 }
 
-fn cond<'a>(st: &'a Value, t: &str) -> Option<&'a Value> {
+pub(super) fn cond<'a>(st: &'a Value, t: &str) -> Option<&'a Value> {
     st["conditions"].as_array()?.iter().find(|c| c["type"] == t)
 }
 
@@ -165,7 +165,7 @@ fn backoff_record_counts_failures_after_the_last_success() {
 
 // ---- pod failure policy ----
 
-fn with_policy(rules: Value) -> Value {
+pub(super) fn with_policy(rules: Value) -> Value {
     job(json!({"podFailurePolicy": {"rules": rules}}))
 }
 
@@ -668,93 +668,4 @@ fn an_adopted_pod_gets_the_reference_and_the_finalizer() {
             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "pi",
                 "uid": "job-uid", "controller": true, "blockOwnerDeletion": true}]}})
     );
-}
-
-#[test]
-fn a_met_success_policy_deletes_the_rest_then_completes() {
-    let mut j = job(
-        json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
-        "successPolicy": {"rules": [{"succeededIndexes": "0"}]}}),
-    );
-    j["status"] = json!({"startTime": NOW, "active": 3, "ready": 0, "terminating": 0});
-    let done = with_index(pod("a", "Succeeded", true), 0);
-    let (b, c) = (
-        with_index(pod("b", "Running", true), 1),
-        with_index(pod("c", "Running", true), 2),
-    );
-    let p = plan(&j, &[done.clone(), b.clone(), c.clone()]);
-    assert_eq!(p.deletes.len(), 2);
-    assert!(p.deletes.iter().all(|d| !d.remove_finalizer));
-    let deleting = |mut p: Value| {
-        p["metadata"]["deletionTimestamp"] = json!(NOW);
-        p
-    };
-    let pods = [done, deleting(b), deleting(c)];
-    let p = plan_of(&j, &pods, Mode::After, Record::default());
-    let st = status(&p);
-    let scm = cond(st, "SuccessCriteriaMet").expect("SuccessCriteriaMet");
-    assert_eq!(scm["reason"], "SuccessPolicy");
-    assert_eq!(scm["message"], "Matched rules at index 0");
-    assert!(cond(st, "Complete").is_none());
-    assert_eq!(st["terminating"], 2);
-    assert_eq!(st["completedIndexes"], "0");
-    assert_eq!(p.removals.len(), 3);
-    assert_eq!(
-        st["uncountedTerminatedPods"],
-        json!({}),
-        "the deleted pods are not failures"
-    );
-    // The pods are gone: Complete with the policy's reason.
-    let mut j2 = p.status.clone().unwrap();
-    j2["status"]["uncountedTerminatedPods"] = json!({});
-    let p = plan(&j2, &[]);
-    let st = status(&p);
-    let c = cond(st, "Complete").expect("Complete");
-    assert_eq!(c["reason"], "SuccessPolicy");
-    assert_eq!(c["message"], "Matched rules at index 0");
-    assert!(st["completionTime"].is_string());
-    assert_eq!(st["terminating"], 0);
-    assert!(p.events.iter().any(|e| e.1 == "Completed"));
-}
-
-#[test]
-fn a_job_managed_elsewhere_is_not_ours() {
-    let j = job(json!({"managedBy": "example.com/queue"}));
-    assert!(sync::managed_elsewhere(&j));
-    let j = job(json!({"managedBy": "kubernetes.io/job-controller"}));
-    assert!(!sync::managed_elsewhere(&j));
-    assert!(!sync::managed_elsewhere(&job(json!({}))));
-}
-
-#[test]
-fn replacement_waits_for_terminating_pods_only_with_the_failed_policy() {
-    let mut deleting = pod("t", "Running", true);
-    deleting["metadata"]["deletionTimestamp"] = json!(NOW);
-    deleting["metadata"]["finalizers"] = json!([TRACKING_FINALIZER, "example.com/keep"]);
-    for policy in ["TerminatingOrFailed", "Failed"] {
-        let mut j = job(json!({"completions": 1, "parallelism": 1,
-            "podReplacementPolicy": policy}));
-        j["status"] = json!({"startTime": NOW, "active": 1, "ready": 0, "terminating": 0});
-        let p = plan(&j, std::slice::from_ref(&deleting));
-        assert!(p.creates.is_empty(), "{policy}");
-        let st = status(&p);
-        assert_eq!(st["terminating"], 1, "{policy}");
-        if policy == "Failed" {
-            // Not failed: nothing counted, the finalizer stays, nothing to wait for.
-            assert!(st["uncountedTerminatedPods"].get("failed").is_none());
-            assert!(p.removals.is_empty());
-            assert_eq!(p.requeue, None);
-        } else {
-            // Failed at once: counted, replaced after the recreation backoff.
-            assert_eq!(st["uncountedTerminatedPods"]["failed"], json!(["u-t"]));
-            assert_eq!(p.removals, vec!["t".to_string()]);
-            assert_eq!(p.requeue, Some(Duration::from_secs(10)));
-        }
-    }
-    // Without the field, a Job with a pod failure policy replaces only failed pods.
-    let j = with_policy(
-        json!([{"action": "Ignore", "onExitCodes": {"operator": "In", "values": [1]}}]),
-    );
-    assert!(policy::only_replace_failed(&j));
-    assert!(!policy::only_replace_failed(&job(json!({}))));
 }

@@ -6,7 +6,8 @@
 use super::backoff::Record;
 use super::policy::{self, PolicyAction};
 use super::sync::{
-    condition, ensure_condition, field, has_finalizer, int, uid_list, Pass, Plan, MAX_UNCOUNTED,
+    condition, ensure_condition, field, has_finalizer, int, uid_list, Pass, PerIndex, Plan,
+    MAX_UNCOUNTED,
 };
 use crate::controllers::kit::pod::{is_pod_ready, phase};
 use crate::obj;
@@ -21,6 +22,7 @@ pub(super) struct Track {
     pub finished: Option<Value>,
     pub suspend_changed: bool,
     pub record: Record,
+    pub per: PerIndex,
 }
 
 /// The uncounted lists and counters as this pass leaves them.
@@ -44,6 +46,7 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
         mut finished,
         suspend_changed,
         record,
+        per,
     } = t;
     let job = pass.job;
     let active = pass.active_pods.len();
@@ -55,7 +58,14 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
     let failing = finished.as_ref().is_some_and(|f| {
         field(f, "type") != "SuccessCriteriaMet" && field(f, "type") != "Complete"
     });
-    let mut c = count_uncounted(pass, finished.is_some(), failing, needs_flush, out);
+    let mut c = count_uncounted(pass, (finished.is_some(), failing), &per, needs_flush, out);
+    if let Some(f) = &per.failed {
+        let s = f.to_string();
+        if status.get("failedIndexes").and_then(Value::as_str) != Some(s.as_str()) {
+            c.needs_flush = true;
+            status["failedIndexes"] = json!(s);
+        }
+    }
     if pass.indexed {
         let all = pass.prev_ix.with_indexes(std::mem::take(&mut c.new_ix));
         let s = all.to_string();
@@ -143,8 +153,8 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
 /// counters with them: UIDs no longer held by a finalizer counted, the finished ones added.
 fn count_uncounted(
     pass: &Pass,
-    finishing: bool,
-    failing: bool,
+    (finishing, failing): (bool, bool),
+    per: &PerIndex,
     needs_flush: bool,
     out: &mut Plan,
 ) -> Counted {
@@ -185,6 +195,14 @@ fn count_uncounted(
         };
         let can_remove = job_deleting || finishing || phase(p) == "Succeeded" || failed_pod;
         if !can_remove {
+            continue;
+        }
+        // backoffLimitPerIndex: the last failed pod of an index keeps its finalizer until its
+        // replacement is made (upstream's `canRemoveFinalizer`).
+        let delayed = super::indexes::completion_index(p)
+            .and_then(|ix| per.delayed.get(&ix))
+            .is_some_and(|d| obj::uid(d) == uid);
+        if delayed && !job_deleting && !finishing && phase(p) != "Succeeded" {
             continue;
         }
         out.removals.push(obj::name(p).to_string());
@@ -297,6 +315,8 @@ fn leak(reason: &str) -> &'static str {
         "BackoffLimitExceeded" => "BackoffLimitExceeded",
         "DeadlineExceeded" => "DeadlineExceeded",
         "PodFailurePolicy" => "PodFailurePolicy",
+        "FailedIndexes" => "FailedIndexes",
+        "MaxFailedIndexesExceeded" => "MaxFailedIndexesExceeded",
         _ => "Failed",
     }
 }
