@@ -39,7 +39,7 @@ use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{JOBS, PODS};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::{Error, Result};
-use crate::obj::{self, Obj};
+use crate::obj::{self, At as _, Obj};
 use crate::queue::{ItemExponential, RateLimiter};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -60,6 +60,8 @@ struct State {
     pending: HashMap<String, backoff::Record>,
     /// Per job key: what its status write adds to the metrics once accepted.
     pending_flush: HashMap<String, metrics::Flush>,
+    /// Per job key: the reason label of the pod creations of its last sync.
+    create_reason: HashMap<String, &'static str>,
     /// Per job key: the resourceVersion of its last status written here. A cache that shows
     /// an older Job (a re-list answered from before that write) is not acted on: its counters
     /// lack pods whose finalizers are already gone, which would be created again.
@@ -120,6 +122,7 @@ impl JobController {
         s.pending.remove(key);
         s.pending_flush.remove(key);
         s.written.remove(key);
+        s.create_reason.remove(key);
     }
 
     fn finalizer_patch(ns: &str, name: &str) -> Action {
@@ -186,6 +189,7 @@ impl JobController {
             let rv: Option<u64> = obj::resource_version(&job).parse().ok();
             match (s.written.get(key), rv) {
                 (Some(w), Some(rv)) if rv < *w => {
+                    metrics::observe_stale_skip();
                     log::debug!(
                         "job-controller: {key}: the cache shows an older Job than written; waiting"
                     );
@@ -290,6 +294,9 @@ impl JobController {
             .collect();
         if !plan.creates.is_empty() || !plan.deletes.is_empty() {
             if !plan.creates.is_empty() {
+                self.state()
+                    .create_reason
+                    .insert(key.to_string(), plan.create_reason);
                 let report = kit::pod::write_report(about.clone(), true);
                 let creates = plan
                     .creates
@@ -426,6 +433,11 @@ impl Controller for JobController {
             });
             let job = d.object();
             let key = obj::key(job);
+            if d.kind == DeltaKind::Added && finish::managed_elsewhere(job) {
+                if let Some(name) = job.at("/spec/managedBy").and_then(Value::as_str) {
+                    metrics::observe_external(name);
+                }
+            }
             let replaced =
                 matches!((&d.old, &d.new), (Some(o), Some(n)) if obj::uid(o) != obj::uid(n));
             let mut keys = vec![key.clone()];
@@ -494,7 +506,19 @@ impl Controller for JobController {
     fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
         match (action, result) {
             (Action::Create { .. }, Applied::Done(Some(pod))) => {
-                self.state().inflight.created(key, pod);
+                let mut s = self.state();
+                s.inflight.created(key, pod);
+                let reason = s.create_reason.get(key).copied().unwrap_or("new");
+                metrics::observe_creation(reason, true);
+            }
+            // A create refused because the namespace is terminating is not counted; any other
+            // failure is counted as failed and, as upstream's counting falls through, as
+            // succeeded too.
+            (Action::Create { .. }, Applied::Failed(e)) if !e.is_namespace_terminating() => {
+                let s = self.state();
+                let reason = s.create_reason.get(key).copied().unwrap_or("new");
+                metrics::observe_creation(reason, false);
+                metrics::observe_creation(reason, true);
             }
             (Action::UpdateSubresource { .. }, Applied::Done(answer)) => {
                 let mut s = self.state();

@@ -84,6 +84,8 @@ pub struct Plan {
     /// The status adds an interim condition (`FailureTarget`, `SuccessCriteriaMet`): look
     /// again once it is written, for the final one.
     pub again: bool,
+    /// The `reason` label of `creates` in `job_pods_creation_total`.
+    pub create_reason: &'static str,
 }
 
 impl Plan {
@@ -446,6 +448,7 @@ pub fn plan(inp: &Input) -> Plan {
             }
         }
     }
+    out.create_reason = super::metrics::creation_reason(job, failed, pass.terminating);
     let managed = Managed {
         succeeded,
         succeeded_ix,
