@@ -255,7 +255,48 @@ fn scenario_backoff_limit_per_index(t: &Target) {
     wait_event(admin, n, "bpi", "FailedIndexes");
 }
 
+/// Elastic Indexed Job: completions and parallelism lowered together from 3 to 1 after index
+/// 0 succeeded; the pods of indexes 1 and 2 go and the Job completes with index 0.
+fn scenario_elastic_indexed(t: &Target) {
+    let ns = new_ns(t, "job-el");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let _kcm = start_with(t, "job-el", CONTROLLERS);
+    let j = create_job(
+        admin,
+        n,
+        "el",
+        json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed"}),
+    );
+    let id = uid(&j);
+    let pods = wait_active(admin, n, &id, 3);
+    let zero = pods
+        .iter()
+        .find(|p| p["metadata"]["annotations"][crate::e2e_job::INDEX] == "0")
+        .expect("index 0");
+    finish_pod(admin, n, &name_of(zero), 0);
+    eventually(LIMIT, "index 0 counted", || {
+        (get_job(admin, n, "el")["status"]["completedIndexes"] == "0").then_some(())
+    });
+    let mut j = get_job(admin, n, "el");
+    j["spec"]["completions"] = json!(1);
+    j["spec"]["parallelism"] = json!(1);
+    admin
+        .update(&edgekcm::api::resources::JOBS, &j)
+        .expect("scale down");
+    let j = wait_condition(admin, n, "el", "Complete");
+    assert_eq!(j["status"]["completedIndexes"], "0");
+    assert_eq!(j["status"]["succeeded"], 1);
+    assert_eq!(
+        condition(&j, "SuccessCriteriaMet").unwrap()["reason"],
+        "CompletionsReached"
+    );
+    eventually(LIMIT, "the pods of indexes 1 and 2 gone", || {
+        (job_pods(admin, n, &id).len() == 1).then_some(())
+    });
+}
+
 scenarios! {
+    elastic_indexed => scenario_elastic_indexed,
     backoff_limit_per_index => scenario_backoff_limit_per_index,
     success_policy => scenario_success_policy,
     failed_waits_for_terminating_pods => scenario_failed_waits_for_terminating_pods,

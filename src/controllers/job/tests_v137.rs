@@ -198,3 +198,23 @@ fn max_failed_indexes_and_fail_index_rules_fail_the_job() {
     assert_eq!(m.action, Some(PolicyAction::FailIndex));
     assert!(m.counts);
 }
+
+#[test]
+fn an_indexed_job_scaled_down_drops_the_indexes_beyond_its_completions() {
+    // Was completions 4 (parallelism 4); now 2: indexes 2 and 3 are beyond the Job.
+    let mut j = job(json!({"completionMode": "Indexed", "completions": 2, "parallelism": 2}));
+    j["status"] = json!({"startTime": NOW, "active": 3, "ready": 0, "terminating": 0,
+        "succeeded": 2, "completedIndexes": "0,3"});
+    let pods = [
+        with_index(pod("b", "Running", true), 1),
+        with_index(pod("c", "Running", true), 2),
+    ];
+    let p = plan(&j, &pods);
+    let gone: Vec<&str> = p.deletes.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(gone, ["c"], "the pod of index 2 goes");
+    let p = plan_of(&j, &pods[..1], Mode::After, Record::default());
+    let st = status(&p);
+    assert_eq!(st["completedIndexes"], "0");
+    assert_eq!(st["succeeded"], 1);
+    assert_eq!(st["active"], 1);
+}
