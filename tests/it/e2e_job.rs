@@ -373,7 +373,10 @@ fn scenario_suspend_resume(t: &Target) {
         job_pods(admin, n, &id).is_empty().then_some(())
     });
     assert_eq!(wait_event(admin, n, "sus", "Suspended"), "Job suspended");
+    // v1.36 and later (MutableSchedulingDirectivesForSuspendedJobs): no startTime while
+    // suspended.
     let before = get_job(admin, n, "sus")["status"]["startTime"].clone();
+    assert!(before.is_null(), "startTime cleared: {before}");
     std::thread::sleep(Duration::from_millis(1100));
     let mut j = get_job(admin, n, "sus");
     j["spec"]["suspend"] = json!(false);

@@ -578,6 +578,11 @@ fn sync_pods(
         if changed {
             out.events
                 .push((false, "Suspended", "Job suspended".into()));
+            // MutableSchedulingDirectivesForSuspendedJobs (beta, on since v1.36): a
+            // suspended Job has no startTime; resuming sets a new one.
+            if let Some(m) = status.as_object_mut() {
+                m.remove("startTime");
+            }
         }
         return Some(changed);
     }

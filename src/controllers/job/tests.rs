@@ -472,6 +472,7 @@ fn suspend_deletes_pods_and_resume_resets_start_time() {
         (Some("True"), Some("JobSuspended"))
     );
     assert!(p.events.iter().any(|e| e.1 == "Suspended"));
+    assert!(st.get("startTime").is_none(), "cleared while suspended");
     // Resumed.
     let mut j2 = p.status.unwrap();
     j2["spec"]["suspend"] = json!(false);
