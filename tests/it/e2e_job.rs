@@ -9,16 +9,16 @@ use edgekcm::api::resources::{EVENTS, JOBS, PODS};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-const LIMIT: Duration = Duration::from_secs(40);
-const CONTROLLERS: &str = "--controllers=job-controller";
-const FINALIZER: &str = "batch.kubernetes.io/job-tracking";
-const INDEX: &str = "batch.kubernetes.io/job-completion-index";
+pub(crate) const LIMIT: Duration = Duration::from_secs(40);
+pub(crate) const CONTROLLERS: &str = "--controllers=job-controller";
+pub(crate) const FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+pub(crate) const INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
-fn new_ns(t: &Target, prefix: &str) -> Ns {
+pub(crate) fn new_ns(t: &Target, prefix: &str) -> Ns {
     Ns::with_cleanup(t, prefix, &[JOBS])
 }
 
-fn job_object(name: &str, spec: Value) -> Value {
+pub(crate) fn job_object(name: &str, spec: Value) -> Value {
     let mut j = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
         "spec": {"template": {"metadata": {"labels": {"app": "e2e"}},
             "spec": {"restartPolicy": "Never",
@@ -29,17 +29,17 @@ fn job_object(name: &str, spec: Value) -> Value {
     j
 }
 
-fn create_job(admin: &Client, ns: &str, name: &str, spec: Value) -> Value {
+pub(crate) fn create_job(admin: &Client, ns: &str, name: &str, spec: Value) -> Value {
     admin
         .create(&JOBS, Some(ns), &job_object(name, spec))
         .expect("create job")
 }
 
-fn get_job(admin: &Client, ns: &str, name: &str) -> Value {
+pub(crate) fn get_job(admin: &Client, ns: &str, name: &str) -> Value {
     admin.get(&JOBS, Some(ns), name).expect("get job")
 }
 
-fn job_pods(admin: &Client, ns: &str, uid: &str) -> Vec<Value> {
+pub(crate) fn job_pods(admin: &Client, ns: &str, uid: &str) -> Vec<Value> {
     admin
         .list(&PODS, Some(ns), &ListOptions::default())
         .expect("list pods")
@@ -49,18 +49,18 @@ fn job_pods(admin: &Client, ns: &str, uid: &str) -> Vec<Value> {
         .collect()
 }
 
-fn has_finalizer(p: &Value) -> bool {
+pub(crate) fn has_finalizer(p: &Value) -> bool {
     p["metadata"]["finalizers"]
         .as_array()
         .is_some_and(|l| l.iter().any(|f| f == FINALIZER))
 }
 
-fn is_active(p: &Value) -> bool {
+pub(crate) fn is_active(p: &Value) -> bool {
     let ph = p["status"]["phase"].as_str().unwrap_or("");
     ph != "Succeeded" && ph != "Failed" && p["metadata"]["deletionTimestamp"].is_null()
 }
 
-fn wait_active(admin: &Client, ns: &str, uid: &str, n: usize) -> Vec<Value> {
+pub(crate) fn wait_active(admin: &Client, ns: &str, uid: &str, n: usize) -> Vec<Value> {
     eventually(LIMIT, &format!("{n} active pods"), || {
         let pods: Vec<Value> = job_pods(admin, ns, uid)
             .into_iter()
@@ -70,14 +70,14 @@ fn wait_active(admin: &Client, ns: &str, uid: &str, n: usize) -> Vec<Value> {
     })
 }
 
-fn condition<'a>(j: &'a Value, t: &str) -> Option<&'a Value> {
+pub(crate) fn condition<'a>(j: &'a Value, t: &str) -> Option<&'a Value> {
     j["status"]["conditions"]
         .as_array()?
         .iter()
         .find(|c| c["type"] == t && c["status"] == "True")
 }
 
-fn wait_condition(admin: &Client, ns: &str, name: &str, t: &str) -> Value {
+pub(crate) fn wait_condition(admin: &Client, ns: &str, name: &str, t: &str) -> Value {
     eventually(LIMIT, &format!("job {name} {t}"), || {
         let j = get_job(admin, ns, name);
 
@@ -86,7 +86,7 @@ fn wait_condition(admin: &Client, ns: &str, name: &str, t: &str) -> Value {
 }
 
 /// Play kubelet: the pod ran and its container exited with `code`.
-fn finish_pod(admin: &Client, ns: &str, name: &str, code: i64) {
+pub(crate) fn finish_pod(admin: &Client, ns: &str, name: &str, code: i64) {
     eventually(LIMIT, "pod status update", || {
         let mut p = admin.get(&PODS, Some(ns), name).expect("get pod");
         let now = edgekcm::compat::timefmt::rfc3339(std::time::SystemTime::now());
@@ -99,7 +99,7 @@ fn finish_pod(admin: &Client, ns: &str, name: &str, code: i64) {
     });
 }
 
-fn events_of(admin: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+pub(crate) fn events_of(admin: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
     admin
         .list(&EVENTS, Some(ns), &ListOptions::default())
         .expect("list events")
@@ -115,7 +115,7 @@ fn events_of(admin: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn wait_event(admin: &Client, ns: &str, name: &str, reason: &str) -> String {
+pub(crate) fn wait_event(admin: &Client, ns: &str, name: &str, reason: &str) -> String {
     eventually(LIMIT, &format!("event {reason}"), || {
         events_of(admin, ns, name)
             .into_iter()
@@ -124,7 +124,7 @@ fn wait_event(admin: &Client, ns: &str, name: &str, reason: &str) -> String {
     })
 }
 
-fn uid(j: &Value) -> String {
+pub(crate) fn uid(j: &Value) -> String {
     j["metadata"]["uid"].as_str().unwrap_or("").to_string()
 }
 
@@ -175,6 +175,13 @@ fn scenario_nonindexed_completes(t: &Target) {
         finished += 1;
     }
     let j = wait_condition(admin, n, "work", "Complete");
+    let scm = condition(&j, "SuccessCriteriaMet").expect("SuccessCriteriaMet kept");
+    let done = condition(&j, "Complete").unwrap();
+    for c in [scm, done] {
+        assert_eq!(c["reason"], "CompletionsReached");
+        assert_eq!(c["message"], "Reached expected number of succeeded pods");
+    }
+    assert_eq!(j["status"]["terminating"], 0);
     assert_eq!(j["status"]["succeeded"], 3);
     assert!(j["status"]["failed"].is_null());
     assert!(j["status"]["active"].is_null());
@@ -277,6 +284,10 @@ fn scenario_backoff_limit(t: &Target) {
     let c = condition(&j, "Failed").unwrap();
     assert_eq!(c["reason"], "BackoffLimitExceeded");
     assert_eq!(c["message"], "Job has reached the specified backoff limit");
+    let ft = condition(&j, "FailureTarget").expect("FailureTarget kept");
+    assert_eq!(ft["reason"], "BackoffLimitExceeded");
+    assert_eq!(ft["message"], c["message"]);
+    assert_eq!(j["status"]["terminating"], 0);
     assert_eq!(j["status"]["failed"], 2, "the deleted pod counts as failed");
     assert!(j["status"]["active"].is_null());
     assert_eq!(
@@ -362,7 +373,10 @@ fn scenario_suspend_resume(t: &Target) {
         job_pods(admin, n, &id).is_empty().then_some(())
     });
     assert_eq!(wait_event(admin, n, "sus", "Suspended"), "Job suspended");
+    // v1.36 and later (MutableSchedulingDirectivesForSuspendedJobs): no startTime while
+    // suspended.
     let before = get_job(admin, n, "sus")["status"]["startTime"].clone();
+    assert!(before.is_null(), "startTime cleared: {before}");
     std::thread::sleep(Duration::from_millis(1100));
     let mut j = get_job(admin, n, "sus");
     j["spec"]["suspend"] = json!(false);
@@ -397,6 +411,10 @@ fn scenario_active_deadline(t: &Target) {
     let j = wait_condition(admin, n, "dl", "Failed");
     assert_eq!(
         condition(&j, "Failed").unwrap()["reason"],
+        "DeadlineExceeded"
+    );
+    assert_eq!(
+        condition(&j, "FailureTarget").expect("FailureTarget kept")["reason"],
         "DeadlineExceeded"
     );
     assert_eq!(j["status"]["failed"], 2);

@@ -29,6 +29,7 @@ mod e2e_gc;
 mod e2e_gcdebug;
 mod e2e_hpa;
 mod e2e_job;
+mod e2e_job_more;
 mod e2e_join;
 mod e2e_legacytokens;
 mod e2e_namespace;

@@ -1,6 +1,8 @@
 //! The job controller's metrics, with upstream's names and labels (`job_controller_*`):
 //! syncs and their duration, finished Jobs, finished pods counted in a Job's status, failed
-//! pods handled by a failure policy, and terminated pods holding the tracking finalizer.
+//! pods handled by a failure policy, terminated pods holding the tracking finalizer, and
+//! (since v1.28) finished indexes, pod creations by reason, Jobs managed by other
+//! controllers and syncs skipped for a stale cache.
 //!
 //! Counted as upstream counts them, with two differences of timing: a sync's duration and
 //! result are those of its decision (the manager applies its writes afterwards; a write that
@@ -27,8 +29,10 @@ pub struct Flush {
     pub failed: usize,
     /// Failure-policy action -> pods newly counted with it.
     pub policy: BTreeMap<&'static str, usize>,
-    /// The job finished: ("succeeded", "") or ("failed", reason).
+    /// The job finished: ("succeeded" or "failed", the condition's reason).
     pub finished: Option<(&'static str, String)>,
+    /// Indexed: (`backoffLimit` label, indexes newly succeeded, indexes newly failed).
+    pub indexes: Option<(&'static str, usize, usize)>,
 }
 
 #[derive(Default)]
@@ -40,6 +44,48 @@ struct Counters {
     tracking: BTreeMap<&'static str, u64>,
     /// UIDs of terminated pods seen holding the tracking finalizer.
     terminated_with_finalizer: HashSet<String>,
+    /// (status, backoffLimit) -> finished indexes.
+    indexes: BTreeMap<(&'static str, &'static str), u64>,
+    /// (reason, status) -> pod creations.
+    creations: BTreeMap<(&'static str, &'static str), u64>,
+    /// controller_name -> Jobs seen managed by it.
+    external: BTreeMap<String, u64>,
+    /// (group, resource) -> syncs skipped because the cache was older than our write.
+    stale: BTreeMap<(&'static str, &'static str), u64>,
+}
+
+/// Upstream's reason of a pod creation (`recordJobPodsCreationTotal`): `new`, or a
+/// re-creation after failures (`recreate_failed` with podReplacementPolicy Failed) or after
+/// failed or terminating pods (`recreate_terminating_or_failed`).
+pub fn creation_reason(job: &Value, failed: usize, terminating: usize) -> &'static str {
+    let only_failed =
+        job.at("/spec/podReplacementPolicy").and_then(Value::as_str) == Some("Failed");
+    if only_failed && failed > 0 {
+        "recreate_failed"
+    } else if failed > 0 || terminating > 0 {
+        "recreate_terminating_or_failed"
+    } else {
+        "new"
+    }
+}
+
+/// A pod creation of the Job controller went through or failed.
+pub fn observe_creation(reason: &'static str, ok: bool) {
+    let status = if ok { "succeeded" } else { "failed" };
+    *counters().creations.entry((reason, status)).or_insert(0) += 1;
+}
+
+/// A Job managed by another controller was added (upstream counts it in `addJob`).
+pub fn observe_external(controller: &str) {
+    *counters()
+        .external
+        .entry(controller.to_string())
+        .or_insert(0) += 1;
+}
+
+/// A sync skipped: the cached Job is older than the status last written.
+pub fn observe_stale_skip() {
+    *counters().stale.entry(("batch", "jobs")).or_insert(0) += 1;
 }
 
 fn counters() -> std::sync::MutexGuard<'static, Counters> {
@@ -122,17 +168,37 @@ pub fn flush(old: &Value, new: &Value, pods: &[Obj], removals: &[String]) -> Flu
             .find(|c| {
                 matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
             })
-            .map(|c| match c["type"].as_str() {
-                Some("Complete") => ("succeeded", String::new()),
-                _ => ("failed", c["reason"].as_str().unwrap_or("").to_string()),
+            .map(|c| {
+                let reason = c["reason"].as_str().unwrap_or("").to_string();
+                match c["type"].as_str() {
+                    Some("Complete") => ("succeeded", reason),
+                    _ => ("failed", reason),
+                }
             })
     } else {
         None
     };
+    let indexes = sync::is_indexed(new).then(|| {
+        let n = count(new, "/spec/completions").max(0) as usize;
+        let per = super::perindex::enabled(new);
+        let failed_ix = |j: &Value| {
+            j.at("/status/failedIndexes")
+                .and_then(Value::as_str)
+                .map_or(0, |s| Intervals::parse(s, n).total())
+        };
+        let new_failed = if per {
+            failed_ix(new).saturating_sub(failed_ix(old))
+        } else {
+            0
+        };
+        let label = if per { "perIndex" } else { "global" };
+        (label, succeeded, new_failed)
+    });
     Flush {
         mode: mode(new),
         succeeded,
         failed,
+        indexes,
         policy: by_action,
         finished,
     }
@@ -150,6 +216,12 @@ pub fn flushed(f: &Flush) {
         *c.finished
             .entry((f.mode, result, reason.clone()))
             .or_insert(0) += 1;
+    }
+    if let Some((label, ok, failed)) = f.indexes {
+        *c.indexes.entry(("succeeded", label)).or_insert(0) += ok as u64;
+        if failed > 0 {
+            *c.indexes.entry(("failed", label)).or_insert(0) += failed as u64;
+        }
     }
 }
 
@@ -211,23 +283,62 @@ pub fn metric_families() -> Vec<Family> {
     for ((m, r), n) in &c.pods {
         pods.push(&[("completion_mode", *m), ("result", *r)], *n as f64);
     }
-    let mut pol = Family::alpha(
+    let mut pol = Family::new(
         "job_controller_pod_failures_handled_by_failure_policy_total",
-        "The number of failed Pods handled by failure policy with\n\t\t\trespect to the failure policy action applied based on the matched\n\t\t\trule. Possible values of the action label correspond to the\n\t\t\tpossible values for the failure policy rule action, which are:\n\t\t\t\"FailJob\", \"Ignore\" and \"Count\".",
+        "[BETA] The number of failed Pods handled by failure policy with\n\t\t\trespect to the failure policy action applied based on the matched\n\t\t\trule. Possible values of the action label correspond to the\n\t\t\tpossible values for the failure policy rule action, which are:\n\t\t\t\"FailJob\", \"Ignore\" and \"Count\".",
         MetricType::Counter,
     );
     for (a, n) in &c.policy {
         pol.push(&[("action", *a)], *n as f64);
     }
-    let mut tr = Family::alpha(
+    let mut tr = Family::new(
         "job_controller_terminated_pods_tracking_finalizer_total",
-        "The number of terminated pods (phase=Failed|Succeeded)\nthat have the finalizer batch.kubernetes.io/job-tracking\nThe event label can be \"add\" or \"delete\".",
+        "[BETA] The number of terminated pods (phase=Failed|Succeeded)\nthat have the finalizer batch.kubernetes.io/job-tracking\nThe event label can be \"add\" or \"delete\".",
         MetricType::Counter,
     );
     for (e, n) in &c.tracking {
         tr.push(&[("event", *e)], *n as f64);
     }
-    vec![dur, syncs, fin, pods, pol, tr]
+    let mut v = vec![dur, syncs, fin, pods, pol, tr];
+    v.extend(newer_families(&c));
+    v
+}
+
+/// The families added since v1.28.
+fn newer_families(c: &Counters) -> Vec<Family> {
+    let mut ix = Family::alpha(
+        "job_controller_job_finished_indexes_total",
+        "The number of finished indexes. Possible values for the\n\t\t\tstatus label are: \"succeeded\", \"failed\". Possible values for the\n\t\t\tbackoffLimit label are: \"perIndex\" and \"global\"",
+        MetricType::Counter,
+    );
+    for ((st, b), n) in &c.indexes {
+        ix.push(&[("backoffLimit", *b), ("status", *st)], *n as f64);
+    }
+    let mut cr = Family::alpha(
+        "job_controller_job_pods_creation_total",
+        "The number of Pods created by the Job controller labelled with a reason for the Pod creation.\nThis metric also distinguishes between Pods created using different PodReplacementPolicy settings.\nPossible values of the \"reason\" label are:\n\"new\", \"recreate_terminating_or_failed\", \"recreate_failed\".\nPossible values of the \"status\" label are:\n\"succeeded\", \"failed\".",
+        MetricType::Counter,
+    );
+    for ((r, st), n) in &c.creations {
+        cr.push(&[("reason", *r), ("status", *st)], *n as f64);
+    }
+    let mut ext = Family::alpha(
+        "job_controller_jobs_by_external_controller_total",
+        "The number of Jobs managed by an external controller",
+        MetricType::Counter,
+    );
+    for (name, n) in &c.external {
+        ext.push(&[("controller_name", name)], *n as f64);
+    }
+    let mut stale = Family::alpha(
+        "job_controller_stale_sync_skips_total",
+        "Total number of Job syncs skipped due to a stale watch cache.",
+        MetricType::Counter,
+    );
+    for ((g, r), n) in &c.stale {
+        stale.push(&[("group", *g), ("resource", *r)], *n as f64);
+    }
+    vec![ix, cr, ext, stale]
 }
 
 #[cfg(test)]
@@ -256,7 +367,8 @@ mod tests {
         let new = json!({"spec": {"completions": 3, "podFailurePolicy": {"rules": [
                 {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [42]}}]}},
             "status": {"succeeded": 3, "failed": 1, "conditions": [
-                {"type": "Complete", "status": "True"}]}});
+                {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached"},
+                {"type": "Complete", "status": "True", "reason": "CompletionsReached"}]}});
         let failed = |name: &str, uid: &str| -> Obj {
             Arc::new(json!({"metadata": {"name": name, "uid": uid,
                 "finalizers": [sync::TRACKING_FINALIZER]},
@@ -270,7 +382,10 @@ mod tests {
         assert_eq!((f.succeeded, f.failed), (2, 1));
         // "b" was already uncounted before: only "a" is new to the policy's count.
         assert_eq!(f.policy.get("Ignore"), Some(&1));
-        assert_eq!(f.finished, Some(("succeeded", String::new())));
+        assert_eq!(
+            f.finished,
+            Some(("succeeded", "CompletionsReached".to_string()))
+        );
         // Nothing new: nothing counted.
         let again = flush(&new, &new, &[], &[]);
         assert_eq!(
@@ -307,5 +422,28 @@ mod tests {
         assert!(text.contains("# TYPE job_controller_job_sync_duration_seconds histogram"));
         assert!(text
             .contains("job_controller_terminated_pods_tracking_finalizer_total{event=\"delete\"}"));
+    }
+
+    #[test]
+    fn creation_reasons_and_finished_indexes_as_upstream_labels_them() {
+        let j = json!({"spec": {}});
+        assert_eq!(creation_reason(&j, 0, 0), "new");
+        assert_eq!(creation_reason(&j, 0, 1), "recreate_terminating_or_failed");
+        assert_eq!(creation_reason(&j, 2, 0), "recreate_terminating_or_failed");
+        let j = json!({"spec": {"podReplacementPolicy": "Failed"}});
+        assert_eq!(creation_reason(&j, 1, 0), "recreate_failed");
+        assert_eq!(creation_reason(&j, 0, 1), "recreate_terminating_or_failed");
+        let spec = json!({"completionMode": "Indexed", "completions": 5,
+            "backoffLimitPerIndex": 1});
+        let old = json!({"spec": spec, "status": {"completedIndexes": "0", "failedIndexes": ""}});
+        let new = json!({"spec": spec,
+            "status": {"completedIndexes": "0-2", "failedIndexes": "4"}});
+        let f = flush(&old, &new, &[], &[]);
+        assert_eq!(f.indexes, Some(("perIndex", 2, 1)));
+        let new = json!({"spec": {"completionMode": "Indexed", "completions": 5},
+            "status": {"completedIndexes": "0,1"}});
+        let f = flush(&json!({"spec": {}}), &new, &[], &[]);
+        assert_eq!(f.indexes, Some(("global", 2, 0)));
+        assert_eq!(flush(&j, &j, &[], &[]).indexes, None);
     }
 }

@@ -20,9 +20,12 @@
 
 pub mod backoff;
 mod claim;
+pub mod finish;
 pub mod indexes;
 pub mod metrics;
+pub mod perindex;
 pub mod policy;
+pub mod success;
 pub mod sync;
 mod tracking;
 
@@ -36,7 +39,7 @@ use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{JOBS, PODS};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::{Error, Result};
-use crate::obj::{self, Obj};
+use crate::obj::{self, At as _, Obj};
 use crate::queue::{ItemExponential, RateLimiter};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -57,6 +60,8 @@ struct State {
     pending: HashMap<String, backoff::Record>,
     /// Per job key: what its status write adds to the metrics once accepted.
     pending_flush: HashMap<String, metrics::Flush>,
+    /// Per job key: the reason label of the pod creations of its last sync.
+    create_reason: HashMap<String, &'static str>,
     /// Per job key: the resourceVersion of its last status written here. A cache that shows
     /// an older Job (a re-list answered from before that write) is not acted on: its counters
     /// lack pods whose finalizers are already gone, which would be created again.
@@ -117,6 +122,7 @@ impl JobController {
         s.pending.remove(key);
         s.pending_flush.remove(key);
         s.written.remove(key);
+        s.create_reason.remove(key);
     }
 
     fn finalizer_patch(ns: &str, name: &str) -> Action {
@@ -136,8 +142,17 @@ impl JobController {
             return Ok(Outcome::none());
         };
         if let Some(r) = obj::controller_ref(&pod) {
+            // Owned by something else than a Job: not ours to release.
+            if r.kind != "Job" || r.api_version != "batch/v1" {
+                return Ok(Outcome::none());
+            }
             if let Some(jk) = kit::owners::resolve(cx.cache, JOBS, obj::namespace(&pod), &r) {
-                if job_unfinished(cx.cache, &jk) {
+                let managed_elsewhere = cx
+                    .cache
+                    .store(JOBS)
+                    .get_fields(&jk, &["/spec/managedBy"])
+                    .is_some_and(|j| finish::managed_elsewhere(&j));
+                if managed_elsewhere || job_unfinished(cx.cache, &jk) {
                     return Ok(Outcome::none());
                 }
             }
@@ -163,6 +178,10 @@ impl JobController {
             self.forget(key);
             return Ok(Outcome::none());
         };
+        if finish::managed_elsewhere(&job) {
+            log::debug!("job-controller: {key}: managed by another controller; skipped");
+            return Ok(Outcome::none());
+        }
         let ns = obj::namespace(&job).to_string();
         let uid = obj::uid(&job).to_string();
         {
@@ -170,6 +189,7 @@ impl JobController {
             let rv: Option<u64> = obj::resource_version(&job).parse().ok();
             match (s.written.get(key), rv) {
                 (Some(w), Some(rv)) if rv < *w => {
+                    metrics::observe_stale_skip();
                     log::debug!(
                         "job-controller: {key}: the cache shows an older Job than written; waiting"
                     );
@@ -274,6 +294,9 @@ impl JobController {
             .collect();
         if !plan.creates.is_empty() || !plan.deletes.is_empty() {
             if !plan.creates.is_empty() {
+                self.state()
+                    .create_reason
+                    .insert(key.to_string(), plan.create_reason);
                 let report = kit::pod::write_report(about.clone(), true);
                 let creates = plan
                     .creates
@@ -296,8 +319,12 @@ impl JobController {
                     .deletes
                     .into_iter()
                     .map(|d| {
-                        s.inflight
-                            .deleting(key, obj::make_key(&ns, &d.name), &d.uid);
+                        // A finishing Job's deletes (finalizer kept) are not waited for, as
+                        // upstream's `deleteActivePods` sets no expectations.
+                        if d.remove_finalizer {
+                            s.inflight
+                                .deleting(key, obj::make_key(&ns, &d.name), &d.uid);
+                        }
                         let del = Action::Reported {
                             action: Box::new(Action::Delete {
                                 kind: PODS,
@@ -334,7 +361,7 @@ impl JobController {
             .iter()
             .map(|n| Self::finalizer_patch(&ns, n))
             .collect();
-        let recount = !removals.is_empty() && mode == Mode::Act;
+        let recount = (!removals.is_empty() || plan.again) && mode == Mode::Act;
         if let Some(updated) = plan.status {
             let flush = metrics::flush(job, &updated, pods, &plan.removals);
             let mut s = self.state();
@@ -406,6 +433,11 @@ impl Controller for JobController {
             });
             let job = d.object();
             let key = obj::key(job);
+            if d.kind == DeltaKind::Added && finish::managed_elsewhere(job) {
+                if let Some(name) = job.at("/spec/managedBy").and_then(Value::as_str) {
+                    metrics::observe_external(name);
+                }
+            }
             let replaced =
                 matches!((&d.old, &d.new), (Some(o), Some(n)) if obj::uid(o) != obj::uid(n));
             let mut keys = vec![key.clone()];
@@ -474,7 +506,19 @@ impl Controller for JobController {
     fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
         match (action, result) {
             (Action::Create { .. }, Applied::Done(Some(pod))) => {
-                self.state().inflight.created(key, pod);
+                let mut s = self.state();
+                s.inflight.created(key, pod);
+                let reason = s.create_reason.get(key).copied().unwrap_or("new");
+                metrics::observe_creation(reason, true);
+            }
+            // A create refused because the namespace is terminating is not counted; any other
+            // failure is counted as failed and, as upstream's counting falls through, as
+            // succeeded too.
+            (Action::Create { .. }, Applied::Failed(e)) if !e.is_namespace_terminating() => {
+                let s = self.state();
+                let reason = s.create_reason.get(key).copied().unwrap_or("new");
+                metrics::observe_creation(reason, false);
+                metrics::observe_creation(reason, true);
             }
             (Action::UpdateSubresource { .. }, Applied::Done(answer)) => {
                 let mut s = self.state();
@@ -521,3 +565,5 @@ impl Controller for JobController {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_v137;

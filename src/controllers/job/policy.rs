@@ -1,7 +1,6 @@
-//! Pod failures as a Job sees them (upstream's `isPodFailed` and `pod_failure_policy.go`
-//! with v1.28's default gates: JobPodFailurePolicy and PodDisruptionConditions on,
-//! JobBackoffLimitPerIndex and JobPodReplacementPolicy off, so `FailIndex` rules match
-//! nothing).
+//! Pod failures as a Job sees them (upstream's `isPodFailed`, `onlyReplaceFailedPods` and
+//! `pod_failure_policy.go` as of v1.37: JobPodFailurePolicy, JobPodReplacementPolicy and
+//! JobBackoffLimitPerIndex GA, so `FailIndex` rules fail the pod's index).
 
 use crate::controllers::kit::pod::phase;
 use crate::obj::{self, At as _};
@@ -11,6 +10,7 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyAction {
     FailJob,
+    FailIndex,
     Ignore,
     Count,
 }
@@ -19,6 +19,7 @@ impl PolicyAction {
     pub fn as_str(self) -> &'static str {
         match self {
             PolicyAction::FailJob => "FailJob",
+            PolicyAction::FailIndex => "FailIndex",
             PolicyAction::Ignore => "Ignore",
             PolicyAction::Count => "Count",
         }
@@ -39,18 +40,27 @@ pub fn policy(job: &Value) -> Option<&Value> {
     job.at("/spec/podFailurePolicy").filter(|p| p.is_object())
 }
 
-/// Replace only failed pods: with a pod failure policy (JobPodReplacementPolicy is off).
+/// Replace only failed pods: `spec.podReplacementPolicy: Failed` (JobPodReplacementPolicy,
+/// GA in v1.34). kube-apiserver defaults the field to `Failed` for a Job with a pod failure
+/// policy and to `TerminatingOrFailed` otherwise; a Job read without it gets that default.
 pub fn only_replace_failed(job: &Value) -> bool {
-    policy(job).is_some()
+    match job.at("/spec/podReplacementPolicy").and_then(Value::as_str) {
+        Some(p) => p == "Failed",
+        None => policy(job).is_some(),
+    }
 }
 
-/// Whether the pod counts as failed for the job.
+/// Whether the pod counts as failed for the job: Failed, or (unless only failed pods are
+/// replaced) deleted before it succeeded.
 pub fn is_pod_failed(pod: &Value, job: &Value) -> bool {
-    if policy(job).is_some() {
-        return phase(pod) == "Failed";
-    }
     let ph = phase(pod);
-    ph == "Failed" || (obj::is_deleting(pod) && ph != "Succeeded")
+    if ph == "Failed" {
+        return true;
+    }
+    if only_replace_failed(job) {
+        return false;
+    }
+    obj::is_deleting(pod) && ph != "Succeeded"
 }
 
 fn arr(v: Option<&Value>) -> &[Value] {
@@ -121,7 +131,7 @@ fn action_of(rule: &Value) -> Option<PolicyAction> {
         "FailJob" => Some(PolicyAction::FailJob),
         "Ignore" => Some(PolicyAction::Ignore),
         "Count" => Some(PolicyAction::Count),
-        // FailIndex needs JobBackoffLimitPerIndex (off in v1.28): the rule matches nothing.
+        "FailIndex" => Some(PolicyAction::FailIndex),
         _ => None,
     }
 }
@@ -168,11 +178,11 @@ pub fn match_policy(job: &Value, pod: &Value) -> Matched {
                     action: Some(PolicyAction::Ignore),
                 }
             }
-            Some(PolicyAction::Count) => {
+            Some(a @ (PolicyAction::Count | PolicyAction::FailIndex)) => {
                 return Matched {
                     fail_job: None,
                     counts: true,
-                    action: Some(PolicyAction::Count),
+                    action: Some(a),
                 }
             }
             Some(PolicyAction::FailJob) => {

@@ -11,7 +11,9 @@
 //! UID (or, Indexed, its index) is in the Job's status on the server.
 
 use super::backoff::{self, Record};
+use super::finish;
 use super::indexes::{self, Intervals};
+use super::perindex;
 use super::policy;
 use super::tracking;
 use crate::api::resources::JOBS;
@@ -19,7 +21,7 @@ use crate::controllers::kit::pod::{is_pod_active, phase, pod_from_template};
 use crate::controllers::kit::ranking::pods_to_delete;
 use crate::obj::{self, At as _, Obj};
 use serde_json::{json, Value};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
 
 pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
@@ -79,6 +81,11 @@ pub struct Plan {
     pub requeue: Option<Duration>,
     /// The job is finished: forget its backoff record.
     pub finished: bool,
+    /// The status adds an interim condition (`FailureTarget`, `SuccessCriteriaMet`): look
+    /// again once it is written, for the final one.
+    pub again: bool,
+    /// The `reason` label of `creates` in `job_pods_creation_total`.
+    pub create_reason: &'static str,
 }
 
 impl Plan {
@@ -176,36 +183,8 @@ pub(super) fn uid_list(job: &Value, which: &str) -> Vec<String> {
 }
 
 /// Terminating: being deleted and not terminal (upstream's `CountTerminatingPods`).
-fn is_terminating(p: &Value) -> bool {
+pub(super) fn is_terminating(p: &Value) -> bool {
     obj::is_deleting(p) && !matches!(phase(p), "Succeeded" | "Failed")
-}
-
-/// Sum of container restarts of running and pending pods reaches the limit (restartPolicy
-/// OnFailure only; upstream's `pastBackoffLimitOnFailure`).
-fn past_backoff_on_failure(job: &Value, pods: &[Obj], backoff_limit: i64) -> bool {
-    if job
-        .at("/spec/template/spec/restartPolicy")
-        .and_then(Value::as_str)
-        != Some("OnFailure")
-    {
-        return false;
-    }
-    let mut restarts = 0i64;
-    for p in pods
-        .iter()
-        .filter(|p| matches!(phase(p), "Running" | "Pending"))
-    {
-        for list in ["/status/initContainerStatuses", "/status/containerStatuses"] {
-            for cs in p.at(list).and_then(Value::as_array).into_iter().flatten() {
-                restarts += cs.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
-            }
-        }
-    }
-    if backoff_limit == 0 {
-        restarts > 0
-    } else {
-        restarts >= backoff_limit
-    }
 }
 
 /// The pod the job creates, for a completion index or none (upstream's template changes:
@@ -311,6 +290,8 @@ pub(super) struct Pass<'a> {
     /// The pods, Indexed ones in index order.
     pub pods: Vec<Obj>,
     pub active_pods: Vec<Obj>,
+    /// Pods being deleted and not yet terminal (`status.terminating`).
+    pub terminating: usize,
     /// `status.completedIndexes` as the Job has it.
     pub prev_ix: Intervals,
 }
@@ -326,6 +307,7 @@ impl<'a> Pass<'a> {
             pods.sort_by_key(|p| indexes::completion_index(p).map_or(-1, |i| i as i64));
         }
         let active_pods = pods.iter().filter(|p| is_pod_active(p)).cloned().collect();
+        let terminating = pods.iter().filter(|p| is_terminating(p)).count();
         Pass {
             inp,
             job,
@@ -337,6 +319,7 @@ impl<'a> Pass<'a> {
             unc_f: uid_list(job, "failed").into_iter().collect(),
             pods,
             active_pods,
+            terminating,
             prev_ix: Intervals::parse(
                 job.at("/status/completedIndexes")
                     .and_then(Value::as_str)
@@ -420,9 +403,16 @@ pub fn plan(inp: &Input) -> Plan {
 
     let mut conds = conditions(job);
     // The condition that finishes the job: Complete, Failed, or the interim FailureTarget.
-    let mut finished = finishing_condition(&pass, &conds, failed, start, &mut out);
+    let mut finished = finish::finishing_condition(&pass, &conds, failed, start, &mut out);
     let mut succeeded_ix = Intervals::default();
+    let mut per = PerIndex::default();
     if pass.indexed {
+        per.terminating_ix = pass
+            .pods
+            .iter()
+            .filter(|p| is_terminating(p))
+            .filter_map(|p| indexes::completion_index(p))
+            .collect();
         let new_ix: BTreeSet<usize> = pass
             .pods
             .iter()
@@ -431,11 +421,39 @@ pub fn plan(inp: &Input) -> Plan {
             .collect();
         succeeded_ix = pass.prev_ix.with_indexes(new_ix);
         succeeded = succeeded_ix.total();
+        if perindex::enabled(job) {
+            let failed_ix = perindex::failed_indexes(job, &pass.pods, pass.comp_n);
+            if finished.is_none() {
+                finished = finish::failed_indexes_condition(job, &failed_ix, &succeeded_ix, &pass);
+            }
+            per.delayed = perindex::delayed_deletion(
+                job,
+                &pass.pods,
+                &pass.active_pods,
+                &succeeded_ix,
+                &failed_ix,
+                pass.comp_n,
+            );
+            per.failed = Some(failed_ix);
+        }
+        if finished.is_none() {
+            if let Some(msg) = super::success::matched(job, pass.comp_n, &succeeded_ix) {
+                finished = Some(condition(
+                    "SuccessCriteriaMet",
+                    "True",
+                    "SuccessPolicy",
+                    &msg,
+                    &pass.now_s,
+                ));
+            }
+        }
     }
+    out.create_reason = super::metrics::creation_reason(job, failed, pass.terminating);
     let managed = Managed {
         succeeded,
         succeeded_ix,
         record,
+        per,
     };
     let Some(suspend_changed) = sync_pods(
         &pass,
@@ -456,74 +474,10 @@ pub fn plan(inp: &Input) -> Plan {
         finished,
         suspend_changed,
         record,
+        per: managed.per,
     };
     tracking::track_status(&pass, track, &mut out);
     out
-}
-
-/// The part of upstream's `syncJob` that finds the condition finishing the Job: Failed
-/// after a FailureTarget, a FailureTarget for a pod the failure policy fails the Job for,
-/// Failed past the backoff limit or the active deadline. A deadline still ahead sets the
-/// requeue.
-fn finishing_condition(
-    pass: &Pass,
-    conds: &[Value],
-    failed: usize,
-    start: Option<SystemTime>,
-    out: &mut Plan,
-) -> Option<Value> {
-    let (job, now_s) = (pass.job, pass.now_s.as_str());
-    if let Some(ft) = conds.iter().find(|c| field(c, "type") == "FailureTarget") {
-        return Some(condition(
-            "Failed",
-            "True",
-            field(ft, "reason"),
-            field(ft, "message"),
-            now_s,
-        ));
-    }
-    if policy::policy(job).is_some() {
-        if let Some(msg) = pass
-            .pods
-            .iter()
-            .filter(|p| policy::is_pod_failed(p, job))
-            .find_map(|p| policy::match_policy(job, p).fail_job)
-        {
-            return Some(condition(
-                "FailureTarget",
-                "True",
-                "PodFailurePolicy",
-                &msg,
-                now_s,
-            ));
-        }
-    }
-    let backoff_limit = int(job, "/spec/backoffLimit").unwrap_or(6);
-    let ads = int(job, "/spec/activeDeadlineSeconds");
-    if failed as i64 > backoff_limit || past_backoff_on_failure(job, &pass.pods, backoff_limit) {
-        return Some(condition(
-            "Failed",
-            "True",
-            "BackoffLimitExceeded",
-            "Job has reached the specified backoff limit",
-            now_s,
-        ));
-    }
-    if let (Some(ads), Some(start), false) = (ads, start, suspended(job)) {
-        let allowed = Duration::from_secs(ads.max(0) as u64);
-        let since = pass.inp.now.duration_since(start).unwrap_or_default();
-        if since >= allowed {
-            return Some(condition(
-                "Failed",
-                "True",
-                "DeadlineExceeded",
-                "Job was active longer than specified deadline",
-                now_s,
-            ));
-        }
-        out.requeue = Some(allowed - since);
-    }
-    None
 }
 
 /// What `manageJob` goes by besides the pods.
@@ -531,6 +485,18 @@ struct Managed {
     succeeded: usize,
     succeeded_ix: Intervals,
     record: Record,
+    per: PerIndex,
+}
+
+/// What `backoffLimitPerIndex` adds ([`perindex`]); empty without it.
+#[derive(Default)]
+pub(super) struct PerIndex {
+    /// The failed indexes (`status.failedIndexes`); None without backoffLimitPerIndex.
+    pub failed: Option<Intervals>,
+    /// Per index: the failed pod whose finalizer waits for its replacement.
+    pub delayed: BTreeMap<usize, Obj>,
+    /// The indexes of terminating pods (not started again with podReplacementPolicy Failed).
+    pub terminating_ix: BTreeSet<usize>,
 }
 
 /// Upstream's `syncJob` around `manageJob`: a finishing Job's active pods are deleted (it
@@ -549,6 +515,8 @@ fn sync_pods(
     let (inp, job, now_s) = (pass.inp, pass.job, pass.now_s.as_str());
     let active_pods = &pass.active_pods;
     if finished.is_some() {
+        // The finishing Job's active pods are deleted with their finalizers kept (upstream's
+        // `deleteActivePods`); they are counted as terminating until they are gone.
         if !active_pods.is_empty() || !inp.settled {
             if inp.mode == Mode::Act {
                 out.deletes = active_pods
@@ -574,12 +542,13 @@ fn sync_pods(
             inp,
             out,
             active_pods,
-            &pass.pods,
+            pass.terminating,
             m.succeeded,
             &m.succeeded_ix,
             pass.completions,
             parallelism,
             m.record,
+            &m.per,
         );
         if out.manages() {
             return None;
@@ -591,7 +560,7 @@ fn sync_pods(
         Some(c) => m.succeeded >= c && active == 0,
     };
     if complete {
-        *finished = Some(condition("Complete", "True", "", "", now_s));
+        *finished = Some(finish::success_criteria_met(now_s));
         return Some(false);
     }
     if !manage {
@@ -609,6 +578,11 @@ fn sync_pods(
         if changed {
             out.events
                 .push((false, "Suspended", "Job suspended".into()));
+            // MutableSchedulingDirectivesForSuspendedJobs (beta, on since v1.36): a
+            // suspended Job has no startTime; resuming sets a new one.
+            if let Some(m) = status.as_object_mut() {
+                m.remove("startTime");
+            }
         }
         return Some(changed);
     }
@@ -634,12 +608,13 @@ fn manage_job(
     inp: &Input,
     out: &mut Plan,
     active_pods: &[Obj],
-    pods: &[Obj],
+    terminating: usize,
     succeeded: usize,
     succeeded_ix: &Intervals,
     completions: Option<usize>,
     parallelism: usize,
     record: Record,
+    per: &PerIndex,
 ) {
     let job = inp.job;
     let active = active_pods.len();
@@ -653,7 +628,7 @@ fn manage_job(
         return;
     }
     let terminating = if policy::only_replace_failed(job) {
-        pods.iter().filter(|p| is_terminating(p)).count()
+        terminating
     } else {
         0
     };
@@ -662,7 +637,7 @@ fn manage_job(
         None => parallelism,
         Some(c) => c.saturating_sub(succeeded).min(parallelism),
     };
-    let rm_at_least = (active + terminating).saturating_sub(want);
+    let rm_at_least = active.saturating_sub(want);
     let mut rm = active_pods_for_removal(
         job,
         active_pods,
@@ -679,26 +654,57 @@ fn manage_job(
     if diff == 0 {
         return;
     }
-    let wait = backoff::remaining(&record, inp.now);
+    // With backoffLimitPerIndex each index waits its own backoff instead.
+    let wait = if per.failed.is_some() {
+        Duration::ZERO
+    } else {
+        backoff::remaining(&record, inp.now)
+    };
     if wait > Duration::ZERO {
         out.requeue = crate::controller::sooner(out.requeue, Some(wait.max(BATCH_PERIOD)));
         return;
     }
     let diff = diff.min(MAX_CREATE_DELETE);
     let index_list: Vec<Option<usize>> = if is_indexed(job) {
-        let held: BTreeSet<usize> = active_pods
+        let comp = completions.unwrap_or(0);
+        let mut held: BTreeSet<usize> = active_pods
             .iter()
             .filter_map(|p| indexes::completion_index(p))
             .collect();
-        indexes::first_pending(succeeded_ix, &held, diff, completions.unwrap_or(0))
-            .into_iter()
-            .map(Some)
-            .collect()
+        if policy::only_replace_failed(job) {
+            held.extend(per.terminating_ix.iter().copied());
+        }
+        let done = match &per.failed {
+            Some(f) => succeeded_ix.merge(f),
+            None => succeeded_ix.clone(),
+        };
+        let mut ixs = indexes::first_pending(&done, &held, diff, comp);
+        if per.failed.is_some() {
+            let (now_ok, wait) = perindex::creatable(ixs, &per.delayed, inp.now);
+            if !wait.is_zero() {
+                out.requeue = crate::controller::sooner(out.requeue, Some(wait));
+                return;
+            }
+            ixs = now_ok;
+        }
+        ixs.into_iter().map(Some).collect()
     } else {
         vec![None; diff]
     };
     for ix in index_list {
-        match new_pod(job, ix) {
+        let made = new_pod(job, ix).map(|mut p| {
+            if let (Some(ix), Some(_)) = (ix, &per.failed) {
+                let replaced = per.delayed.get(&ix).map(|p| &**p);
+                let (counted, ignored) = perindex::new_failure_counts(job, replaced);
+                let ann = &mut p["metadata"]["annotations"];
+                ann[perindex::FAILURE_COUNT] = json!(counted.to_string());
+                if ignored > 0 {
+                    ann[perindex::IGNORED_FAILURE_COUNT] = json!(ignored.to_string());
+                }
+            }
+            p
+        });
+        match made {
             Ok(p) => out.creates.push(p),
             Err(e) => {
                 log::warn!("job-controller: {}: {e}", obj::key(job));

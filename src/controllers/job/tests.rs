@@ -9,13 +9,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-const NOW: &str = "2024-01-01T00:10:00Z";
+pub(super) const NOW: &str = "2024-01-01T00:10:00Z";
 
-fn now() -> SystemTime {
+pub(super) fn now() -> SystemTime {
     crate::compat::timefmt::parse_rfc3339(NOW).unwrap()
 }
 
-fn job(spec: Value) -> Value {
+pub(super) fn job(spec: Value) -> Value {
     let mut j = json!({"apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "pi", "namespace": "ns", "uid": "job-uid", "resourceVersion": "5"},
         "spec": {"parallelism": 2, "completions": 3, "backoffLimit": 6,
@@ -30,7 +30,7 @@ fn job(spec: Value) -> Value {
     j
 }
 
-fn pod(name: &str, phase: &str, finalizer: bool) -> Value {
+pub(super) fn pod(name: &str, phase: &str, finalizer: bool) -> Value {
     let mut p = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "resourceVersion": "7",
             "creationTimestamp": "2024-01-01T00:00:00Z",
@@ -44,18 +44,18 @@ fn pod(name: &str, phase: &str, finalizer: bool) -> Value {
     p
 }
 
-fn with_index(mut p: Value, ix: usize) -> Value {
+pub(super) fn with_index(mut p: Value, ix: usize) -> Value {
     p["metadata"]["annotations"] = json!({indexes::COMPLETION_INDEX: ix.to_string()});
     p
 }
 
-fn exited(mut p: Value, container: &str, code: i64, at: &str) -> Value {
+pub(super) fn exited(mut p: Value, container: &str, code: i64, at: &str) -> Value {
     p["status"]["containerStatuses"] = json!([{"name": container, "restartCount": 0,
         "state": {"terminated": {"exitCode": code, "finishedAt": at}}}]);
     p
 }
 
-fn plan_of(j: &Value, pods: &[Value], mode: Mode, record: Record) -> Plan {
+pub(super) fn plan_of(j: &Value, pods: &[Value], mode: Mode, record: Record) -> Plan {
     let pods: Vec<Obj> = pods.iter().cloned().map(Arc::new).collect();
     sync::plan(&Input {
         job: j,
@@ -67,15 +67,15 @@ fn plan_of(j: &Value, pods: &[Value], mode: Mode, record: Record) -> Plan {
     })
 }
 
-fn plan(j: &Value, pods: &[Value]) -> Plan {
+pub(super) fn plan(j: &Value, pods: &[Value]) -> Plan {
     plan_of(j, pods, Mode::Act, Record::default())
 }
 
-fn status(p: &Plan) -> &Value {
+pub(super) fn status(p: &Plan) -> &Value {
     &p.status.as_ref().expect("a status write")["status"]
 }
 
-fn cond<'a>(st: &'a Value, t: &str) -> Option<&'a Value> {
+pub(super) fn cond<'a>(st: &'a Value, t: &str) -> Option<&'a Value> {
     st["conditions"].as_array()?.iter().find(|c| c["type"] == t)
 }
 
@@ -165,7 +165,7 @@ fn backoff_record_counts_failures_after_the_last_success() {
 
 // ---- pod failure policy ----
 
-fn with_policy(rules: Value) -> Value {
+pub(super) fn with_policy(rules: Value) -> Value {
     job(json!({"podFailurePolicy": {"rules": rules}}))
 }
 
@@ -281,6 +281,20 @@ fn a_succeeded_pod_is_put_in_status_before_its_finalizer_goes_then_counted() {
         cond(st, "Complete").is_none(),
         "not before the finalizer is removed"
     );
+    let scm = cond(st, "SuccessCriteriaMet").expect("the interim condition first");
+    assert_eq!(
+        (
+            scm["status"].as_str(),
+            scm["reason"].as_str(),
+            scm["message"].as_str()
+        ),
+        (
+            Some("True"),
+            Some("CompletionsReached"),
+            Some("Reached expected number of succeeded pods")
+        )
+    );
+    assert_eq!(st["terminating"], 0);
     assert_eq!(p.removals, vec!["a".to_string()]);
     // Step two: the finalizer is gone; the UID leaves the uncounted list for the counter,
     // and the job completes.
@@ -290,7 +304,17 @@ fn a_succeeded_pod_is_put_in_status_before_its_finalizer_goes_then_counted() {
     let st = status(&p2);
     assert_eq!(st["succeeded"], 1);
     assert_eq!(st["uncountedTerminatedPods"], json!({}));
-    assert_eq!(cond(st, "Complete").unwrap()["status"], "True");
+    let c = cond(st, "Complete").unwrap();
+    assert_eq!(c["status"], "True");
+    assert_eq!(c["reason"], "CompletionsReached");
+    assert_eq!(c["message"], "Reached expected number of succeeded pods");
+    let types: Vec<&str> = st["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["SuccessCriteriaMet", "Complete"]);
     assert_eq!(st["completionTime"], NOW);
     assert!(st.get("active").is_none());
     assert!(p2
@@ -306,8 +330,14 @@ fn a_succeeded_pod_is_put_in_status_before_its_finalizer_goes_then_counted() {
 #[test]
 fn an_uncounted_pod_whose_finalizer_removal_failed_keeps_waiting() {
     let mut j = job(json!({"completions": 1, "parallelism": 1}));
-    j["status"] = json!({"startTime": NOW, "ready": 0,
+    j["status"] = json!({"startTime": NOW, "ready": 0, "terminating": 0,
         "uncountedTerminatedPods": {"succeeded": ["u-a"]}});
+    let p = plan(&j, &[pod("a", "Succeeded", true)]);
+    let st = status(&p);
+    assert_eq!(st["uncountedTerminatedPods"]["succeeded"], json!(["u-a"]));
+    assert!(cond(st, "SuccessCriteriaMet").is_some());
+    assert_eq!(p.removals, vec!["a".to_string()]);
+    let j = p.status.clone().unwrap();
     let p = plan(&j, &[pod("a", "Succeeded", true)]);
     assert!(p.status.is_none(), "nothing new to write");
     assert_eq!(p.removals, vec!["a".to_string()]);
@@ -378,11 +408,16 @@ fn backoff_limit_exceeded_fails_the_job_and_deletes_active_pods() {
     );
     assert_eq!(p.removals.len(), 2);
     assert!(cond(st, "Failed").is_none());
+    let ft = cond(st, "FailureTarget").expect("FailureTarget first");
+    assert_eq!(ft["reason"], "BackoffLimitExceeded");
+    assert_eq!(st["terminating"], 1, "the deleted pod is terminating");
+    assert!(p.events.is_empty(), "no Event before Failed");
     let mut j2 = p.status.unwrap();
     j2["metadata"]["resourceVersion"] = json!("9");
     let p = plan(&j2, &[]);
     let st = status(&p);
     assert_eq!(st["failed"], 3);
+    assert_eq!(st["terminating"], 0);
     let c = cond(st, "Failed").unwrap();
     assert_eq!(
         (c["reason"].as_str(), c["message"].as_str()),
@@ -408,6 +443,12 @@ fn active_deadline_fails_the_job_or_requeues_at_it() {
     let p = plan(&j, &pods);
     assert_eq!(p.deletes.len(), 2);
     let p = plan(&j, &[]);
+    assert!(cond(status(&p), "Failed").is_none(), "FailureTarget first");
+    let ft = cond(status(&p), "FailureTarget").unwrap();
+    assert_eq!(ft["reason"], "DeadlineExceeded");
+    let mut j2 = p.status.clone().unwrap();
+    j2["metadata"]["resourceVersion"] = json!("9");
+    let p = plan(&j2, &[]);
     let c = cond(status(&p), "Failed").unwrap();
     assert_eq!(c["reason"], "DeadlineExceeded");
     assert_eq!(
@@ -431,6 +472,7 @@ fn suspend_deletes_pods_and_resume_resets_start_time() {
         (Some("True"), Some("JobSuspended"))
     );
     assert!(p.events.iter().any(|e| e.1 == "Suspended"));
+    assert!(st.get("startTime").is_none(), "cleared while suspended");
     // Resumed.
     let mut j2 = p.status.unwrap();
     j2["spec"]["suspend"] = json!(false);
@@ -483,7 +525,7 @@ fn ignored_failures_are_not_counted_and_replaced() {
         json!([{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]),
     );
     j["spec"]["backoffLimit"] = json!(0);
-    j["status"] = json!({"startTime": NOW, "active": 2, "ready": 0});
+    j["status"] = json!({"startTime": NOW, "active": 2, "ready": 0, "terminating": 0});
     let mut f = pod("f", "Failed", true);
     f["status"]["conditions"] = json!([{"type": "DisruptionTarget", "status": "True"}]);
     let p = plan(&j, &[f.clone(), pod("r", "Running", true)]);

@@ -6,7 +6,8 @@
 use super::backoff::Record;
 use super::policy::{self, PolicyAction};
 use super::sync::{
-    condition, ensure_condition, field, has_finalizer, int, uid_list, Pass, Plan, MAX_UNCOUNTED,
+    condition, ensure_condition, field, has_finalizer, int, uid_list, Pass, PerIndex, Plan,
+    MAX_UNCOUNTED,
 };
 use crate::controllers::kit::pod::{is_pod_ready, phase};
 use crate::obj;
@@ -21,6 +22,7 @@ pub(super) struct Track {
     pub finished: Option<Value>,
     pub suspend_changed: bool,
     pub record: Record,
+    pub per: PerIndex,
 }
 
 /// The uncounted lists and counters as this pass leaves them.
@@ -44,6 +46,7 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
         mut finished,
         suspend_changed,
         record,
+        per,
     } = t;
     let job = pass.job;
     let active = pass.active_pods.len();
@@ -52,7 +55,17 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
     let old_ready = int(job, "/status/ready");
     let needs_flush =
         suspend_changed || active as i64 != old_active || old_ready != Some(ready as i64);
-    let mut c = count_uncounted(pass, finished.is_some(), needs_flush, out);
+    let failing = finished.as_ref().is_some_and(|f| {
+        field(f, "type") != "SuccessCriteriaMet" && field(f, "type") != "Complete"
+    });
+    let mut c = count_uncounted(pass, (finished.is_some(), failing), &per, needs_flush, out);
+    if let Some(f) = &per.failed {
+        let s = f.to_string();
+        if status.get("failedIndexes").and_then(Value::as_str) != Some(s.as_str()) {
+            c.needs_flush = true;
+            status["failedIndexes"] = json!(s);
+        }
+    }
     if pass.indexed {
         let all = pass.prev_ix.with_indexes(std::mem::take(&mut c.new_ix));
         let s = all.to_string();
@@ -70,22 +83,55 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
             status["completedIndexes"] = json!(s);
         }
     }
-    if let Some(f) = finished
-        .as_ref()
-        .filter(|f| field(f, "type") == "FailureTarget")
-    {
-        conds.push(f.clone());
-        c.needs_flush = true;
-        finished = Some(condition(
-            "Failed",
-            "True",
-            field(f, "reason"),
-            field(f, "message"),
-            &pass.now_s,
-        ));
+    // The interim conditions are written first (with the pods' finalizers still on); the
+    // final one follows once every pod is counted and none is terminating.
+    let mut interim_added = false;
+    match finished.as_ref().map(|f| field(f, "type")) {
+        Some("FailureTarget") => {
+            let f = finished.take().unwrap_or_default();
+            conds.push(f.clone());
+            c.needs_flush = true;
+            interim_added = true;
+            finished = Some(condition(
+                "Failed",
+                "True",
+                field(&f, "reason"),
+                field(&f, "message"),
+                &pass.now_s,
+            ));
+        }
+        Some("SuccessCriteriaMet") => {
+            let f = finished.take().unwrap_or_default();
+            if !conds
+                .iter()
+                .any(|x| field(x, "type") == "SuccessCriteriaMet" && field(x, "status") == "True")
+            {
+                conds.push(f.clone());
+                c.needs_flush = true;
+                interim_added = true;
+            }
+            finished = Some(condition(
+                "Complete",
+                "True",
+                field(&f, "reason"),
+                field(&f, "message"),
+                &pass.now_s,
+            ));
+        }
+        _ => {}
     }
-    // Finished once everything is counted and no finalizer is left to remove.
-    let done = !c.reached_max && c.succeeded.is_empty() && c.failed.is_empty();
+    if pass.terminating as i64 != int(job, "/status/terminating").unwrap_or(-1) {
+        c.needs_flush = true;
+    }
+    // Finished once everything is counted, no finalizer is left to remove and no pod is
+    // terminating (upstream's `enactJobFinished`), in a write after the one adding the
+    // interim condition, as upstream's two writes.
+    out.again = interim_added;
+    let done = !interim_added
+        && !c.reached_max
+        && c.succeeded.is_empty()
+        && c.failed.is_empty()
+        && pass.terminating == 0;
     if let Some(f) = finished
         .as_ref()
         .filter(|_| done && out.removals.is_empty())
@@ -93,6 +139,7 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
         finish(pass, f, &c, &mut conds, &mut status, out);
         c.needs_flush = true;
     }
+    status["terminating"] = json!(pass.terminating);
     write_counts(&mut status, &c, active, ready, conds);
     if c.needs_flush {
         let mut j = job.clone();
@@ -104,7 +151,13 @@ pub(super) fn track_status(pass: &Pass, t: Track, out: &mut Plan) {
 
 /// The pods whose finalizer can go (into `out.removals`), and the uncounted lists and
 /// counters with them: UIDs no longer held by a finalizer counted, the finished ones added.
-fn count_uncounted(pass: &Pass, finishing: bool, needs_flush: bool, out: &mut Plan) -> Counted {
+fn count_uncounted(
+    pass: &Pass,
+    (finishing, failing): (bool, bool),
+    per: &PerIndex,
+    needs_flush: bool,
+    out: &mut Plan,
+) -> Counted {
     let job = pass.job;
     let job_deleting = obj::is_deleting(job);
     let with_fin: HashSet<&str> = pass
@@ -132,9 +185,24 @@ fn count_uncounted(pass: &Pass, finishing: bool, needs_flush: bool, out: &mut Pl
     }
     for p in pass.pods.iter().filter(|p| has_finalizer(p)) {
         let uid = obj::uid(p);
-        let failed_pod = policy::is_pod_failed(p, job);
+        // A Job that met its success criteria deletes its other pods in the same sync as it
+        // removes their finalizers; upstream, which reads them as not yet deleting then,
+        // does not count them as failed. Only pods that did fail are.
+        let failed_pod = if finishing && !failing {
+            phase(p) == "Failed"
+        } else {
+            policy::is_pod_failed(p, job)
+        };
         let can_remove = job_deleting || finishing || phase(p) == "Succeeded" || failed_pod;
         if !can_remove {
+            continue;
+        }
+        // backoffLimitPerIndex: the last failed pod of an index keeps its finalizer until its
+        // replacement is made (upstream's `canRemoveFinalizer`).
+        let delayed = super::indexes::completion_index(p)
+            .and_then(|ix| per.delayed.get(&ix))
+            .is_some_and(|d| obj::uid(d) == uid);
+        if delayed && !job_deleting && !finishing && phase(p) != "Succeeded" {
             continue;
         }
         out.removals.push(obj::name(p).to_string());
@@ -150,7 +218,7 @@ fn count_uncounted(pass: &Pass, finishing: bool, needs_flush: bool, out: &mut Pl
                 c.needs_flush = true;
                 c.succeeded.push(uid.to_string());
             }
-        } else if (failed_pod || finishing) && !pass.unc_f.contains(uid) && pass.counts_index(p) {
+        } else if (failed_pod || failing) && !pass.unc_f.contains(uid) && pass.counts_index(p) {
             let m = policy::match_policy(job, p);
             if m.counts {
                 c.needs_flush = true;
@@ -247,6 +315,8 @@ fn leak(reason: &str) -> &'static str {
         "BackoffLimitExceeded" => "BackoffLimitExceeded",
         "DeadlineExceeded" => "DeadlineExceeded",
         "PodFailurePolicy" => "PodFailurePolicy",
+        "FailedIndexes" => "FailedIndexes",
+        "MaxFailedIndexesExceeded" => "MaxFailedIndexesExceeded",
         _ => "Failed",
     }
 }
