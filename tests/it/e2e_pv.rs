@@ -483,10 +483,30 @@ fn scenario_protection(t: &Target) {
     assert_eq!(finalizers(&c), ["kubernetes.io/pvc-protection"]);
     let v = wait_phase(admin, &PVS, None, &vol, "Bound");
     assert_eq!(finalizers(&v), ["kubernetes.io/pv-protection"]);
+    // v1.37: a bound claim says whether a pod references it (condition `Unused`).
+    let unused = |status: &str, reason: &str| {
+        eventually(LIMIT, &format!("Unused {status} ({reason})"), || {
+            let c = admin.get(&PVCS, Some(n), "c").ok()?;
+            let cond = c["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|x| x["type"] == "Unused")?
+                .clone();
+            (cond["status"] == status && cond["reason"] == reason).then_some(cond)
+        })
+    };
+    let cond = unused("True", "NoPodsUsingPVC");
+    assert_eq!(
+        cond["message"],
+        "No pods are currently referencing this PVC"
+    );
+    assert!(cond["lastTransitionTime"].is_string());
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user"},
         "spec": {"nodeName": "somewhere", "containers": [{"name": "c", "image": "busybox"}],
                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]}});
     admin.create(&PODS, Some(n), &pod).expect("pod");
+    let cond = unused("False", "PodUsingPVC");
+    assert_eq!(cond["message"], "A pod is currently referencing this PVC");
 
     // The volume is bound: deleting it waits.
     admin
