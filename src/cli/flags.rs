@@ -137,7 +137,7 @@ pub(super) static ACTED: &[Acted] = &[
 
 /// Flags of the accepted table that a controller reads from their checked text
 /// (`Config::given`): no warning that they are not acted on.
-pub(crate) const READ_AS_GIVEN: [&str; 9] = [
+pub(crate) const READ_AS_GIVEN: [&str; 10] = [
     "attach-detach-reconcile-sync-period",
     "disable-attach-detach-reconcile-sync",
     "cidr-allocator-type",
@@ -147,6 +147,7 @@ pub(crate) const READ_AS_GIVEN: [&str; 9] = [
     "unhealthy-zone-threshold",
     "enable-dynamic-provisioning",
     "pvclaimbinder-sync-period",
+    "disable-force-detach-on-timeout",
 ];
 
 /// Why a flag edgekcm parses and checks does nothing yet: what would act on it is not in
