@@ -148,6 +148,7 @@ pub(crate) const READ_AS_GIVEN: [&str; 10] = [
     "enable-dynamic-provisioning",
     "pvclaimbinder-sync-period",
     "legacy-service-account-token-clean-up-period",
+    "disable-force-detach-on-timeout",
 ];
 
 /// Why a flag edgekcm parses and checks does nothing yet: what would act on it is not in

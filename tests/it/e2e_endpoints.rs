@@ -124,7 +124,11 @@ fn ready_and_not_ready_with_named_ports(t: &Target) {
                 .sum::<usize>()
                 == 6
     });
-    assert_eq!(ep["metadata"]["labels"], json!({"team": "edge"}));
+    // v1.33 and later mark the Endpoints they write as theirs.
+    assert_eq!(
+        ep["metadata"]["labels"],
+        json!({"team": "edge", "endpoints.kubernetes.io/managed-by": "endpoint-controller"})
+    );
     assert!(
         ep["metadata"]["annotations"]["endpoints.kubernetes.io/last-change-trigger-time"]
             .is_string()
@@ -225,7 +229,8 @@ fn headless_publish_not_ready_and_service_deletion(t: &Target) {
     });
     assert_eq!(
         ep["metadata"]["labels"],
-        json!({"team": "edge", "service.kubernetes.io/headless": ""})
+        json!({"team": "edge", "service.kubernetes.io/headless": "",
+            "endpoints.kubernetes.io/managed-by": "endpoint-controller"})
     );
     assert!(ep["subsets"][0].get("ports").is_none());
     assert!(ep["subsets"][0].get("notReadyAddresses").is_none());

@@ -371,7 +371,60 @@ fn restart_rewrites_nothing(t: &Target) {
     assert_eq!(gen(&after[0]), gen(&before[0]) + 1, "{}", after[0]);
 }
 
+/// `spec.trafficDistribution` (v1.30 and later): ready endpoints hinted to their own zone
+/// (PreferClose), and to their node too (PreferSameNode, v1.33 and later); none without it.
+fn traffic_distribution_hints(t: &Target) {
+    let ns = new_ns(t, "es-td");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let na = format!("{n}-a");
+    let _a = Node::new(admin, &na, "zone-a");
+    run_pod(admin, n, pod("ready", "web", &na), "10.5.0.1", true);
+    run_pod(admin, n, pod("waiting", "web", &na), "10.5.0.2", false);
+    let _kcm = start_with(t, "es-td", "--controllers=endpointslice");
+    let svc = |td: Value| {
+        service(
+            "web",
+            json!({"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}],
+                "trafficDistribution": td}),
+        )
+    };
+    admin
+        .create(&SERVICES, Some(n), &svc(json!("PreferClose")))
+        .expect("service");
+    // The hints of the ready and the waiting endpoint, once both are listed.
+    let hints = |want: &[Value; 2]| {
+        eventually(LIMIT, &format!("hints {want:?}"), || {
+            let s = slices(admin, n, "web");
+            let mut eps: Vec<Value> = s
+                .iter()
+                .filter_map(|s| s["endpoints"].as_array())
+                .flatten()
+                .cloned()
+                .collect();
+            eps.sort_by_key(|e| e["addresses"][0].as_str().unwrap_or("").to_string());
+            let got = [eps.first()?["hints"].clone(), eps.get(1)?["hints"].clone()];
+            (eps.len() == 2 && got == *want).then_some(())
+        })
+    };
+    hints(&[json!({"forZones": [{"name": "zone-a"}]}), Value::Null]);
+    let change = |td: Value| {
+        eventually(LIMIT, "service update", || {
+            let mut s = admin.get(&SERVICES, Some(n), "web").ok()?;
+            s["spec"]["trafficDistribution"] = td.clone();
+            admin.update(&SERVICES, &s).ok()
+        });
+    };
+    change(json!("PreferSameNode"));
+    hints(&[
+        json!({"forZones": [{"name": "zone-a"}], "forNodes": [{"name": na}]}),
+        Value::Null,
+    ]);
+    change(Value::Null);
+    hints(&[Value::Null, Value::Null]);
+}
+
 scenarios! {
+    traffic_distribution => traffic_distribution_hints,
     restart => restart_rewrites_nothing,
     mirroring => mirroring_selectorless_endpoints,
     slices_and_reuse => slices_and_reuse,

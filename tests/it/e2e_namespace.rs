@@ -6,7 +6,8 @@
 use crate::common::*;
 use edgekcm::api::client::{Client, PatchType};
 use edgekcm::api::resources::{
-    discovered, Kind, CONFIGMAPS, CRDS, DEPLOYMENTS, NAMESPACES, REPLICASETS, SECRETS,
+    discovered, Kind, CONFIGMAPS, CRDS, DEPLOYMENTS, NAMESPACES, PODS, REPLICASETS, SECRETS,
+    SERVICEACCOUNTS,
 };
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -200,6 +201,68 @@ fn scenario_conditions(t: &Target) {
     eventually(LIMIT, "namespace removed", || gone_ns(&admin, &ns));
 }
 
+/// Ordered deletion (v1.33 by default, v1.34 GA): the pods go first, and nothing else is
+/// deleted while one remains. The conditions written meanwhile report only that pass (so
+/// no remaining content, as upstream's).
+fn scenario_pods_first(t: &Target) {
+    let admin = t.admin();
+    let mut cleanup = Cleanup::new(admin.clone());
+    let ns = unique("e2e-nsorder");
+    create_namespace(&admin, &ns);
+    cleanup.namespaces.push(ns.clone());
+    cleanup.held.push((PODS, ns.clone(), "held".to_string()));
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    let _ = admin.create(&SERVICEACCOUNTS, Some(&ns), &sa);
+    admin
+        .create(
+            &PODS,
+            Some(&ns),
+            &json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "held", "finalizers": ["example.com/hold"]},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}),
+        )
+        .expect("pod");
+    admin
+        .create(
+            &CONFIGMAPS,
+            Some(&ns),
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after-pods"}}),
+        )
+        .expect("configmap");
+    let mut kcm = Kcm::start(t, "nsorder", &[CONTROLLERS]);
+    delete_namespace(&admin, &ns);
+    let n = eventually(LIMIT, "the pod deleted and conditions written", || {
+        if let Some(st) = kcm.exited() {
+            panic!("edgekcm exited: {st}");
+        }
+        let p = admin.get(&PODS, Some(&ns), "held").ok()?;
+        p["metadata"]["deletionTimestamp"].as_str()?;
+        admin
+            .get(&NAMESPACES, None, &ns)
+            .ok()
+            .filter(|n| condition(n, "NamespaceDeletionContentFailure")["status"] == "False")
+    });
+    let c = condition(&n, "NamespaceContentRemaining");
+    assert_eq!(c["status"], "False", "{c}");
+    assert_eq!(c["reason"], "ContentRemoved");
+    // Several passes later the ConfigMap is still there.
+    std::thread::sleep(Duration::from_secs(3));
+    admin
+        .get(&CONFIGMAPS, Some(&ns), "after-pods")
+        .expect("the ConfigMap waits for the pods");
+    admin
+        .patch(
+            &PODS,
+            Some(&ns),
+            "held",
+            PatchType::Merge,
+            &json!({"metadata": {"finalizers": null}}),
+            None,
+        )
+        .expect("release");
+    eventually(LIMIT, "namespace removed", || gone_ns(&admin, &ns));
+}
+
 /// The namespace-deletion benchmark: 300 Deployments, 300 ReplicaSets and 1500 Pods (owned
 /// in the usual chain), then the namespace is deleted; prints how long until it is gone.
 /// Not a timed test: run with `--ignored --nocapture`.
@@ -296,4 +359,5 @@ fn real_bench_namespace_deletion() {
 scenarios! {
     namespace_is_emptied_and_removed => scenario_namespace_emptied,
     namespace_conditions_report_remaining_content => scenario_conditions,
+    namespace_pods_go_first => scenario_pods_first,
 }

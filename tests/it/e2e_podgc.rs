@@ -176,6 +176,9 @@ fn scenario_orphaned_after_quarantine(t: &Target) {
     assert_eq!(c["reason"], "DeletionByPodGC");
     assert_eq!(c["message"], "PodGC: node no longer exists");
     assert!(c["lastTransitionTime"].is_string());
+    // v1.34 and later: the pod's generation the condition was written for (1: the delete
+    // that followed made it 2).
+    assert_eq!(c["observedGeneration"], 1, "{c}");
     assert!(
         condition(&held, "PodScheduled").is_some(),
         "other conditions kept"

@@ -483,10 +483,30 @@ fn scenario_protection(t: &Target) {
     assert_eq!(finalizers(&c), ["kubernetes.io/pvc-protection"]);
     let v = wait_phase(admin, &PVS, None, &vol, "Bound");
     assert_eq!(finalizers(&v), ["kubernetes.io/pv-protection"]);
+    // v1.37: a bound claim says whether a pod references it (condition `Unused`).
+    let unused = |status: &str, reason: &str| {
+        eventually(LIMIT, &format!("Unused {status} ({reason})"), || {
+            let c = admin.get(&PVCS, Some(n), "c").ok()?;
+            let cond = c["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|x| x["type"] == "Unused")?
+                .clone();
+            (cond["status"] == status && cond["reason"] == reason).then_some(cond)
+        })
+    };
+    let cond = unused("True", "NoPodsUsingPVC");
+    assert_eq!(
+        cond["message"],
+        "No pods are currently referencing this PVC"
+    );
+    assert!(cond["lastTransitionTime"].is_string());
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user"},
         "spec": {"nodeName": "somewhere", "containers": [{"name": "c", "image": "busybox"}],
                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]}});
     admin.create(&PODS, Some(n), &pod).expect("pod");
+    let cond = unused("False", "PodUsingPVC");
+    assert_eq!(cond["message"], "A pod is currently referencing this PVC");
 
     // The volume is bound: deleting it waits.
     admin
@@ -513,7 +533,59 @@ fn scenario_protection(t: &Target) {
     });
 }
 
+/// VolumeAttributesClass (GA in v1.34): a claim takes only a volume of its class (a larger one
+/// over a smaller one without), the bound claim reports the class, and a claim without one
+/// takes only a volume without one. kube-apiserver v1.31 and later stamp every phase change
+/// of a volume in `status.lastPhaseTransitionTime`; the binder's writes keep it.
+fn scenario_attributes_class(t: &Target) {
+    let ns = Ns::with_cleanup(t, "e2e-pv-vac", &[PVCS]);
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let (plain, fast) = (format!("{n}-plain"), format!("{n}-fast"));
+    let _gone = Gone {
+        admin: admin.clone(),
+        ns: n.to_string(),
+        pvs: vec![plain.clone(), fast.clone()],
+        classes: vec![],
+    };
+    let cls = format!("{n}-gold");
+    admin
+        .create(&PVS, None, &pv(&plain, "1Gi", &cls, "Retain"))
+        .expect("pv");
+    let mut f = pv(&fast, "5Gi", &cls, "Retain");
+    f["spec"]["volumeAttributesClassName"] = "fast-io".into();
+    admin.create(&PVS, None, &f).expect("pv");
+    let _kcm = Kcm::start(t, "pv-vac", &[BINDER]);
+    let available = wait_phase(admin, &PVS, None, &fast, "Available");
+    wait_phase(admin, &PVS, None, &plain, "Available");
+    let mut c = pvc("fast", "1Gi", Some(&cls));
+    c["spec"]["volumeAttributesClassName"] = "fast-io".into();
+    admin.create(&PVCS, Some(n), &c).expect("pvc");
+    let c = wait_phase(admin, &PVCS, Some(n), "fast", "Bound");
+    assert_eq!(c["spec"]["volumeName"], fast.as_str());
+    assert_eq!(c["status"]["currentVolumeAttributesClassName"], "fast-io");
+    admin
+        .create(&PVCS, Some(n), &pvc("plain", "1Gi", Some(&cls)))
+        .expect("pvc");
+    let p = wait_phase(admin, &PVCS, Some(n), "plain", "Bound");
+    assert_eq!(p["spec"]["volumeName"], plain.as_str());
+    assert!(p["status"]
+        .get("currentVolumeAttributesClassName")
+        .is_none());
+    let bound = wait_phase(admin, &PVS, None, &fast, "Bound");
+    if t.is_real() {
+        let at = |v: &Value| {
+            v["status"]["lastPhaseTransitionTime"]
+                .as_str()
+                .map(str::to_string)
+        };
+        assert!(at(&available).is_some(), "{available}");
+        assert!(at(&bound).is_some(), "{bound}");
+        assert!(at(&bound) >= at(&available), "{available} {bound}");
+    }
+}
+
 scenarios! {
+    attributes_class => scenario_attributes_class,
     protection => scenario_protection,
     static_binding => scenario_static_binding,
     provisioning_handoff => scenario_provisioning_handoff,

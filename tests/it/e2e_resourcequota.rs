@@ -314,7 +314,75 @@ fn scenario_apiserver_restart(t: &Target) {
     );
 }
 
+/// What v1.29-v1.37 added to the evaluators: pod-level `spec.resources` (beta in v1.34)
+/// replace the containers' sums and make a pod not BestEffort; claims match the
+/// `VolumeAttributesClass` scope (GA in v1.34) by the class they ask for.
+fn scenario_v137_evaluators(t: &Target) {
+    let ns = Ns::with_cleanup(t, "rq-v137", CLEANUP);
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let mut p = pod("pod-level", json!({"cpu": "100m"}), None);
+    p["spec"]["resources"] = json!({"requests": {"cpu": "1", "memory": "64Mi"},
+        "limits": {"cpu": "2", "memory": "64Mi"}});
+    create(admin, &PODS, n, p);
+    let claim = |name: &str, vac: Option<&str>| {
+        let mut c = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}});
+        if let Some(v) = vac {
+            c["spec"]["volumeAttributesClassName"] = json!(v);
+        }
+        create(admin, &PERSISTENTVOLUMECLAIMS, n, c);
+    };
+    claim("gold", Some("gold"));
+    claim("silver", Some("silver"));
+    claim("plain", None);
+    let _kcm = start_with(t, "rq-v137", CONTROLLERS);
+    quota(
+        admin,
+        n,
+        "compute",
+        json!({"hard": {"pods": "10", "requests.cpu": "4", "limits.cpu": "4",
+            "requests.memory": "1Gi"}, "scopes": ["NotBestEffort"]}),
+    );
+    quota(
+        admin,
+        n,
+        "gold",
+        json!({"hard": {"persistentvolumeclaims": "10", "requests.storage": "10Gi"},
+            "scopeSelector": {"matchExpressions": [{"scopeName": "VolumeAttributesClass",
+                "operator": "In", "values": ["gold"]}]}}),
+    );
+    quota(
+        admin,
+        n,
+        "no-class",
+        json!({"hard": {"persistentvolumeclaims": "10"},
+            "scopeSelector": {"matchExpressions": [{"scopeName": "VolumeAttributesClass",
+                "operator": "DoesNotExist"}]}}),
+    );
+    wait_used(
+        admin,
+        n,
+        "compute",
+        &json!({"pods": "1", "requests.cpu": "1", "limits.cpu": "2", "requests.memory": "64Mi"}),
+    );
+    wait_used(
+        admin,
+        n,
+        "gold",
+        &json!({"persistentvolumeclaims": "1", "requests.storage": "1Gi"}),
+    );
+    wait_used(
+        admin,
+        n,
+        "no-class",
+        &json!({"persistentvolumeclaims": "1"}),
+    );
+}
+
 scenarios! {
+    v137_evaluators => scenario_v137_evaluators,
     usage_and_replenishment => scenario_usage_and_replenishment,
     hard_change => scenario_hard_change,
     scopes => scenario_scopes,

@@ -26,7 +26,8 @@
 //!   used by pod(s) <names>" (or "... exclusively attached to one node and can't be attached
 //!   to another"), once while they wait.
 //! - A volume no longer wanted is detached once the node no longer lists it in
-//!   `status.volumesInUse`, or, while it does, after 6 minutes if the node is not Ready, or at
+//!   `status.volumesInUse`, or, while it does, after 6 minutes if the node is not Ready (not
+//!   with `--disable-force-detach-on-timeout`, v1.30), or at
 //!   once with the `node.kubernetes.io/out-of-service` NoExecute taint: first the node's
 //!   `volumesAttached` loses it, then the VolumeAttachment is deleted.
 //! - Every `--attach-detach-reconcile-sync-period` (1m) every node is looked at again,
@@ -124,7 +125,13 @@ pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<su
                 .into(),
         ));
     }
-    let adc = AttachDetach::new();
+    // v1.30: no force detach when the unmount wait expires (only an out-of-service taint).
+    let no_force_on_timeout = match given("disable-force-detach-on-timeout") {
+        Some(v) => crate::compat::parse::parse_go_bool(v).map_err(crate::Error::Config)?,
+        None => false,
+    };
+    let mut adc = AttachDetach::new();
+    adc.force_on_timeout = !no_force_on_timeout;
     let stats = adc.stats.clone();
     crate::metrics::register_collector(
         "attachdetach",
@@ -153,6 +160,9 @@ pub struct AttachDetach {
     index: Mutex<Index>,
     memo: Mutex<Memo>,
     stats: std::sync::Arc<metrics::Stats>,
+    /// Force a detach once the unmount wait expires on an unhealthy node (false with
+    /// `--disable-force-detach-on-timeout`).
+    force_on_timeout: bool,
 }
 
 /// One volume wanted on the node.
@@ -222,6 +232,7 @@ impl AttachDetach {
             index: Mutex::default(),
             memo: Mutex::default(),
             stats: Default::default(),
+            force_on_timeout: true,
         }
     }
 

@@ -282,7 +282,7 @@ impl AttachDetach {
         let mounted = unique.as_deref().is_some_and(|u| facts.in_use.contains(u));
         let since = *memo.detach_requested.entry(name.clone()).or_insert(cx.now);
         let elapsed = cx.now.duration_since(since).unwrap_or_default();
-        let timeout = elapsed > MAX_WAIT_FOR_UNMOUNT;
+        let timeout = elapsed > MAX_WAIT_FOR_UNMOUNT && self.force_on_timeout;
         let force = timeout && !facts.healthy;
         if mounted && !force && !facts.out_of_service {
             if va["status"]["attached"] == true {

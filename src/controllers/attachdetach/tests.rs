@@ -261,6 +261,34 @@ fn a_mounted_volume_of_a_node_not_ready_is_force_detached_after_six_minutes() {
 }
 
 #[test]
+fn without_force_detach_on_timeout_only_out_of_service_detaches() {
+    let mut adc = AttachDetach::new();
+    adc.force_on_timeout = false;
+    let mut h = Harness::new(adc).at("2024-01-01T00:00:00Z");
+    h.add(NODES, node("n1", true));
+    h.add(PERSISTENTVOLUMES, pv("v", "c", &["ReadWriteOnce"]));
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("c", "v"));
+    h.add(VOLUMEATTACHMENTS, va("v", "n1", true));
+    let mut n = attached_node(true);
+    n["status"]["conditions"][0]["status"] = "Unknown".into();
+    upd(&mut h, NODES, n.clone());
+    h.sync("n1");
+    // Six minutes later, still mounted on a node not ready: kept.
+    h.now += MAX_WAIT_FOR_UNMOUNT + Duration::from_secs(60);
+    let w = h.sync("n1");
+    assert!(w.patches.is_empty() && w.deletes.is_empty(), "{w:?}");
+    // The out-of-service taint still detaches.
+    n["spec"] = json!({"taints": [{"key": OUT_OF_SERVICE, "value": "nodeshutdown",
+                                   "effect": "NoExecute"}]});
+    n["metadata"]["resourceVersion"] = "99".into();
+    upd(&mut h, NODES, n);
+    let w = h.sync("n1");
+    assert!(!w.patches.is_empty() || !w.deletes.is_empty(), "{w:?}");
+    let text = scrape(&h);
+    assert!(!text.contains("reason=\"timeout\"} 1"), "{text}");
+}
+
+#[test]
 fn an_out_of_service_node_is_detached_at_once() {
     let mut h = setup();
     h.add(VOLUMEATTACHMENTS, va("v", "n1", true));

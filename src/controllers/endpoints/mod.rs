@@ -14,7 +14,8 @@
 //!   without it is left out of that port); a headless Service without ports lists its pods
 //!   without ports;
 //! - subsets in upstream's canonical order (`repack`), at most 1000 addresses with
-//!   `endpoints.kubernetes.io/over-capacity: truncated`, the Service's labels plus
+//!   `endpoints.kubernetes.io/over-capacity: truncated`, `endpoints.kubernetes.io/managed-by:
+//!   endpoint-controller` (v1.33; an Endpoints without it is written again), the Service's labels plus
 //!   `service.kubernetes.io/headless` for headless Services, and upstream's
 //!   `endpoints.kubernetes.io/last-change-trigger-time` (`trigger`);
 //! - nothing is written when the subsets (pod resourceVersions aside), the labels and the

@@ -9,6 +9,10 @@ use serde_json::{json, Map, Value};
 
 /// The label marking the Endpoints of a headless Service.
 pub const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
+/// The label upstream v1.33 and later put on every Endpoints this controller writes, with
+/// [`MANAGED_BY_VALUE`]; an Endpoints without it is written again.
+pub const MANAGED_BY_LABEL: &str = "endpoints.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "endpoint-controller";
 pub const TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 pub const OVER_CAPACITY: &str = "endpoints.kubernetes.io/over-capacity";
 /// Endpoints carrying this annotation are leader-election records: never cleaned up.
@@ -99,7 +103,9 @@ pub fn endpoints_to_write(
         let cur_subsets = Subset::all_from(cur);
         let mut cur_labels = obj::string_map(cur.at("/metadata/labels"));
         cur_labels.remove(HEADLESS_LABEL);
+        let managed = cur_labels.remove(MANAGED_BY_LABEL) == Some(json!(MANAGED_BY_VALUE));
         if subsets::equal_ignoring_resource_version(&cur_subsets, &subsets)
+            && managed
             && cur_labels == svc_labels
             && capacity_annotation_right(cur, &cur_subsets)
         {
@@ -146,6 +152,7 @@ pub fn endpoints_to_write(
     } else {
         labels.remove(HEADLESS_LABEL);
     }
+    labels.insert(MANAGED_BY_LABEL.into(), json!(MANAGED_BY_VALUE));
     set_or_drop(meta, "labels", labels);
     let list: Vec<Value> = subsets.iter().map(Subset::to_json).collect();
     let o = out.as_object_mut().expect("an object");

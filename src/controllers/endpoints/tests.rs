@@ -1,6 +1,7 @@
 use super::gohash;
 use super::repack::{repack, truncate, MAX_CAPACITY};
 use super::subsets::{Address, Port, Subset, TargetRef};
+use super::sync::MANAGED_BY_LABEL;
 use super::*;
 use crate::controllers::testing::Harness;
 use serde_json::{json, Value};
@@ -225,7 +226,7 @@ fn writes_ready_and_not_ready_addresses_with_labels_and_trigger_time() {
     assert_eq!(
         ep,
         &json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web",
-            "labels": {"team": "a"},
+            "labels": {"team": "a", MANAGED_BY_LABEL: "endpoint-controller"},
             "annotations": {"endpoints.kubernetes.io/last-change-trigger-time": T0}},
             "subsets": [{
                 "addresses": [{"ip": "10.1.0.1", "nodeName": "node-1",
@@ -238,7 +239,20 @@ fn writes_ready_and_not_ready_addresses_with_labels_and_trigger_time() {
     let mut stored = ep.clone();
     stored["metadata"]["namespace"] = json!("ns");
     stored["metadata"]["resourceVersion"] = json!("20");
-    h.add(ENDPOINTS, stored);
+    // Written by v1.32 or earlier (no managed-by label): written again, only to add it.
+    let mut unlabelled = stored.clone();
+    unlabelled["metadata"]["labels"] = json!({"team": "a"});
+    h.add(ENDPOINTS, unlabelled);
+    h.take_queued();
+    let w = h.sync("ns/web");
+    assert_eq!(w.updates.len(), 1);
+    assert_eq!(
+        w.updates[0].2["metadata"]["labels"],
+        stored["metadata"]["labels"]
+    );
+    assert_eq!(w.updates[0].2["subsets"], stored["subsets"]);
+    stored["metadata"]["resourceVersion"] = json!("21");
+    h.update(ENDPOINTS, stored);
     h.take_queued();
     assert!(h.sync("ns/web").is_empty());
     let mut b = pod("b", "10.1.0.2", true, T2, 8080);
@@ -247,7 +261,7 @@ fn writes_ready_and_not_ready_addresses_with_labels_and_trigger_time() {
     assert_eq!(h.take_queued(), ["ns/web"]);
     let w = h.sync("ns/web");
     let ep = &w.updates[0].2;
-    assert_eq!(ep["metadata"]["resourceVersion"], "20");
+    assert_eq!(ep["metadata"]["resourceVersion"], "21");
     assert_eq!(ep["subsets"][0]["addresses"].as_array().unwrap().len(), 2);
     assert!(ep["subsets"][0].get("notReadyAddresses").is_none());
     // The change that made it: pod b's readiness at T2.
@@ -312,7 +326,7 @@ fn headless_services_are_labelled_and_may_have_no_ports() {
     let ep = &w.creates[0].1;
     assert_eq!(
         ep["metadata"]["labels"],
-        json!({"team": "a", HEADLESS_LABEL: ""})
+        json!({"team": "a", HEADLESS_LABEL: "", MANAGED_BY_LABEL: "endpoint-controller"})
     );
     assert_eq!(ep["subsets"][0]["addresses"][0]["hostname"], "a-0");
     assert!(ep["subsets"][0].get("ports").is_none());
@@ -322,7 +336,10 @@ fn headless_services_are_labelled_and_may_have_no_ports() {
     h.add(PODS, pod("a", "10.1.0.1", true, T0, 8080));
     let ep = &h.sync("ns/web").creates[0].1;
     assert!(ep.get("subsets").is_none());
-    assert_eq!(ep["metadata"]["labels"], json!({"team": "a"}));
+    assert_eq!(
+        ep["metadata"]["labels"],
+        json!({"team": "a", MANAGED_BY_LABEL: "endpoint-controller"})
+    );
 }
 
 #[test]

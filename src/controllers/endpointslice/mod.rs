@@ -17,7 +17,9 @@
 //!   endpointslice-controller.k8s.io` and, headless, `service.kubernetes.io/headless`, and
 //!   annotated with `endpoints.kubernetes.io/last-change-trigger-time`;
 //! - topology-aware hints for `service.kubernetes.io/topology-mode: Auto` (`topology`), with
-//!   `TopologyAwareHintsEnabled` / `TopologyAwareHintsDisabled` Events;
+//!   `TopologyAwareHintsEnabled` / `TopologyAwareHintsDisabled` Events; without the
+//!   annotation, hints from `spec.trafficDistribution` (`trafficdist`: `PreferClose`,
+//!   `PreferSameZone`, `PreferSameNode`, v1.30-v1.35);
 //! - a failed sync records `FailedToUpdateEndpointSlices` (component
 //!   `endpoint-slice-controller`) and is retried; pod changes reach their Services after
 //!   `--endpointslice-updates-batch-period`, at least `kit::servicepods::POD_CHANGE_WINDOW`
@@ -31,6 +33,7 @@
 pub mod model;
 pub mod reconciler;
 pub mod topology;
+pub mod trafficdist;
 
 use super::kit::servicepods::{pod_change_delay, selector, ServicePods};
 use super::kit::slicetracker::{SliceIndex, SliceTracker, UpdateReads};

@@ -24,8 +24,24 @@ pub struct Endpoint {
     pub target: Option<Map<String, Value>>,
     pub node_name: Option<String>,
     pub zone: Option<String>,
-    /// `hints.forZones[*].name`; None: no hints.
+    /// `hints.forZones[*].name`; None: no zone hints.
     pub hints: Option<Vec<String>>,
+    /// `hints.forNodes[*].name` (v1.33 and later); None: no node hints.
+    pub node_hints: Option<Vec<String>>,
+}
+
+/// The `name`s of a list of `forZones` / `forNodes` entries.
+fn hint_names(v: Option<&Value>) -> Option<Vec<String>> {
+    v.and_then(Value::as_array).map(|a| {
+        a.iter()
+            .map(|z| {
+                z.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect()
+    })
 }
 
 fn opt_str(v: Option<&Value>) -> Option<String> {
@@ -64,16 +80,8 @@ impl Endpoint {
             target: v.get("targetRef").and_then(Value::as_object).cloned(),
             node_name: opt_str(v.get("nodeName")),
             zone: opt_str(v.get("zone")),
-            hints: v.at("/hints/forZones").and_then(Value::as_array).map(|a| {
-                a.iter()
-                    .map(|z| {
-                        z.get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string()
-                    })
-                    .collect()
-            }),
+            hints: hint_names(v.at("/hints/forZones")),
+            node_hints: hint_names(v.at("/hints/forNodes")),
         }
     }
 
@@ -103,9 +111,16 @@ impl Endpoint {
         if let Some(z) = &self.zone {
             m.insert("zone".into(), json!(z));
         }
-        if let Some(h) = &self.hints {
-            let zones: Vec<Value> = h.iter().map(|z| json!({ "name": z })).collect();
-            m.insert("hints".into(), json!({ "forZones": zones }));
+        if self.has_hints() {
+            // Go's `omitempty`: an empty list is not written.
+            let mut h = Map::new();
+            for (k, names) in [("forZones", &self.hints), ("forNodes", &self.node_hints)] {
+                if let Some(n) = names.as_ref().filter(|n| !n.is_empty()) {
+                    let list: Vec<Value> = n.iter().map(|z| json!({ "name": z })).collect();
+                    h.insert(k.into(), Value::Array(list));
+                }
+            }
+            m.insert("hints".into(), Value::Object(h));
         }
         Value::Object(m)
     }
@@ -145,6 +160,23 @@ impl Endpoint {
 
     pub fn is_ready(&self) -> bool {
         self.ready == Some(true)
+    }
+
+    /// Whether the endpoint has a `hints` object at all.
+    pub fn has_hints(&self) -> bool {
+        self.hints.is_some() || self.node_hints.is_some()
+    }
+
+    /// No `hints` (upstream sets the whole pointer to nil).
+    pub fn clear_hints(&mut self) {
+        self.hints = None;
+        self.node_hints = None;
+    }
+
+    /// `hints: {forZones: [zone]}`, as the topology cache writes it (no node hints).
+    pub fn set_zone_hint(&mut self, zone: String) {
+        self.hints = Some(vec![zone]);
+        self.node_hints = None;
     }
 }
 

@@ -9,6 +9,7 @@
 
 use super::model::{self, Endpoint, Slice, HEADLESS_LABEL, MANAGED_BY_LABEL, SERVICE_NAME_LABEL};
 use super::topology::{self, SliceInfo, TopologyCache};
+use super::trafficdist;
 use crate::controller::EventType;
 use crate::controllers::kit::servicepods as sp;
 use crate::obj::{self, At as _, Obj};
@@ -176,6 +177,7 @@ pub fn pod_endpoint(
             .filter(|z| !z.is_empty())
             .map(str::to_string),
         hints: None,
+        node_hints: None,
     }
 }
 
@@ -501,6 +503,8 @@ fn by_address_type(
         to_update: update,
         unchanged,
     };
+    // The topology annotation wins over `trafficDistribution`.
+    let distribution = trafficdist::valid(svc).filter(|_| !hints_enabled(svc));
     if hints_enabled(svc) {
         plan.events.extend(topo.add_hints(&mut si));
     } else {
@@ -513,7 +517,12 @@ fn by_address_type(
             ));
         }
         topo.remove_hints(&key, address_type);
-        topology::remove_hints_from_slices(&mut si);
+        if distribution.is_none() {
+            topology::remove_hints_from_slices(&mut si);
+        }
+    }
+    if distribution.is_some() {
+        trafficdist::reconcile_hints(distribution, &mut si);
     }
     let (mut create, mut update) = (si.to_create, si.to_update);
     // A slice to delete becomes one to create, under its name: an update instead of two writes.

@@ -430,3 +430,88 @@ fn quantities_read_as_milli_values() {
     assert_eq!(topology::milli_value("1k"), 1_000_000);
     assert_eq!(topology::milli_value("x"), 0);
 }
+
+#[test]
+fn traffic_distribution_hints_ready_endpoints_to_their_zone_and_node() {
+    let mut h = harness(100);
+    h.add(NODES, node("node-2", "", "4"));
+    let td = |v: &str| svc("web", json!({"spec": {"trafficDistribution": v}}));
+    h.add(SERVICES, td("PreferClose"));
+    h.add(PODS, pod("a", "10.0.0.1", true, "node-1"))
+        .add(PODS, pod("b", "10.0.0.2", false, "node-1"))
+        .add(PODS, pod("c", "10.0.0.3", true, "node-2"));
+    let hints = |s: &Value| -> Vec<Value> {
+        let mut e = s["endpoints"].as_array().unwrap().clone();
+        e.sort_by_key(|e| e["addresses"][0].as_str().unwrap().to_string());
+        e.iter().map(|e| e["hints"].clone()).collect()
+    };
+    let w = h.sync("ns/web");
+    assert!(w.events.is_empty());
+    // Ready in a zone: its zone; not ready, or no zone: none.
+    assert_eq!(
+        hints(&w.creates[0].1),
+        [
+            json!({"forZones": [{"name": "zone-a"}]}),
+            Value::Null,
+            Value::Null
+        ]
+    );
+    let mut slice = stored(&w.creates[0].1, "web-1", 1);
+    h.add(ENDPOINTSLICES, slice.clone());
+    assert!(h.sync("ns/web").is_empty(), "hints that fit are kept");
+    // PreferSameZone is PreferClose; PreferSameNode adds the node.
+    h.update(SERVICES, td("PreferSameZone"));
+    assert!(h.sync("ns/web").is_empty());
+    h.update(SERVICES, td("PreferSameNode"));
+    let w = h.sync("ns/web");
+    assert_eq!(
+        hints(&w.updates[0].2),
+        [
+            json!({"forZones": [{"name": "zone-a"}], "forNodes": [{"name": "node-1"}]}),
+            Value::Null,
+            json!({"forNodes": [{"name": "node-2"}]})
+        ]
+    );
+    slice["endpoints"] = w.updates[0].2["endpoints"].clone();
+    slice["metadata"]["generation"] = json!(2);
+    slice["metadata"]["resourceVersion"] = json!("101");
+    h.update(ENDPOINTSLICES, slice.clone());
+    h.take_queued();
+    assert!(h.sync("ns/web").is_empty());
+    // A value this release does not know, or none: the hints go, without an Event.
+    for v in [json!("Elsewhere"), Value::Null] {
+        let mut s = td("PreferClose");
+        s["spec"]["trafficDistribution"] = v;
+        h.update(SERVICES, s);
+        let w = h.sync("ns/web");
+        assert!(w.events.is_empty());
+        assert_eq!(
+            hints(&w.updates[0].2),
+            [Value::Null, Value::Null, Value::Null]
+        );
+    }
+}
+
+#[test]
+fn the_topology_annotation_wins_over_traffic_distribution() {
+    let mut h = harness(100);
+    h.add(NODES, node("node-2", "zone-b", "4"));
+    h.add(
+        SERVICES,
+        svc(
+            "web",
+            json!({"metadata": {"annotations": {"service.kubernetes.io/topology-mode": "Auto"}},
+                "spec": {"trafficDistribution": "PreferSameNode"}}),
+        ),
+    );
+    for i in 1..=4 {
+        let n = if i <= 3 { "node-1" } else { "node-2" };
+        h.add(PODS, pod(&format!("p{i}"), &format!("10.0.0.{i}"), true, n));
+    }
+    let w = h.sync("ns/web");
+    assert_eq!(w.events[0].1, "TopologyAwareHintsEnabled");
+    for e in w.creates[0].1["endpoints"].as_array().unwrap() {
+        assert!(e["hints"].get("forNodes").is_none(), "{e}");
+        assert!(e["hints"]["forZones"][0]["name"].is_string(), "{e}");
+    }
+}

@@ -6,7 +6,7 @@
 //! nodes do not say enough, when there are fewer endpoints than zones, or when an endpoint has
 //! no zone. Zones are visited in name order where upstream ranges over a Go map.
 
-use super::model::Slice;
+use super::model::{Endpoint, Slice};
 use crate::controller::EventType;
 use crate::obj::{self, At as _};
 use serde_json::Value;
@@ -251,7 +251,7 @@ impl TopologyCache {
         for s in si.to_create.iter_mut().chain(si.to_update.iter_mut()) {
             for e in s.endpoints.iter_mut() {
                 if !e.is_ready() {
-                    e.hints = None;
+                    e.clear_hints();
                     continue;
                 }
                 let Some(zone) = e.zone.clone().filter(|z| !z.is_empty()) else {
@@ -268,7 +268,7 @@ impl TopologyCache {
                     return events;
                 };
                 *by_zone.entry(zone.clone()).or_default() += 1;
-                e.hints = Some(vec![zone]);
+                e.set_zone_hint(zone);
             }
         }
         let (mut giving, mut receiving) = giving_and_receiving(&allocations, &by_zone);
@@ -313,14 +313,14 @@ impl TopologyCache {
 pub fn remove_hints_from_slices(si: &mut SliceInfo) {
     for s in si.to_create.iter_mut().chain(si.to_update.iter_mut()) {
         for e in s.endpoints.iter_mut() {
-            e.hints = None;
+            e.clear_hints();
         }
     }
     let mut keep = Vec::new();
     for mut s in std::mem::take(&mut si.unchanged) {
-        if s.endpoints.iter().any(|e| e.hints.is_some()) {
+        if s.endpoints.iter().any(Endpoint::has_hints) {
             for e in s.endpoints.iter_mut() {
-                e.hints = None;
+                e.clear_hints();
             }
             si.to_update.push(s);
         } else {
@@ -408,7 +408,7 @@ fn redistribute(
     for s in si.to_create.iter_mut().chain(si.to_update.iter_mut()) {
         for e in s.endpoints.iter_mut() {
             if !e.is_ready() {
-                e.hints = None;
+                e.clear_hints();
                 continue;
             }
             if giving.is_empty() || receiving.is_empty() {
@@ -427,7 +427,7 @@ fn redistribute(
             else {
                 continue;
             };
-            e.hints = Some(vec![to.clone()]);
+            e.set_zone_hint(to.clone());
             for (m, z) in [(&mut *giving, &zone), (&mut *receiving, &to)] {
                 let n = m.get_mut(z).expect("present");
                 if *n == 1 {

@@ -91,6 +91,13 @@ pub fn volume_mode(o: &Value) -> &str {
     o["spec"]["volumeMode"].as_str().unwrap_or("Filesystem")
 }
 
+/// `spec.volumeAttributesClassName` of a volume or a claim ("" for none).
+pub fn attributes_class(o: &Value) -> &str {
+    o["spec"]["volumeAttributesClassName"]
+        .as_str()
+        .unwrap_or("")
+}
+
 /// `spec.accessModes` as strings.
 pub fn access_modes(o: &Value) -> Vec<&str> {
     o["spec"]["accessModes"]

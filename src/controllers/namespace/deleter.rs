@@ -2,7 +2,7 @@
 //! `deletecollection` pages (or single deletes) in parallel, and what remains judged.
 
 use crate::api::client::{Client, DeleteOptions, ListOptions, ObjectList};
-use crate::api::discovery::{Discovery, Verbs};
+use crate::api::discovery::{Discovery, Resource, Verbs};
 use crate::api::resources::{NAMESPACES, PODS};
 use crate::api::Kind;
 use crate::error::{Error, Result};
@@ -38,6 +38,40 @@ pub struct Leftover {
     pub estimate: i64,
     pub remaining: usize,
     pub finalizers: BTreeMap<String, usize>,
+}
+
+/// What the resources emptied so far left behind, summed as upstream sums them.
+#[derive(Debug, Default)]
+struct Totals {
+    estimate: i64,
+    /// `<resource>.<group>` -> objects remaining.
+    remaining: BTreeMap<String, usize>,
+    finalizers: BTreeMap<String, usize>,
+}
+
+impl Totals {
+    fn add(
+        &mut self,
+        results: Vec<(Kind, Leftover, Option<String>)>,
+        conds: &mut Conditions,
+        errors: &mut Vec<String>,
+    ) {
+        for (kind, left, err) in results {
+            if let Some(e) = err {
+                conds.delete_failed(e.clone());
+                errors.push(e);
+            }
+            self.estimate = self.estimate.max(left.estimate);
+            if left.remaining > 0 {
+                self.remaining.insert(remaining_key(&kind), left.remaining);
+                for (f, n) in left.finalizers {
+                    if n > 0 {
+                        *self.finalizers.entry(f).or_default() += n;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Decide from what a list after deletion returned (upstream's tail of
@@ -148,12 +182,44 @@ impl Inner {
             }
         };
 
-        // Empty the resources, a few at a time.
+        // Pods first (ordered deletion, v1.33 on by default, always since v1.37): while any
+        // remains, nothing else is deleted and the conditions say only what this pass met.
+        let (pods, rest): (Vec<_>, Vec<_>) = resources.into_iter().partition(|r| r.kind == PODS);
+        let mut totals = Totals::default();
+        if !pods.is_empty() {
+            let done = self.empty_all(client, &pods, &name, deleting_for);
+            totals.add(done, &mut conds, &mut errors);
+            if !totals.remaining.is_empty() {
+                log::debug!("namespace-controller: {name}: pods remain, other content waits");
+                let ns = self.write_conditions(client, ns, &conds, &name);
+                return (totals.estimate, errors, ns);
+            }
+        }
+        let done = self.empty_all(client, &rest, &name, deleting_for);
+        totals.add(done, &mut conds, &mut errors);
+        conds.content_totals(&totals.remaining, &totals.finalizers);
+        let ns = self.write_conditions(client, ns, &conds, &name);
+        log::debug!(
+            "namespace-controller: deleteAllContent {name}: estimate {}, {} errors",
+            totals.estimate,
+            errors.len()
+        );
+        (totals.estimate, errors, ns)
+    }
+
+    /// Empties `resources`, a few at a time: per resource what is left and the error met.
+    fn empty_all(
+        &self,
+        client: &Client,
+        resources: &[Resource],
+        name: &str,
+        deleting_for: Duration,
+    ) -> Vec<(Kind, Leftover, Option<String>)> {
         let results: Mutex<Vec<(Kind, Leftover, Option<String>)>> = Mutex::new(Vec::new());
         crate::runtime::pool::for_each_parallel(resources.len(), PARALLEL_RESOURCES, |i| {
-            let r = resources[i];
+            let r = &resources[i];
             let t0 = Instant::now();
-            let (left, err) = self.empty_resource(client, &r.kind, r.verbs, &name, deleting_for);
+            let (left, err) = self.empty_resource(client, &r.kind, r.verbs, name, deleting_for);
             log::debug!(
                 "namespace-controller: {name}: {} emptied in {:?} ({} left)",
                 r.kind,
@@ -166,27 +232,17 @@ impl Inner {
                 .push((r.kind, left, err));
             true
         });
-        let mut estimate = 0;
-        let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
-        let mut finalizers: BTreeMap<String, usize> = BTreeMap::new();
-        for (kind, left, err) in results.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            if let Some(e) = err {
-                conds.delete_failed(e.clone());
-                errors.push(e);
-            }
-            estimate = estimate.max(left.estimate);
-            if left.remaining > 0 {
-                remaining.insert(remaining_key(&kind), left.remaining);
-                for (f, n) in left.finalizers {
-                    if n > 0 {
-                        *finalizers.entry(f).or_default() += n;
-                    }
-                }
-            }
-        }
-        conds.content_totals(&remaining, &finalizers);
+        results.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
 
-        let mut ns = ns;
+    /// Writes the namespace's conditions when they changed; the namespace as last written.
+    fn write_conditions(
+        &self,
+        client: &Client,
+        mut ns: Value,
+        conds: &Conditions,
+        name: &str,
+    ) -> Value {
         let now = crate::compat::timefmt::rfc3339(SystemTime::now());
         let mut status = ns.get("status").cloned().unwrap_or(json!({}));
         if conds.apply(&mut status, &now) {
@@ -198,11 +254,7 @@ impl Inner {
                 ),
             }
         }
-        log::debug!(
-            "namespace-controller: deleteAllContent {name}: estimate {estimate}, {} errors",
-            errors.len()
-        );
-        (estimate, errors, ns)
+        ns
     }
 
     fn supported(&self, kind: Kind, op: Op) -> bool {

@@ -3,8 +3,10 @@
 //! (upstream's `pkg/controller/namespace`).
 //!
 //! One pass over a namespace: GET it live; mark it `Terminating`; discover the preferred
-//! namespaced resources that can be deleted; for each, delete the collection (or list and
-//! delete one by one) with `propagationPolicy: Background` and list what remains; write the
+//! namespaced resources that can be deleted; pods first (v1.34's ordered deletion: while a
+//! pod remains nothing else is deleted, and the conditions are written from that pass alone),
+//! then for each other resource, delete the collection (or list and delete one by one) with
+//! `propagationPolicy: Background` and list what remains; write the
 //! five `NamespaceDeletion*`/`Namespace*Remaining` conditions when they change; finalize when
 //! nothing remains.
 //!

@@ -182,6 +182,33 @@ pub fn unscheduled_terminating(pods: &[PodFacts]) -> Vec<&PodFacts> {
         .collect()
 }
 
+/// v1.34 and later (PodObservedGenerationTracking, GA in v1.35) stamp the condition with the
+/// pod's `metadata.generation` (`CalculatePodConditionObservedGeneration`); Go leaves a 0
+/// out. Added to the condition the patch writes, or as the one change when only it differs.
+fn with_observed_generation(pod: &Value, type_: &str, status: &mut Map<String, Value>) {
+    let generation = pod
+        .at("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if generation == 0 {
+        return;
+    }
+    let had = pod
+        .at("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|l| l.iter().find(|c| c["type"] == type_))
+        .and_then(|c| c["observedGeneration"].as_i64());
+    if let Some(entry) = status
+        .get_mut("conditions")
+        .and_then(Value::as_array_mut)
+        .and_then(|l| l.iter_mut().find(|c| c["type"] == type_))
+    {
+        if had != Some(generation) {
+            entry["observedGeneration"] = json!(generation);
+        }
+    }
+}
+
 /// The pods/status strategic merge patch upstream sends before it deletes a pod that is not
 /// terminal (`PatchPodStatus`: the two-way diff of the status with phase `Failed`, and
 /// `condition` set as `UpdatePodCondition` sets it, with the pod's UID as a precondition).
@@ -202,6 +229,7 @@ pub fn fail_patch(pod: &Value, condition: Option<&PodCondition>, now: SystemTime
         if let Some(m) = crate::controllers::kit::conditions::pod_status_patch(pod, &c, now) {
             status.extend(m);
         }
+        with_observed_generation(pod, c.type_, &mut status);
     }
     Some(json!({"metadata": {"uid": obj::uid(pod)}, "status": status}))
 }

@@ -8,7 +8,8 @@
 //!   taint (any effect);
 //! - pods bound to a node that is gone: a node missing from the cache waits 40 s in the
 //!   `orphaned_pods_nodes` queue, then is read live; a 404 makes its pods orphans, which get
-//!   the `DisruptionTarget` condition (`DeletionByPodGC`, "PodGC: node no longer exists");
+//!   the `DisruptionTarget` condition (`DeletionByPodGC`, "PodGC: node no longer exists",
+//!   `observedGeneration` the pod's generation as v1.34 and later write it);
 //! - terminating pods that were never scheduled.
 //!
 //! Each pod is deleted with `gracePeriodSeconds: 0`; one that has not succeeded or failed is

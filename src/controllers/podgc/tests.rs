@@ -224,6 +224,19 @@ fn the_status_patch_is_upstreams_two_way_diff() {
         text(&fail_patch(&same, Some(&NODE_GONE), now)),
         r#"{"metadata":{"uid":"uid-p"},"status":{"phase":"Failed"}}"#
     );
+    // v1.34 and later: the pod's generation in the condition (none for generation 0).
+    let generation = with(&pod("p", "", T0), |v| {
+        v["metadata"]["generation"] = json!(3)
+    });
+    assert_eq!(
+        text(&fail_patch(&generation, Some(&NODE_GONE), now)),
+        r#"{"metadata":{"uid":"uid-p"},"status":{"conditions":[{"lastProbeTime":null,"lastTransitionTime":"2024-05-06T07:08:09Z","message":"PodGC: node no longer exists","observedGeneration":3,"reason":"DeletionByPodGC","status":"True","type":"DisruptionTarget"}],"phase":"Failed"}}"#
+    );
+    let evicting = with(&evicting, |v| v["metadata"]["generation"] = json!(2));
+    assert_eq!(
+        text(&fail_patch(&evicting, Some(&NODE_GONE), now)),
+        r#"{"metadata":{"uid":"uid-p"},"status":{"$setElementOrder/conditions":[{"type":"DisruptionTarget"},{"type":"PodScheduled"}],"conditions":[{"message":"PodGC: node no longer exists","observedGeneration":2,"reason":"DeletionByPodGC","type":"DisruptionTarget"}],"phase":"Failed"}}"#
+    );
 }
 
 #[test]

@@ -53,7 +53,11 @@ pub(super) fn claim_status(pvc: &Value, phase: &str, pv: Option<&Value>) -> Resu
     };
     match pv {
         None => {
-            for f in ["accessModes", "capacity"] {
+            for f in [
+                "accessModes",
+                "capacity",
+                "currentVolumeAttributesClassName",
+            ] {
                 if status.get(f).is_some_and(|v| !v.is_null()) {
                     status.remove(f);
                     dirty = true;
@@ -67,6 +71,19 @@ pub(super) fn claim_status(pvc: &Value, phase: &str, pv: Option<&Value>) -> Resu
                     status.remove("accessModes");
                 } else {
                     status.insert("accessModes".into(), modes.clone());
+                }
+                dirty = true;
+            }
+            // VolumeAttributesClass: set once, on binding; later the resizer keeps it.
+            let vac = &pv["spec"]["volumeAttributesClassName"];
+            let current = status
+                .get("currentVolumeAttributesClassName")
+                .unwrap_or(&Value::Null);
+            if st["phase"] == "Pending" && phase == "Bound" && current != vac {
+                if vac.is_null() {
+                    status.remove("currentVolumeAttributesClassName");
+                } else {
+                    status.insert("currentVolumeAttributesClassName".into(), vac.clone());
                 }
                 dirty = true;
             }
@@ -190,6 +207,9 @@ pub(super) fn volume_unsatisfying(pv: &Value, pvc: &Value) -> Option<String> {
     }
     if kv::volume_class(pv) != kv::claim_class(pvc) {
         return Some("storageClassName does not match".into());
+    }
+    if kv::attributes_class(pv) != kv::attributes_class(pvc) {
+        return Some("volumeAttributesClassName does not match".into());
     }
     if kv::volume_mode(pv) != kv::volume_mode(pvc) {
         return Some("incompatible volumeMode".into());

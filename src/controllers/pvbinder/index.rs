@@ -37,6 +37,8 @@ pub struct Summary {
     pub capacity: i128,
     pub class: String,
     pub volume_mode: String,
+    /// `spec.volumeAttributesClassName` ("" for none).
+    pub vac: String,
     pub phase: String,
     /// `spec.claimRef` as (namespace, name, uid).
     pub claim: Option<(String, String, String)>,
@@ -53,6 +55,7 @@ impl Summary {
             capacity: kv::capacity_bytes(pv),
             class: kv::volume_class(pv).to_string(),
             volume_mode: kv::volume_mode(pv).to_string(),
+            vac: kv::attributes_class(pv).to_string(),
             phase: pv["status"]["phase"].as_str().unwrap_or("").to_string(),
             claim: cr.is_object().then(|| {
                 let s = |k: &str| cr[k].as_str().unwrap_or("").to_string();
@@ -144,6 +147,7 @@ pub struct Wanted<'a> {
     pub request: i128,
     pub class: &'a str,
     pub volume_mode: &'a str,
+    pub vac: &'a str,
     pub selector: Option<&'a Value>,
 }
 
@@ -158,6 +162,7 @@ impl<'a> Wanted<'a> {
             request: kv::requested_bytes(pvc),
             class: kv::claim_class(pvc),
             volume_mode: kv::volume_mode(pvc),
+            vac: kv::attributes_class(pvc),
             selector: sel.is_object().then_some(sel),
         }
     }
@@ -199,8 +204,13 @@ impl VolumeIndex {
     /// shelves can hold either, so only they are read, with the same outcome.
     pub fn best_match(&self, w: &Wanted<'_>, delay_binding: bool) -> Option<String> {
         let vols = self.lock();
-        let usable =
-            |s: &Summary| s.capacity >= w.request && s.volume_mode == w.volume_mode && !s.deleting;
+        // VolumeAttributesClass (GA in v1.34): both without one, or the same.
+        let usable = |s: &Summary| {
+            s.capacity >= w.request
+                && s.volume_mode == w.volume_mode
+                && s.vac == w.vac
+                && !s.deleting
+        };
         // Per access-mode group: the first usable volume pre-bound to the claim.
         let mut prebound: BTreeMap<u8, &String> = BTreeMap::new();
         let claim_shelf = Shelf::Claim(w.namespace.to_string(), w.name.to_string());

@@ -21,7 +21,11 @@ fn whole_scan(vols: &[Summary], names: &[String], w: &Wanted<'_>, delay: bool) -
             if s.claim.is_some() && !s.bound_to(w.namespace, w.name, w.uid) {
                 continue;
             }
-            if s.capacity < w.request || s.volume_mode != w.volume_mode || s.deleting {
+            if s.capacity < w.request
+                || s.volume_mode != w.volume_mode
+                || s.vac != w.vac
+                || s.deleting
+            {
                 continue;
             }
             if s.bound_to(w.namespace, w.name, w.uid) {
@@ -89,6 +93,9 @@ fn volume(r: &mut Rng, name: &str) -> Value {
         let uid = ["", "uid-a", "uid-b", "other"][r.pick(4)];
         v["spec"]["claimRef"] = json!({"namespace": "ns", "name": claim, "uid": uid});
     }
+    if r.pick(5) == 0 {
+        v["spec"]["volumeAttributesClassName"] = ["fast-io", "slow-io"][r.pick(2)].into();
+    }
     if r.pick(8) == 0 {
         v["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z".into();
     }
@@ -107,6 +114,9 @@ fn claim(r: &mut Rng) -> Value {
                  "accessModes": MODE_SETS[r.pick(3)],
                  "storageClassName": CLASSES[r.pick(CLASSES.len())],
                  "volumeMode": if r.pick(6) == 0 { "Block" } else { "Filesystem" }}});
+    if r.pick(6) == 0 {
+        c["spec"]["volumeAttributesClassName"] = "fast-io".into();
+    }
     if r.pick(4) == 0 {
         c["spec"]["selector"] = json!({"matchLabels": {"tier": "fast"}});
     }

@@ -11,6 +11,9 @@
 //!   the volume's `claimRef` (with `pv.kubernetes.io/bound-by-controller` when the controller
 //!   chose it), the volume's phase `Bound`, the claim's `volumeName` with
 //!   `pv.kubernetes.io/bind-completed` (and bound-by-controller), the claim's status.
+//! - VolumeAttributesClass (GA in v1.34): a claim matches only volumes with the same
+//!   `spec.volumeAttributesClassName` (both without one, or equal), and a claim turning Bound
+//!   gets `status.currentVolumeAttributesClassName` from its volume.
 //! - WaitForFirstConsumer classes: no binding until `volume.kubernetes.io/selected-node`;
 //!   `WaitForFirstConsumer` / `WaitForPodScheduled` Events meanwhile.
 //! - A claim with a class and no volume is handed to the class's provisioner: the claim gets

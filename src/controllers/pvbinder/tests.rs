@@ -469,3 +469,42 @@ fn provisioning_and_delete_operations_are_timed_and_their_failures_counted() {
     h.delete(PERSISTENTVOLUMECLAIMS, pvc("d", "1Gi", Some("fast")));
     assert!(!h.ctrl.stats.op_pending("ns/d", super::metrics::PROVISION));
 }
+
+#[test]
+fn volume_attributes_classes_must_match_and_the_bound_claim_reports_its_class() {
+    let mut h = binder();
+    h.add(PERSISTENTVOLUMES, pv("plain", "1Gi", "gold"));
+    let mut fast = pv("fast", "5Gi", "gold");
+    fast["spec"]["volumeAttributesClassName"] = "fast-io".into();
+    h.add(PERSISTENTVOLUMES, fast);
+    // A claim with a class takes only a volume of that class, however larger.
+    let mut c = pvc("c", "1Gi", Some("gold"));
+    c["spec"]["volumeAttributesClassName"] = "fast-io".into();
+    h.add(PERSISTENTVOLUMECLAIMS, c);
+    let writes = drive(&mut h, "ns/c");
+    assert_eq!(crate::obj::name(&writes[0].2), "fast");
+    let st = &writes[3].2["status"];
+    assert_eq!(st["phase"], "Bound");
+    assert_eq!(st["currentVolumeAttributesClassName"], "fast-io");
+    // A claim without one does not take a volume with one.
+    h.add(PERSISTENTVOLUMECLAIMS, pvc("d", "1Gi", Some("gold")));
+    let writes = drive(&mut h, "ns/d");
+    assert_eq!(crate::obj::name(&writes[0].2), "plain");
+    assert!(writes[3].2["status"]
+        .get("currentVolumeAttributesClassName")
+        .is_none());
+    // A requested volume of another class is a mismatch.
+    let mut slow = pv("slow", "1Gi", "gold");
+    slow["spec"]["volumeAttributesClassName"] = "slow-io".into();
+    h.add(PERSISTENTVOLUMES, slow);
+    let mut e = pvc("e", "1Gi", Some("gold"));
+    e["spec"]["volumeAttributesClassName"] = "fast-io".into();
+    e["spec"]["volumeName"] = "slow".into();
+    h.add(PERSISTENTVOLUMECLAIMS, e);
+    let w = h.sync("ns/e");
+    assert_eq!(reasons(&w), ["VolumeMismatch"]);
+    assert_eq!(
+        w.events[0].2,
+        "Cannot bind to requested volume \"slow\": volumeAttributesClassName does not match"
+    );
+}

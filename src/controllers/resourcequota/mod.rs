@@ -37,6 +37,7 @@
 //! find nothing to write, never fewer.
 
 pub mod podmemo;
+pub mod podres;
 #[cfg(test)]
 mod tests;
 pub mod usage;
@@ -236,9 +237,14 @@ impl Inner {
             DeltaKind::Deleted => true,
             DeltaKind::Updated => {
                 if *kind == PODS {
+                    // Also a resize may have changed what it uses (v1.33 and later
+                    // requeue on a change of its containers' status resources).
                     !usage::pod_counts(d.object(), SystemTime::now())
+                        || usage::pod_reports_resources(d.object())
                 } else {
-                    *kind == SERVICES
+                    // Upstream requeues on every claim update in v1.34 and later (its
+                    // allocated-storage check compares two fresh pointers).
+                    *kind == SERVICES || *kind == PERSISTENTVOLUMECLAIMS
                 }
             }
         };

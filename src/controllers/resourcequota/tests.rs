@@ -391,3 +391,122 @@ fn the_pod_memo_sums_as_a_full_evaluation_and_follows_changes() {
     );
     assert_eq!(memo.kept(), 2);
 }
+
+#[test]
+fn pod_level_resources_replace_the_containers_sums() {
+    let q = quota(json!({"requests.cpu": "9", "limits.cpu": "9", "requests.memory": "9Gi"}));
+    let mut p = pod("a", "100m", "64Mi");
+    p["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "d", "resources": {"requests": {"cpu": "200m"}}}));
+    p["spec"]["resources"] = json!({"requests": {"cpu": "1"}, "limits": {"cpu": "2"}});
+    let s = status_of(&[(PODS, p)], &q, &[]).unwrap();
+    // cpu from the pod level; memory, which it does not set, from the containers.
+    assert_eq!(
+        s["used"],
+        json!({"requests.cpu": "1", "limits.cpu": "2", "requests.memory": "64Mi"})
+    );
+}
+
+#[test]
+fn resized_pods_count_the_largest_of_spec_allocation_and_actual() {
+    let q = quota(json!({"requests.cpu": "9", "limits.cpu": "9"}));
+    let mut p = pod("a", "500m", "64Mi");
+    p["status"]["containerStatuses"] = json!([{"name": "c",
+        "allocatedResources": {"cpu": "1"},
+        "resources": {"requests": {"cpu": "750m"}, "limits": {"cpu": "2"}}}]);
+    let s = status_of(&[(PODS, p.clone())], &q, &[]).unwrap();
+    assert_eq!(s["used"], json!({"requests.cpu": "1", "limits.cpu": "2"}));
+    // A resize up to 4 the node cannot take: the spec no longer counts.
+    p["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": "4"}, "limits": {"cpu": "4"}});
+    p["status"]["conditions"] = json!([{"type": "PodResizePending", "status": "True",
+        "reason": "Infeasible"}]);
+    let s = status_of(&[(PODS, p.clone())], &q, &[]).unwrap();
+    assert_eq!(s["used"], json!({"requests.cpu": "1", "limits.cpu": "2"}));
+    // Deferred: the spec counts.
+    p["status"]["conditions"][0]["reason"] = json!("Deferred");
+    let s = status_of(&[(PODS, p)], &q, &[]).unwrap();
+    assert_eq!(s["used"], json!({"requests.cpu": "4", "limits.cpu": "4"}));
+}
+
+#[test]
+fn best_effort_reads_the_status_class_and_pod_level_resources() {
+    let be = ScopeReq {
+        scope: "BestEffort".into(),
+        operator: "Exists".into(),
+        values: vec![],
+    };
+    let mut p = json!({"metadata": {"name": "a", "namespace": "ns"},
+        "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Running"}});
+    assert!(pod_matches_scope(&be, &p));
+    p["spec"]["resources"] = json!({"requests": {"memory": "1Gi"}});
+    assert!(!pod_matches_scope(&be, &p));
+    p["status"]["qosClass"] = json!("BestEffort");
+    assert!(pod_matches_scope(&be, &p));
+}
+
+fn claim(name: &str, spec_vac: Option<&str>, target: Option<&str>) -> Value {
+    let mut c = json!({"metadata": {"name": name, "namespace": "ns"},
+        "spec": {"resources": {"requests": {"storage": "1Gi"}}}, "status": {}});
+    if let Some(v) = spec_vac {
+        c["spec"]["volumeAttributesClassName"] = json!(v);
+        c["status"]["currentVolumeAttributesClassName"] = json!(v);
+    }
+    if let Some(t) = target {
+        c["status"]["modifyVolumeStatus"] =
+            json!({"targetVolumeAttributesClassName": t, "status": "InProgress"});
+    }
+    c
+}
+
+#[test]
+fn claims_match_volume_attributes_class_scopes() {
+    let objs = [
+        (PERSISTENTVOLUMECLAIMS, claim("gold", Some("gold"), None)),
+        (
+            PERSISTENTVOLUMECLAIMS,
+            claim("moving", Some("silver"), Some("gold")),
+        ),
+        (
+            PERSISTENTVOLUMECLAIMS,
+            claim("silver", Some("silver"), None),
+        ),
+        (PERSISTENTVOLUMECLAIMS, claim("none", None, None)),
+    ];
+    let scoped = |op: &str, values: Value| {
+        let mut q = quota(json!({"persistentvolumeclaims": "9", "requests.storage": "9Gi"}));
+        q["spec"]["scopeSelector"] = json!({"matchExpressions": [
+            {"scopeName": "VolumeAttributesClass", "operator": op, "values": values}]});
+        let s = status_of(&objs, &q, &[]).unwrap();
+        s["used"]["persistentvolumeclaims"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The target of a modification counts as well as the class asked for.
+    assert_eq!(scoped("In", json!(["gold"])), "2");
+    assert_eq!(scoped("NotIn", json!(["gold"])), "3");
+    assert_eq!(scoped("Exists", json!([])), "3");
+    assert_eq!(scoped("DoesNotExist", json!([])), "1");
+}
+
+#[test]
+fn a_claims_larger_allocation_counts() {
+    let mut c = claim("a", None, None);
+    c["status"]["allocatedResources"] = json!({"storage": "3Gi"});
+    let mut smaller = claim("b", None, None);
+    smaller["status"]["allocatedResources"] = json!({"storage": "500Mi"});
+    let q = quota(json!({"requests.storage": "9Gi"}));
+    let s = status_of(
+        &[
+            (PERSISTENTVOLUMECLAIMS, c),
+            (PERSISTENTVOLUMECLAIMS, smaller),
+        ],
+        &q,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(s["used"], json!({"requests.storage": "4Gi"}));
+}

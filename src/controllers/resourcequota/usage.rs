@@ -1,9 +1,11 @@
 //! What each resource contributes to a quota (upstream's quota evaluators): pods (compute
-//! requests and limits, scopes), services (node ports, load balancers), persistent volume
-//! claims (storage, per storage class), and an object count `count/<resource>.<group>` for
+//! requests and limits as `podres` reads them, scopes), services (node ports, load
+//! balancers), persistent volume claims (storage, per storage class, the larger allocation
+//! once expanded, the `VolumeAttributesClass` scope), and an object count `count/<resource>.<group>` for
 //! every other resource discovery serves (with the legacy names `configmaps`, `secrets`,
 //! `resourcequotas`, `replicationcontrollers`).
 
+use super::podres::{self, pod_totals};
 use crate::api::resources::{PERSISTENTVOLUMECLAIMS, PODS, SERVICES};
 use crate::api::Kind;
 use crate::cache::Cache;
@@ -41,15 +43,26 @@ const PVC_RESOURCES: &[&str] = &["persistentvolumeclaims", "requests.storage"];
 
 /// The parts of a pod the quota reads beyond metadata.
 pub const POD_FIELDS: &[&str] = &[
+    "/spec/containers/*/name",
     "/spec/containers/*/resources",
+    "/spec/initContainers/*/name",
     "/spec/initContainers/*/resources",
     "/spec/initContainers/*/restartPolicy",
+    "/spec/resources",
     "/spec/overhead",
     "/spec/activeDeadlineSeconds",
     "/spec/priorityClassName",
     "/spec/affinity/podAffinity",
     "/spec/affinity/podAntiAffinity",
     "/status/phase",
+    "/status/qosClass",
+    "/status/conditions",
+    "/status/containerStatuses/*/name",
+    "/status/containerStatuses/*/allocatedResources",
+    "/status/containerStatuses/*/resources",
+    "/status/initContainerStatuses/*/name",
+    "/status/initContainerStatuses/*/allocatedResources",
+    "/status/initContainerStatuses/*/resources",
 ];
 /// The parts of a service the quota reads beyond metadata.
 pub const SERVICE_FIELDS: &[&str] = &[
@@ -58,7 +71,14 @@ pub const SERVICE_FIELDS: &[&str] = &[
     "/spec/allocateLoadBalancerNodePorts",
 ];
 /// The parts of a claim the quota reads beyond metadata.
-pub const PVC_FIELDS: &[&str] = &["/spec/resources", "/spec/storageClassName"];
+pub const PVC_FIELDS: &[&str] = &[
+    "/spec/resources",
+    "/spec/storageClassName",
+    "/spec/volumeAttributesClassName",
+    "/status/allocatedResources",
+    "/status/currentVolumeAttributesClassName",
+    "/status/modifyVolumeStatus",
+];
 
 /// `count/<resource>` (core group) or `count/<resource>.<group>`.
 pub fn count_name(k: &Kind) -> String {
@@ -269,6 +289,7 @@ impl Evaluator {
     fn matches_scope(&self, s: &ScopeReq, item: &Value) -> bool {
         match self {
             Evaluator::Pods => pod_matches_scope(s, item),
+            Evaluator::Claims => claim_matches_scope(s, item),
             _ => false,
         }
     }
@@ -315,56 +336,6 @@ pub fn read_list(v: &Value) -> ResourceList {
         .unwrap_or_default()
 }
 
-fn max_into(into: &mut ResourceList, more: &ResourceList) {
-    for (k, v) in more {
-        match into.get(k) {
-            Some(q) if v.cmp_value(q) != std::cmp::Ordering::Greater => {}
-            _ => {
-                into.insert(k.clone(), *v);
-            }
-        }
-    }
-}
-
-/// Upstream's `PodRequests` / `PodLimits`: containers summed, the largest init container
-/// (restartable init containers count with the containers), and the pod overhead.
-fn pod_totals(pod: &Value, part: &str) -> ResourceList {
-    let spec = &pod["spec"];
-    let mut total = ResourceList::new();
-    for c in spec["containers"].as_array().into_iter().flatten() {
-        add(&mut total, &read_list(&c["resources"][part]));
-    }
-    let mut restartable = ResourceList::new();
-    let mut init = ResourceList::new();
-    for c in spec["initContainers"].as_array().into_iter().flatten() {
-        let own = read_list(&c["resources"][part]);
-        let this = if c["restartPolicy"] == "Always" {
-            add(&mut total, &own);
-            add(&mut restartable, &own);
-            restartable.clone()
-        } else {
-            let mut t = own;
-            add(&mut t, &restartable);
-            t
-        };
-        max_into(&mut init, &this);
-    }
-    max_into(&mut total, &init);
-    let overhead = read_list(&spec["overhead"]);
-    if part == "requests" {
-        add(&mut total, &overhead);
-    } else {
-        for (k, v) in &overhead {
-            if let Some(q) = total.get_mut(k) {
-                if !q.is_zero() {
-                    q.add(v);
-                }
-            }
-        }
-    }
-    total
-}
-
 /// Whether a pod still counts against compute quota (`QuotaV1Pod`): not finished, and not
 /// past its deletion grace period.
 pub fn pod_counts(pod: &Value, now: SystemTime) -> bool {
@@ -373,6 +344,17 @@ pub fn pod_counts(pod: &Value, now: SystemTime) -> bool {
         return false;
     }
     pod_deletion_end(pod).is_none_or(|end| now <= end)
+}
+
+/// Whether the kubelet reports the pod's containers' resources (in-place resize): an update of
+/// such a pod may change its usage. The previous version is not kept, so every update of
+/// such a pod requeues (upstream: only when they changed).
+pub fn pod_reports_resources(pod: &Value) -> bool {
+    ["containerStatuses", "initContainerStatuses"]
+        .iter()
+        .filter_map(|l| pod["status"][l].as_array())
+        .flatten()
+        .any(|c| c["resources"].is_object() || c["allocatedResources"].is_object())
 }
 
 /// The end of a pod's deletion grace period, when it is being deleted (and both its
@@ -426,9 +408,21 @@ pub fn pod_compute_usage(pod: &Value) -> ResourceList {
     c
 }
 
-/// No container asks for or limits CPU or memory (QoS class BestEffort).
+/// QoS class BestEffort (`qos.GetPodQOS`): the status's class when it has one; else, with
+/// pod-level resources, none of them asks for or limits CPU or memory; else no container does.
 fn best_effort(pod: &Value) -> bool {
+    if let Some(class) = pod["status"]["qosClass"].as_str().filter(|c| !c.is_empty()) {
+        return class == "BestEffort";
+    }
     let spec = &pod["spec"];
+    if podres::pod_level_set(pod, &["requests", "limits"]) {
+        return ["requests", "limits"].iter().all(|part| {
+            let l = read_list(&spec["resources"][part]);
+            ["cpu", "memory"]
+                .iter()
+                .all(|r| l.get(*r).is_none_or(|q| q.is_zero()))
+        });
+    }
     let containers = spec["containers"]
         .as_array()
         .into_iter()
@@ -552,7 +546,14 @@ fn claim_usage(pvc: &Value) -> ResourceList {
     let storage = pvc["spec"]["resources"]["requests"]["storage"]
         .as_str()
         .and_then(Quantity::parse)
-        .map(|q| q.round_up_units());
+        .map(|asked| {
+            // RecoverVolumeExpansionFailure (GA in v1.34): a larger allocation counts.
+            let allocated = pvc["status"]["allocatedResources"]["storage"]
+                .as_str()
+                .and_then(Quantity::parse)
+                .filter(|a| a.cmp_value(&asked).is_gt());
+            allocated.unwrap_or(asked).round_up_units()
+        });
     if let Some(q) = storage {
         r.insert("requests.storage".into(), q);
         if !class.is_empty() {
@@ -560,4 +561,42 @@ fn claim_usage(pvc: &Value) -> ResourceList {
         }
     }
     r
+}
+
+/// The VolumeAttributesClasses a claim refers to: the one it asks for, the current one and
+/// the target of a modification in progress (`getReferencedVolumeAttributesClassNames`).
+pub fn claim_attribute_classes(pvc: &Value) -> Vec<&str> {
+    let mut names: Vec<&str> = [
+        &pvc["spec"]["volumeAttributesClassName"],
+        &pvc["status"]["currentVolumeAttributesClassName"],
+        &pvc["status"]["modifyVolumeStatus"]["targetVolumeAttributesClassName"],
+    ]
+    .iter()
+    .filter_map(|v| v.as_str())
+    .filter(|n| !n.is_empty())
+    .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// `pvcMatchesScopeFunc` (VolumeAttributesClass, GA in v1.34): only the
+/// `VolumeAttributesClass` scope applies to claims; `Exists` needs a class, the other
+/// operators match any of its classes (a claim without one matches as an empty label set).
+pub fn claim_matches_scope(s: &ScopeReq, pvc: &Value) -> bool {
+    if s.scope != "VolumeAttributesClass" {
+        return false;
+    }
+    let names = claim_attribute_classes(pvc);
+    let one = |name: Option<&str>| match s.operator.as_str() {
+        "Exists" => name.is_some(),
+        "DoesNotExist" => name.is_none(),
+        "In" => name.is_some_and(|n| s.values.iter().any(|v| v == n)),
+        "NotIn" => name.is_none_or(|n| !s.values.iter().any(|v| v == n)),
+        _ => false,
+    };
+    if names.is_empty() {
+        return one(None);
+    }
+    names.iter().any(|n| one(Some(n)))
 }

@@ -10,9 +10,12 @@
 //!   owns it and is not shut down): the cached pods are asked first, then the apiserver (a
 //!   live list of the namespace's pods), as upstream, so a pod the cache has not seen yet
 //!   still holds the claim.
+//! - A bound claim not being deleted carries v1.37's `Unused` condition: `True` /
+//!   `NoPodsUsingPVC` while no pod that is not finished references it (scheduled or not),
+//!   `False` / `PodUsingPVC` while one does, with the time of the last change (a status write).
 //! - A volume being deleted loses the finalizer once it is no longer `Bound`.
-//! - Claims are queued when they need a finalizer added or removed; pods when they are
-//!   deleted, terminated or unscheduled (their claims may be free now). Queues
+//! - Claims are queued when they need a finalizer added or removed or have no `Unused`
+//!   condition; pods at every change (their claims' condition follows them). Queues
 //!   `pvcprotection` and `pvprotection`, one worker each; no Events.
 
 pub mod pv;

@@ -1,5 +1,7 @@
 //! persistentvolumeclaim-protection-controller: the `kubernetes.io/pvc-protection`
-//! finalizer, released once no pod uses the claim.
+//! finalizer, released once no pod uses the claim; and on bound claims v1.37's `Unused`
+//! condition (PersistentVolumeClaimUnusedSinceTime, beta and on by default), which says since
+//! when no pod references the claim.
 
 use super::{is_deletion_candidate, need_to_add_finalizer, with_finalizer, without_finalizer};
 use crate::api::client::ListOptions;
@@ -47,12 +49,84 @@ pub fn pod_uses_claim(pod: &Value, pvc: &Value) -> bool {
             if v["persistentVolumeClaim"]["claimName"].as_str() == Some(claim) {
                 return true;
             }
-            let ephemeral = v.get("ephemeral").is_some_and(|e| !e.is_null());
-            ephemeral
-                && !shut_down(pod)
-                && format!("{}-{}", obj::name(pod), v["name"].as_str().unwrap_or("")) == claim
-                && obj::controller_ref(pvc).is_some_and(|r| r.uid == obj::uid(pod))
+            !shut_down(pod) && ephemeral_claim_of(pod, v, pvc)
         })
+}
+
+/// The condition type a bound claim carries (v1.37).
+pub const UNUSED: &str = "Unused";
+
+/// Whether `vol` of `pod` is the generic ephemeral volume whose claim `pvc` is (upstream's
+/// `VolumeClaimName` and `VolumeIsForPod`).
+fn ephemeral_claim_of(pod: &Value, vol: &Value, pvc: &Value) -> bool {
+    vol.get("ephemeral").is_some_and(|e| !e.is_null())
+        && format!("{}-{}", obj::name(pod), vol["name"].as_str().unwrap_or("")) == obj::name(pvc)
+        && obj::controller_ref(pvc).is_some_and(|r| r.uid == obj::uid(pod))
+}
+
+/// Upstream's `podUsesPVCForUnusedSince`: a pod not terminated, scheduled or not, with a
+/// volume naming the claim or the ephemeral volume whose claim it is.
+pub fn pod_references_claim(pod: &Value, pvc: &Value) -> bool {
+    if pod_terminated(pod) {
+        return false;
+    }
+    let claim = obj::name(pvc);
+    pod["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|v| {
+            v["persistentVolumeClaim"]["claimName"].as_str() == Some(claim)
+                || ephemeral_claim_of(pod, v, pvc)
+        })
+}
+
+/// The claim with its `Unused` condition brought to `used` (upstream's
+/// `updateUnusedCondition`), or None when it already says so. A change of status sets
+/// `lastTransitionTime` to `now`.
+pub fn with_unused_condition(pvc: &Value, used: bool, now: &str) -> Option<Value> {
+    let conds = pvc["status"]["conditions"].as_array();
+    let existing = conds.and_then(|c| c.iter().find(|c| c["type"] == UNUSED));
+    let is_true = existing.is_some_and(|c| c["status"] == "True");
+    let (status, reason, message) = match (used, existing) {
+        (true, None) => (
+            "False",
+            "PodUsingPVC",
+            "A pod is currently referencing this PVC",
+        ),
+        (true, Some(_)) if is_true => (
+            "False",
+            "PodUsingPVC",
+            "A pod is currently referencing this PVC",
+        ),
+        (false, _) if !is_true => (
+            "True",
+            "NoPodsUsingPVC",
+            "No pods are currently referencing this PVC",
+        ),
+        _ => return None,
+    };
+    let c = serde_json::json!({"type": UNUSED, "status": status, "lastTransitionTime": now,
+        "reason": reason, "message": message});
+    let mut next = pvc.clone();
+    if !next["status"]["conditions"].is_array() {
+        next["status"]["conditions"] = serde_json::json!([]);
+    }
+    let list = next["status"]["conditions"]
+        .as_array_mut()
+        .expect("an array");
+    match list.iter_mut().find(|x| x["type"] == UNUSED) {
+        Some(x) => *x = c,
+        None => list.push(c),
+    }
+    Some(next)
+}
+
+/// Whether a claim is queued for its `Unused` condition: upstream queues a claim without one.
+fn lacks_unused_condition(pvc: &Value) -> bool {
+    !pvc["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["type"] == UNUSED))
 }
 
 /// The claims a pod's volumes name (`namespace/name`).
@@ -73,7 +147,8 @@ impl Controller for PvcProtection {
         if w.kind == PERSISTENTVOLUMECLAIMS {
             return match (d.kind, &d.new) {
                 (DeltaKind::Added | DeltaKind::Updated, Some(c))
-                    if need_to_add_finalizer(c, PVC_PROTECTION_FINALIZER)
+                    if lacks_unused_condition(c)
+                        || need_to_add_finalizer(c, PVC_PROTECTION_FINALIZER)
                         || is_deletion_candidate(c, PVC_PROTECTION_FINALIZER) =>
                 {
                     vec![obj::key(c)]
@@ -81,17 +156,10 @@ impl Controller for PvcProtection {
                 _ => vec![],
             };
         }
-        // Pods: a deleted, terminated or unscheduled pod may free its claims; a pod that
-        // replaced another of the same name frees the old one's.
+        // Pods: every change may use or free its claims (the `Unused` condition follows
+        // them all); a pod that replaced another of the same name frees the old one's.
         let pod = d.object();
-        let mut keys = Vec::new();
-        let deleted = d.kind == DeltaKind::Deleted;
-        if deleted
-            || pod_terminated(pod)
-            || pod["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
-        {
-            keys.extend(claim_keys(pod));
-        }
+        let mut keys = claim_keys(pod);
         if let (DeltaKind::Updated, Some(old)) = (d.kind, &d.old) {
             if obj::uid(old) != obj::uid(pod) {
                 keys.extend(claim_keys(old));
@@ -104,7 +172,22 @@ impl Controller for PvcProtection {
         let Some(pvc) = cx.cache.store_for(&CLAIM_WATCH).get(key) else {
             return Ok(Outcome::none());
         };
-        if is_deletion_candidate(&pvc, PVC_PROTECTION_FINALIZER) && !self.in_use(cx, &pvc)? {
+        if !obj::is_deleting(&pvc) && pvc["status"]["phase"] == "Bound" {
+            let used = self.in_use_by(cx, &pvc, pod_references_claim)?;
+            let now = crate::compat::timefmt::rfc3339(cx.now);
+            if let Some(next) = with_unused_condition(&pvc, used, &now) {
+                // The finalizer, if it is missing, comes with the next pass (the claim
+                // changed under it).
+                return Ok(Outcome::with(vec![Action::UpdateSubresource {
+                    kind: PERSISTENTVOLUMECLAIMS,
+                    object: next,
+                    subresource: "status",
+                }]));
+            }
+        }
+        if is_deletion_candidate(&pvc, PVC_PROTECTION_FINALIZER)
+            && !self.in_use_by(cx, &pvc, pod_uses_claim)?
+        {
             return Ok(Outcome::with(vec![Action::Update {
                 kind: PERSISTENTVOLUMECLAIMS,
                 object: without_finalizer(&pvc, PVC_PROTECTION_FINALIZER),
@@ -121,14 +204,15 @@ impl Controller for PvcProtection {
 }
 
 impl PvcProtection {
-    /// Upstream's `isBeingUsed`: the cache first, then a live list of the namespace's pods.
-    fn in_use(&self, cx: &Cx, pvc: &Value) -> Result<bool> {
+    /// Upstream's `isBeingUsedWith`: the cache first, then a live list of the namespace's
+    /// pods, each asked with `uses`.
+    fn in_use_by(&self, cx: &Cx, pvc: &Value, uses: fn(&Value, &Value) -> bool) -> Result<bool> {
         let ns = obj::namespace(pvc);
         let cached = cx.cache.store_for(&POD_VOLUMES_WATCH).list_namespace(ns);
-        if cached.iter().any(|p| pod_uses_claim(p, pvc)) {
+        if cached.iter().any(|p| uses(p, pvc)) {
             return Ok(true);
         }
         let live = cx.client.list(&PODS, Some(ns), &ListOptions::default())?;
-        Ok(live.items.iter().any(|p| pod_uses_claim(p, pvc)))
+        Ok(live.items.iter().any(|p| uses(p, pvc)))
     }
 }
