@@ -137,7 +137,7 @@ pub(super) static ACTED: &[Acted] = &[
 
 /// Flags of the accepted table that a controller reads from their checked text
 /// (`Config::given`): no warning that they are not acted on.
-pub(crate) const READ_AS_GIVEN: [&str; 10] = [
+pub(crate) const READ_AS_GIVEN: [&str; 11] = [
     "attach-detach-reconcile-sync-period",
     "disable-attach-detach-reconcile-sync",
     "cidr-allocator-type",
