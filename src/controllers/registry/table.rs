@@ -1,5 +1,5 @@
-//! The rows of the controller table: one per controller name kube-controller-manager knows
-//! (1.28's, and a few from later releases), with what runs it here. Everything fixed about a
+//! The rows of the controller table: one per controller name kube-controller-manager v1.37
+//! knows (the cloud controllers 1.28 still had are gone), with what runs it here. Everything fixed about a
 //! controller is in its row; its module has the behaviour (`Controller` or `SelfDriven`) and
 //! the `build` the row names.
 
@@ -328,25 +328,6 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
     )
     .runs(nodelifecycle::build),
     c(
-        "service-lb-controller",
-        &["service"],
-        Some("service-controller"),
-        "cloud",
-    )
-    .workers_flag("concurrent-service-syncs"),
-    c(
-        "node-route-controller",
-        &["route"],
-        Some("route-controller"),
-        "cloud",
-    ),
-    c(
-        "cloud-node-lifecycle-controller",
-        &["cloud-node-lifecycle"],
-        Some("node-controller"),
-        "cloud",
-    ),
-    c(
         "persistentvolume-binder-controller",
         &["persistentvolume-binder"],
         Some("persistent-volume-binder"),
@@ -497,6 +478,18 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         "podcertificaterequest-cleaner-controller",
         &[],
         Some("podcertificaterequestcleaner"),
+        "feature-gate",
+    )),
+    later(c(
+        "podgroup-protection-controller",
+        &[],
+        Some("podgroup-protection-controller"),
+        "feature-gate",
+    )),
+    later(c(
+        "resourcepoolstatusrequest-controller",
+        &[],
+        Some("resourcepoolstatusrequest-controller"),
         "feature-gate",
     )),
 ];
