@@ -531,7 +531,9 @@ fn help_and_version() {
     match parse(&args("--version")).unwrap() {
         Command::Version(v) => {
             assert!(v.starts_with("edgekcm "));
-            assert!(v.ends_with("(kube-controller-manager v1.28 compatible)"));
+            assert!(v.ends_with(
+                "(kube-controller-manager v1.37 compatible, for kube-apiserver v1.34 to v1.37)"
+            ));
         }
         other => panic!("{other:?}"),
     }
