@@ -231,9 +231,7 @@ static ACCEPTED: &[(&str, FlagType)] = &[
 /// Flags kube-controller-manager added after 1.28 (up to v1.37) that edgekcm accepts without
 /// acting on them, with their Go type (as [`ACCEPTED`]).
 static LATER: &[(&str, FlagType)] = &[
-    ("concurrent-daemonset-syncs", Int32),
     ("concurrent-device-taint-eviction-syncs", Int32),
-    ("concurrent-disruption-syncs", Int32),
     ("concurrent-resourceclaim-syncs", Int32),
     ("controller-shutdown-timeout", Dur),
     ("disable-force-detach-on-timeout", Bool),

@@ -27,12 +27,16 @@ pub use groups::{
 pub use runflags::RunFlags;
 pub use signing::{CertKeyFiles, ClusterSigning, SignerFiles};
 
-/// The `--concurrent-*-syncs` flags of kube-controller-manager 1.28 that v1.37 still has,
-/// with their defaults (the ones v1.37 added are accepted without acting on them).
+/// The `--concurrent-*-syncs` flags of kube-controller-manager v1.37 whose controllers
+/// edgekcm has, and the 1.28 ones v1.37 kept, with their defaults (the other ones v1.37
+/// added are accepted without acting on them).
 /// `--concurrent_rc_syncs` is spelled with underscores upstream; names are normalised.
 pub const CONCURRENT_SYNCS: &[(&str, usize)] = &[
     ("concurrent-cron-job-syncs", 5),
+    // v1.37's; 1.28 had no flag and ran two daemonset workers and one disruption worker.
+    ("concurrent-daemonset-syncs", 2),
     ("concurrent-deployment-syncs", 5),
+    ("concurrent-disruption-syncs", 1),
     ("concurrent-endpoint-syncs", 5),
     ("concurrent-ephemeralvolume-syncs", 5),
     ("concurrent-gc-syncs", 20),

@@ -327,6 +327,14 @@ mod tests {
         ));
         // Without a flag: upstream's fixed count.
         assert_eq!(info("ttl").unwrap().settings(&cfg).workers, 5);
+        // The flags v1.37 added for the daemonset and disruption controllers.
+        assert_eq!(info("daemonset").unwrap().settings(&cfg).workers, 2);
+        assert_eq!(info("disruption").unwrap().settings(&cfg).workers, 1);
+        cfg.concurrent_syncs.insert("concurrent-daemonset-syncs", 4);
+        cfg.concurrent_syncs
+            .insert("concurrent-disruption-syncs", 3);
+        assert_eq!(info("daemonset").unwrap().settings(&cfg).workers, 4);
+        assert_eq!(info("disruption").unwrap().settings(&cfg).workers, 3);
     }
 
     #[test]

@@ -201,8 +201,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         "",
     )
     .queue("daemonset")
-    // 1.28 has no flag: its component config's ConcurrentDaemonSetSyncs.
-    .workers(2)
+    .workers_flag("concurrent-daemonset-syncs")
     .runs(daemonset::build),
     c("job-controller", &["job"], Some("job-controller"), "")
         .queue("job")
@@ -244,6 +243,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
     )
     .queue("disruption")
     .events("controllermanager")
+    .workers_flag("concurrent-disruption-syncs")
     .runs(disruption::build),
     c(
         "statefulset-controller",
