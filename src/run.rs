@@ -110,7 +110,7 @@ fn lease_event(recorder: &Recorder, client: &Client, lease: &Value, message: Str
 }
 
 /// Run until `stop` is set (returns EXIT_OK) or leadership is lost (EXIT_LOST_LEADERSHIP).
-pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
+pub fn run(mut cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
     crate::config::files::check(&cfg, |name| cfg.controllers.is_enabled(name))?;
     let rest = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())?;
     rest.validate()?;
@@ -150,6 +150,14 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
         }
         return Ok(EXIT_OK);
     }
+
+    let emulation = crate::startup::emulation(&rest, &cfg)?;
+    log::info!("{}", emulation.line());
+    cfg.emulate(emulation)?;
+    for line in cfg.gates.warnings() {
+        log::warn!("{line}");
+    }
+    crate::config::gates::install(cfg.gates.clone());
 
     let controllers = build_controllers(&cfg, &rest)?;
     if let Some(line) = crate::startup::not_implemented_line(&cfg, &registry::implemented_names()) {

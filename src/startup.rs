@@ -1,37 +1,41 @@
 //! Start-up, before any controller runs: which controllers kube-controller-manager would run
-//! with this command line that edgekcm cannot run yet, and the wait for the API server.
+//! with this command line that edgekcm cannot run yet, the wait for the API server, and the
+//! Kubernetes version to emulate for it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::api::client::{user_agent_base, Client};
 use crate::api::kubeconfig::RestConfig;
+use crate::config::version::{self, Emulation};
 use crate::config::Config;
 use crate::controllers::registry::{self, ControllerInfo};
 use crate::error::{Error, Result};
 
-/// Whether kube-controller-manager v1.28 starts an enabled controller with this configuration:
-/// not the feature-gated ones (their gates are off by default) nor the cloud ones (no cloud
-/// provider), and the token controller, the CSR signer, node IPAM and the garbage collector
-/// only when their flags ask for them.
+/// Whether kube-controller-manager v1.37, emulating the version edgekcm emulates, starts an
+/// enabled controller with this configuration: only when the feature gates it needs are on
+/// (at the emulated version), and the token controller, the CSR signer, node IPAM and the
+/// garbage collector only when their flags ask for them.
 pub fn upstream_starts(info: &ControllerInfo, cfg: &Config) -> bool {
-    if info.later_release {
+    if !registry::required_gates(info.name)
+        .iter()
+        .all(|g| cfg.gates.enabled(g))
+    {
         return false;
     }
     match info.needs {
-        "" => true,
+        "" | "feature-gate" => true,
         "--service-account-private-key-file" => {
             cfg.sa_controller.service_account_private_key_file.is_some()
         }
         "--cluster-signing-cert-file" => cfg.cluster_signing.enabled(),
         "--allocate-node-cidrs" => cfg.kube_cloud_shared.allocate_node_cidrs,
         "--enable-garbage-collector" => cfg.garbage_collector.enable_garbage_collector,
-        // "cloud", "feature-gate"
         _ => false,
     }
 }
 
-/// The controllers kube-controller-manager v1.28 would run with this configuration and edgekcm
+/// The controllers kube-controller-manager would run with this configuration and edgekcm
 /// does not implement, in upstream's table order.
 pub fn not_implemented(cfg: &Config, implemented: &[&str]) -> Vec<&'static ControllerInfo> {
     registry::known()
@@ -53,10 +57,47 @@ pub fn not_implemented_line(cfg: &Config, implemented: &[&str]) -> Option<String
         .map(|i| i.aliases.first().copied().unwrap_or(i.name))
         .collect();
     Some(format!(
-        "{} controllers that kube-controller-manager v1.28 would run with these flags are not in edgekcm yet: {}",
+        "{} controllers that kube-controller-manager v{} would run with these flags are not in edgekcm yet: {}",
         names.len(),
+        cfg.emulation.version,
         names.join(", ")
     ))
+}
+
+/// Read the API server's `/version` and decide which Kubernetes version to emulate (see
+/// `config::version::decide`); a `/version` that cannot be read is an error only when
+/// `--emulated-version` is not given.
+pub fn emulation(rest: &RestConfig, cfg: &Config) -> Result<Emulation> {
+    let client = Client::new_with_timeout(
+        rest,
+        0.0,
+        1,
+        &format!("{} shared-informers", user_agent_base()),
+        ATTEMPT_TIMEOUT,
+    )?;
+    let (server, shown) = match client.get_raw("/version") {
+        Ok(body) => {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let shown = v["gitVersion"].as_str().unwrap_or("").to_string();
+            let server = version::server_version(&v);
+            let shown = match (shown.is_empty(), server) {
+                (false, _) => shown,
+                (true, Some(s)) => format!("v{s}"),
+                (true, None) => "(no version)".to_string(),
+            };
+            (server, shown)
+        }
+        Err(e) if cfg.version_flags.emulated.is_some() => {
+            (None, format!("(its /version failed: {})", cause(&e)))
+        }
+        Err(e) => {
+            return Err(Error::Config(format!(
+                "reading the API server's /version to choose the Kubernetes version to emulate: {}",
+                cause(&e)
+            )))
+        }
+    };
+    version::decide(server, &shown, &cfg.version_flags).map_err(Error::Config)
 }
 
 /// How long upstream waits for `/healthz`, and how often it asks.
@@ -241,11 +282,9 @@ mod tests {
             "deployment-controller",
             "certificatesigningrequest-signing-controller",
             "node-ipam-controller",
-            "service-lb-controller",
-            "node-route-controller",
-            "resourceclaim-controller",
-            "taint-eviction-controller",
-            "storage-version-migrator-controller",
+            // Its gates are off at v1.37.
+            "podgroup-protection-controller",
+            "selinux-warning-controller",
         ] {
             assert!(!m.contains(&n), "{n} in {m:?}");
         }
@@ -277,12 +316,48 @@ mod tests {
     }
 
     #[test]
-    fn every_controller_upstream_starts_is_implemented() {
-        for line in [KUBEADM, "", "--controllers=*"] {
-            let none = not_implemented(&cfg(line), &registry::implemented_names());
-            let names: Vec<&str> = none.iter().map(|i| i.name).collect();
-            assert!(names.is_empty(), "{line}: {names:?}");
+    fn the_emulated_version_decides_the_gated_controllers() {
+        let names = |c: &Config| -> Vec<&str> {
+            not_implemented(c, &registry::implemented_names())
+                .iter()
+                .map(|i| i.name)
+                .collect()
+        };
+        let mut c = cfg("");
+        assert_eq!(c.emulation.version, version::MajorMinor::kube(37));
+        let at37 = names(&c);
+        for n in &at37 {
+            let row = registry::info(n).unwrap();
+            assert!(!row.implemented() && !row.disabled_by_default, "{n}");
         }
+        // GA in v1.37, beta and off in v1.36.
+        let svm = "storage-version-migrator-controller";
+        assert!(at37.contains(&svm), "{at37:?}");
+        assert!(at37.contains(&"service-cidr-controller"), "{at37:?}");
+        let e = version::decide(
+            Some(version::MajorMinor::kube(35)),
+            "v1.35.0",
+            &Default::default(),
+        )
+        .unwrap();
+        c.emulate(e).unwrap();
+        let at35 = names(&c);
+        assert!(!at35.contains(&svm), "{at35:?}");
+        assert!(at35.contains(&"service-cidr-controller"), "{at35:?}");
+        // The gate turns it on at 1.35 too.
+        let mut c = cfg("--feature-gates=StorageVersionMigrator=true --emulated-version=1.35");
+        assert_eq!(c.emulation.version, version::MajorMinor::kube(35));
+        assert!(names(&c).contains(&svm));
+        // Values set on the command line are checked again at the version chosen at start.
+        let mut locked = cfg("--feature-gates=JobManagedBy=false --emulated-version=1.34");
+        let flag37 = version::VersionFlags {
+            emulated: Some(version::MajorMinor::kube(37)),
+            min_compatibility: None,
+        };
+        let e37 = version::decide(None, "x", &flag37).unwrap();
+        assert!(locked.emulate(e37).is_err());
+        c.emulate(version::Emulation::default()).unwrap();
+        assert!(names(&c).contains(&svm));
     }
 
     #[test]
@@ -332,11 +407,11 @@ mod tests {
         let line = not_implemented_line(&cfg(KUBEADM), &implemented()).unwrap();
         let n = missing(KUBEADM).len();
         assert!(
-            line.starts_with(&format!("{n} controllers that kube-controller-manager v1.28 would run with these flags are not in edgekcm yet: daemonset, ")),
+            line.starts_with(&format!("{n} controllers that kube-controller-manager v1.37 would run with these flags are not in edgekcm yet: daemonset, ")),
             "{line}"
         );
         assert!(!line.contains("nodeipam") && !line.contains("csrsigning"));
-        assert!(!line.contains("taint-eviction"));
+        assert!(line.contains("svm"), "{line}");
         // Short enough for one line of a terminal-wide log viewer's wrap, far under 700.
         assert!(line.len() < 600, "{} characters: {line}", line.len());
     }

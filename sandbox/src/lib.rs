@@ -405,6 +405,11 @@ impl Sandbox {
             .push((user.to_string(), path.to_string()));
     }
 
+    /// Make `/version` report this `gitVersion` (`v1.35.0`); it starts as `v1.37.2-sandbox`.
+    pub fn set_version(&self, git_version: &str) {
+        self.shared.lock_state().server_version = git_version.to_string();
+    }
+
     /// Take back a `deny_access` rule (the same user and path).
     pub fn allow_access(&self, user: &str, path: &str) {
         self.shared

@@ -81,6 +81,9 @@ pub(super) static ACTED: &[Acted] = &[
     a(GENERIC, "mirroring-max-endpoints-per-subset", "1000", "The most addresses of one Endpoints subset mirrored to EndpointSlices (1 to 1000)."),
     a(GENERIC, "terminated-pod-gc-threshold", "12500", "Terminated pods kept before the pod GC deletes them; <= 0 disables that part."),
     a(GENERIC, "cluster-name", "kubernetes", "The instance prefix for the cluster."),
+    l(GENERIC, "emulated-version", "", "The Kubernetes version to emulate (1.34 to 1.37, as 1.35 or kube=1.35); default: follow the API server (v1.36 and v1.37 get 1.37, v1.34 and v1.35 their own)."),
+    l(GENERIC, "min-compatibility-version", "", "The oldest control plane version to stay compatible with (1.34 up to the emulated version; default one minor before it)."),
+    l(GENERIC, "feature-gates", "", "Feature gates: comma-separated [kube:]Name=true|false, repeatable; defaults follow the emulated version."),
     b(LEADER, "leader-elect", "true", "Acquire a Lease before running controllers."),
     a(LEADER, "leader-elect-lease-duration", "15s", "How long a non-renewed lease is honoured."),
     a(LEADER, "leader-elect-renew-deadline", "10s", "How long the leader keeps retrying a renewal before giving up."),
@@ -127,7 +130,7 @@ pub(super) static ACTED: &[Acted] = &[
     a(NODE, "node-cidr-mask-size-ipv4", "0", "Node CIDR mask size for IPv4 in dual-stack clusters (0: 24)."),
     a(NODE, "node-cidr-mask-size-ipv6", "0", "Node CIDR mask size for IPv6 in dual-stack clusters (0: 64)."),
     a(NODE, "node-monitor-period", "5s", "How often node status is checked."),
-    a(NODE, "node-monitor-grace-period", "40s", "How long a node may be silent before it is marked unhealthy."),
+    a(NODE, "node-monitor-grace-period", "50s", "How long a node may be silent before it is marked unhealthy."),
     a(NODE, "node-startup-grace-period", "1m0s", "The same for a node that is starting."),
     a(LOGS, "v", "0", "Log verbosity (-v or --v)."),
     a(LOGS, "logging-format", "text", "Log format: \"text\" (klog's header) or \"json\" (component-base's JSON lines)."),
@@ -170,19 +173,18 @@ pub(super) fn not_acted_on_yet(name: &str) -> Option<&'static str> {
     })
 }
 
-/// Flags kube-controller-manager 1.28 has that edgekcm accepts without acting on them, with
-/// their Go type: a value is checked against it as pflag checks it, and kept for `/configz`.
+/// Flags kube-controller-manager 1.28 has, and v1.37 still has, that edgekcm accepts without
+/// acting on them, with their Go type: a value is checked against it as pflag checks it, and
+/// kept for `/configz`. The 1.28 flags v1.37 no longer has are unknown flags here too
+/// (`REMOVED_SINCE_1_28`, for the record and the tests).
 static ACCEPTED: &[(&str, FlagType)] = &[
     ("allow-metric-labels", Str),
     ("allow-metric-labels-manifest", Str),
     ("allow-untagged-cloud", Bool),
     ("attach-detach-reconcile-sync-period", Dur),
-    ("azure-container-registry-config", Str),
     ("cidr-allocator-type", Str),
     ("cloud-config", Str),
     ("cloud-provider", Str),
-    ("cloud-provider-gce-l7lb-src-cidrs", Str),
-    ("cloud-provider-gce-lb-src-cidrs", Str),
     ("configure-cloud-routes", Bool),
     ("contention-profiling", Bool),
     ("disable-attach-detach-reconcile-sync", Bool),
@@ -191,15 +193,12 @@ static ACCEPTED: &[(&str, FlagType)] = &[
     ("enable-hostpath-provisioner", Bool),
     ("enable-leader-migration", Bool),
     ("external-cloud-volume-plugin", Str),
-    ("feature-gates", Str),
     ("flex-volume-plugin-dir", Str),
     ("horizontal-pod-autoscaler-cpu-initialization-period", Dur),
-    ("horizontal-pod-autoscaler-downscale-delay", Dur),
     ("horizontal-pod-autoscaler-downscale-stabilization", Dur),
     ("horizontal-pod-autoscaler-initial-readiness-delay", Dur),
     ("horizontal-pod-autoscaler-sync-period", Dur),
     ("horizontal-pod-autoscaler-tolerance", Float64),
-    ("horizontal-pod-autoscaler-upscale-delay", Dur),
     ("http2-max-streams-per-connection", Int),
     ("kube-api-content-type", Str),
     ("large-cluster-size-threshold", Int32),
@@ -229,19 +228,35 @@ static ACCEPTED: &[(&str, FlagType)] = &[
     ("tls-sni-cert-key", Str),
     ("unhealthy-zone-threshold", Float32),
     ("vmodule", Str),
-    ("volume-host-allow-local-loopback", Bool),
-    ("volume-host-cidr-denylist", StrSlice),
 ];
 
-/// Flags of kube-controller-manager releases after 1.28, accepted and ignored so newer
-/// command lines still start, with their Go type (as [`ACCEPTED`]).
+/// Flags kube-controller-manager added after 1.28 (up to v1.37) that edgekcm accepts without
+/// acting on them, with their Go type (as [`ACCEPTED`]).
 static LATER: &[(&str, FlagType)] = &[
-    ("concurrent-daemonset-syncs", Int32),
     ("concurrent-device-taint-eviction-syncs", Int32),
+    ("concurrent-resourceclaim-syncs", Int32),
+    ("controller-shutdown-timeout", Dur),
     ("disable-force-detach-on-timeout", Bool),
+    ("disable-http2-serving", Bool),
     ("log-text-info-buffer-size", Str),
     ("log-text-split-stream", Bool),
     ("requestheader-uid-headers", StrSlice),
+    // An int32 slice; its values are Go crypto/tls curve IDs.
+    ("tls-curve-preferences", StrSlice),
+];
+
+/// Flags kube-controller-manager 1.28 had that v1.37 does not: refused as unknown flags, as
+/// v1.37 refuses them.
+#[cfg(test)]
+pub(crate) const REMOVED_SINCE_1_28: [&str; 8] = [
+    "azure-container-registry-config",
+    "cloud-provider-gce-l7lb-src-cidrs",
+    "cloud-provider-gce-lb-src-cidrs",
+    "concurrent-service-syncs",
+    "horizontal-pod-autoscaler-downscale-delay",
+    "horizontal-pod-autoscaler-upscale-delay",
+    "volume-host-allow-local-loopback",
+    "volume-host-cidr-denylist",
 ];
 
 /// Flags kube-controller-manager removed before 1.28 that old units still carry.
@@ -406,6 +421,23 @@ mod tests {
                 f.name
             );
         }
+    }
+
+    #[test]
+    fn flags_removed_since_1_28_are_unknown() {
+        for f in REMOVED_SINCE_1_28 {
+            assert!(lookup(f).is_none(), "{f}");
+            let err = crate::cli::parse(&[format!("--{f}=1")]).unwrap_err();
+            assert_eq!(err.to_string(), format!("unknown flag: --{f}"));
+        }
+        // Flags v1.37 added are accepted.
+        for f in [
+            "--controller-shutdown-timeout=30s",
+            "--concurrent-disruption-syncs=3",
+        ] {
+            assert!(crate::cli::parse(&[f.to_string()]).is_ok(), "{f}");
+        }
+        assert!(crate::cli::parse(&["--controller-shutdown-timeout=x".into()]).is_err());
     }
 
     #[test]

@@ -8,8 +8,8 @@ use crate::controllers::registry;
 pub fn help_text() -> String {
     let mut out = String::new();
     out.push_str(
-        "edgekcm runs the Kubernetes controllers (a kube-controller-manager v1.28 compatible\n\
-         controller manager in one small binary).\n\nUsage:\n  edgekcm [run] [flags]\n  \
+        "edgekcm runs the Kubernetes controllers (a kube-controller-manager v1.37 compatible\n\
+         controller manager in one small binary, for kube-apiserver v1.34 to v1.37).\n\nUsage:\n  edgekcm [run] [flags]\n  \
          edgekcm certs [flags]    (write a cluster's certificates; see edgekcm certs --help)\n",
     );
     let mut groups: Vec<&str> = Vec::new();
@@ -67,7 +67,7 @@ pub fn help_text() -> String {
          controllers kube-controller-manager would run with the flags given that edgekcm\n\
          does not have yet.\n\
          Also acted on, with upstream's types and defaults:\n{}.\n\
-         Every other kube-controller-manager v1.28 flag is accepted with a warning and ignored\n\
+         Every other kube-controller-manager v1.37 flag is accepted with a warning and ignored\n\
          (its value is checked as upstream checks it, and /configz shows it); flags removed\n\
          upstream (--address, --port, klog file flags, ...) are accepted with a warning too.\n\
          Flag names may use '_' or '-'.\n",
@@ -107,11 +107,12 @@ fn controllers_help() -> String {
             registry::wrap_list(&format!("{INDENT}{head}"), &items, 100, INDENT)
         )
     };
-    let disabled: Vec<String> = registry::known()
+    let mut disabled: Vec<String> = registry::known()
         .iter()
-        .filter(|c| c.disabled_by_default && !c.later_release)
+        .filter(|c| c.disabled_by_default)
         .map(|c| c.name.to_string())
         .collect();
+    disabled.sort();
     let mut running: Vec<String> = registry::implemented()
         .map(|c| c.name.to_string())
         .collect();
@@ -124,8 +125,8 @@ fn controllers_help() -> String {
         block("Disabled-by-default controllers:", disabled),
         block("In edgekcm today:", running),
         block(
-            "Accepted from later releases (not run):",
-            registry::later_names()
+            "Accepted, not in edgekcm yet:",
+            registry::not_yet_names()
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),

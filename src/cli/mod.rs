@@ -347,7 +347,7 @@ fn bool_value(o: &Occurrence) -> Result<bool> {
 /// `--version` output.
 pub fn version_text() -> String {
     format!(
-        "edgekcm {} (kube-controller-manager v1.28 compatible)",
+        "edgekcm {} (kube-controller-manager v1.37 compatible, for kube-apiserver v1.34 to v1.37)",
         env!("CARGO_PKG_VERSION")
     )
 }

@@ -1,12 +1,13 @@
-//! `/configz`: the configuration as kube-controller-manager v1.28 reports it, its internal
+//! `/configz`: the configuration as kube-controller-manager v1.37 reports it, its internal
 //! `KubeControllerManagerConfiguration` under `kubecontrollermanager.config.k8s.io`, with Go's
-//! field names and order (the internal type has no JSON tags), durations as Go prints them.
+//! field names and order (the internal type has no JSON tags; the embedded client, leader
+//! election, debugging and migration types have theirs), durations as Go prints them.
 //!
 //! [`FIELDS`] lists every leaf in upstream's order with where its value comes from: a field of
 //! [`Config`] for the flags edgekcm reads; for the flags it accepts without acting on them, the
 //! text given on the command line read as the flag's Go type, else upstream's default; fixed
-//! values for the fields no 1.28 flag sets. Compared byte for byte with kube-controller-manager
-//! v1.28.4 for default and changed flags (see `FEATURES.md`).
+//! values for the fields no flag sets. Compared byte for byte with kube-controller-manager
+//! v1.37.2 for default and changed flags (see `FEATURES.md`).
 
 use std::time::Duration;
 
@@ -66,17 +67,17 @@ fn leader_migration(c: &Config) -> Json {
         .is_some_and(|f| !f.is_empty());
     if !enabled || file {
         return Json::Obj(vec![
-            ("LeaderName", text("")),
-            ("ResourceLock", text("")),
-            ("ControllerLeaders", Json::Null),
+            ("leaderName", text("")),
+            ("resourceLock", text("")),
+            ("controllerLeaders", Json::Null),
         ]);
     }
-    let leader = |name: &str| Json::Obj(vec![("Name", text(name)), ("Component", text("*"))]);
+    let leader = |name: &str| Json::Obj(vec![("name", text(name)), ("component", text("*"))]);
     Json::Obj(vec![
-        ("LeaderName", text("cloud-provider-extraction-migration")),
-        ("ResourceLock", text("leases")),
+        ("leaderName", text("cloud-provider-extraction-migration")),
+        ("resourceLock", text("leases")),
         (
-            "ControllerLeaders",
+            "controllerLeaders",
             Json::Arr(vec![
                 leader("route-controller"),
                 leader("service-controller"),
@@ -93,25 +94,27 @@ fn gc_ignored() -> Json {
 
 /// Every leaf of the configuration, in upstream's order.
 static FIELDS: &[(&str, Src)] = &[
+    ("kind", Cfg(|_| text("KubeControllerManagerConfiguration"))),
+    ("apiVersion", Cfg(|_| text("kubecontrollermanager.config.k8s.io/v1alpha1"))),
     ("Generic.Port", Cfg(|_| Json::Int(0))),
     ("Generic.Address", Cfg(|_| text("0.0.0.0"))),
     ("Generic.MinResyncPeriod", Cfg(|c| dur(c.min_resync_period))),
-    ("Generic.ClientConnection.Kubeconfig", Cfg(|c| path(&c.kubeconfig))),
-    ("Generic.ClientConnection.AcceptContentTypes", Cfg(|_| text(""))),
-    ("Generic.ClientConnection.ContentType", Flag("kube-api-content-type", Str, "application/vnd.kubernetes.protobuf")),
-    ("Generic.ClientConnection.QPS", Cfg(|c| Json::F32(c.kube_api_qps))),
-    ("Generic.ClientConnection.Burst", Cfg(|c| Json::Int(c.kube_api_burst.into()))),
+    ("Generic.ClientConnection.kubeconfig", Cfg(|c| path(&c.kubeconfig))),
+    ("Generic.ClientConnection.acceptContentTypes", Cfg(|_| text(""))),
+    ("Generic.ClientConnection.contentType", Flag("kube-api-content-type", Str, "application/vnd.kubernetes.protobuf")),
+    ("Generic.ClientConnection.qps", Cfg(|c| Json::F32(c.kube_api_qps))),
+    ("Generic.ClientConnection.burst", Cfg(|c| Json::Int(c.kube_api_burst.into()))),
     ("Generic.ControllerStartInterval", Cfg(|c| dur(c.controller_start_interval))),
-    ("Generic.LeaderElection.LeaderElect", Cfg(|c| Json::Bool(c.leader_election.enabled))),
-    ("Generic.LeaderElection.LeaseDuration", Cfg(|c| dur(c.leader_election.lease_duration))),
-    ("Generic.LeaderElection.RenewDeadline", Cfg(|c| dur(c.leader_election.renew_deadline))),
-    ("Generic.LeaderElection.RetryPeriod", Cfg(|c| dur(c.leader_election.retry_period))),
-    ("Generic.LeaderElection.ResourceLock", Cfg(|c| text(&c.leader_election.resource_lock))),
-    ("Generic.LeaderElection.ResourceName", Cfg(|c| text(&c.leader_election.resource_name))),
-    ("Generic.LeaderElection.ResourceNamespace", Cfg(|c| text(&c.leader_election.resource_namespace))),
+    ("Generic.LeaderElection.leaderElect", Cfg(|c| Json::Bool(c.leader_election.enabled))),
+    ("Generic.LeaderElection.leaseDuration", Cfg(|c| dur(c.leader_election.lease_duration))),
+    ("Generic.LeaderElection.renewDeadline", Cfg(|c| dur(c.leader_election.renew_deadline))),
+    ("Generic.LeaderElection.retryPeriod", Cfg(|c| dur(c.leader_election.retry_period))),
+    ("Generic.LeaderElection.resourceLock", Cfg(|c| text(&c.leader_election.resource_lock))),
+    ("Generic.LeaderElection.resourceName", Cfg(|c| text(&c.leader_election.resource_name))),
+    ("Generic.LeaderElection.resourceNamespace", Cfg(|c| text(&c.leader_election.resource_namespace))),
     ("Generic.Controllers", Cfg(|c| Json::Arr(c.controllers.entries().iter().map(|e| text(e)).collect()))),
-    ("Generic.Debugging.EnableProfiling", Flag("profiling", Bool, "true")),
-    ("Generic.Debugging.EnableContentionProfiling", Flag("contention-profiling", Bool, "false")),
+    ("Generic.Debugging.enableProfiling", Flag("profiling", Bool, "true")),
+    ("Generic.Debugging.enableContentionProfiling", Flag("contention-profiling", Bool, "false")),
     ("Generic.LeaderMigrationEnabled", Flag("enable-leader-migration", Bool, "false")),
     ("Generic.LeaderMigration", Cfg(leader_migration)),
     ("KubeCloudShared.CloudProvider.Name", Flag("cloud-provider", Str, "")),
@@ -120,7 +123,6 @@ static FIELDS: &[(&str, Src)] = &[
     ("KubeCloudShared.UseServiceAccountCredentials", Cfg(|c| Json::Bool(c.use_service_account_credentials))),
     ("KubeCloudShared.AllowUntaggedCloud", Flag("allow-untagged-cloud", Bool, "false")),
     ("KubeCloudShared.RouteReconciliationPeriod", Flag("route-reconciliation-period", Dur, "10s")),
-    ("KubeCloudShared.NodeMonitorPeriod", Cfg(|c| dur(c.kube_cloud_shared.node_monitor_period))),
     ("KubeCloudShared.ClusterName", Cfg(|c| text(&c.kube_cloud_shared.cluster_name))),
     ("KubeCloudShared.ClusterCIDR", Flag("cluster-cidr", Str, "")),
     ("KubeCloudShared.AllocateNodeCIDRs", Cfg(|c| Json::Bool(c.kube_cloud_shared.allocate_node_cidrs))),
@@ -129,6 +131,7 @@ static FIELDS: &[(&str, Src)] = &[
     ("KubeCloudShared.NodeSyncPeriod", Flag("node-sync-period", Dur, "0s")),
     ("AttachDetachController.DisableAttachDetachReconcilerSync", Flag("disable-attach-detach-reconcile-sync", Bool, "false")),
     ("AttachDetachController.ReconcilerSyncLoopPeriod", Flag("attach-detach-reconcile-sync-period", Dur, "1m0s")),
+    ("AttachDetachController.disableForceDetachOnTimeout", Flag("disable-force-detach-on-timeout", Bool, "false")),
     ("CSRSigningController.ClusterSigningCertFile", Cfg(|c| path(&c.cluster_signing.cert_file))),
     ("CSRSigningController.ClusterSigningKeyFile", Cfg(|c| path(&c.cluster_signing.key_file))),
     ("CSRSigningController.KubeletServingSignerConfiguration.CertFile", Cfg(|c| path(&c.cluster_signing.kubelet_serving.cert_file))),
@@ -140,9 +143,9 @@ static FIELDS: &[(&str, Src)] = &[
     ("CSRSigningController.LegacyUnknownSignerConfiguration.CertFile", Cfg(|c| path(&c.cluster_signing.legacy_unknown.cert_file))),
     ("CSRSigningController.LegacyUnknownSignerConfiguration.KeyFile", Cfg(|c| path(&c.cluster_signing.legacy_unknown.key_file))),
     ("CSRSigningController.ClusterSigningDuration", Cfg(|c| dur(c.cluster_signing.duration))),
-    // No 1.28 flag; `--concurrent-daemonset-syncs` of later releases sets it.
-    ("DaemonSetController.ConcurrentDaemonSetSyncs", Flag("concurrent-daemonset-syncs", Int32, "2")),
+    ("DaemonSetController.ConcurrentDaemonSetSyncs", Workers("concurrent-daemonset-syncs")),
     ("DeploymentController.ConcurrentDeploymentSyncs", Workers("concurrent-deployment-syncs")),
+    ("DisruptionController.ConcurrentDisruptionSyncs", Workers("concurrent-disruption-syncs")),
     ("StatefulSetController.ConcurrentStatefulSetSyncs", Workers("concurrent-statefulset-syncs")),
     ("DeprecatedController", Cfg(|_| Json::Obj(Vec::new()))),
     ("EndpointController.ConcurrentEndpointSyncs", Workers("concurrent-endpoint-syncs")),
@@ -159,8 +162,6 @@ static FIELDS: &[(&str, Src)] = &[
     ("GarbageCollectorController.GCIgnoredResources", Cfg(|_| gc_ignored())),
     ("HPAController.ConcurrentHorizontalPodAutoscalerSyncs", Workers("concurrent-horizontal-pod-autoscaler-syncs")),
     ("HPAController.HorizontalPodAutoscalerSyncPeriod", Flag("horizontal-pod-autoscaler-sync-period", Dur, "15s")),
-    ("HPAController.HorizontalPodAutoscalerUpscaleForbiddenWindow", Flag("horizontal-pod-autoscaler-upscale-delay", Dur, "3m0s")),
-    ("HPAController.HorizontalPodAutoscalerDownscaleForbiddenWindow", Flag("horizontal-pod-autoscaler-downscale-delay", Dur, "5m0s")),
     ("HPAController.HorizontalPodAutoscalerDownscaleStabilizationWindow", Flag("horizontal-pod-autoscaler-downscale-stabilization", Dur, "5m0s")),
     ("HPAController.HorizontalPodAutoscalerTolerance", Flag("horizontal-pod-autoscaler-tolerance", Float64, "0.1")),
     ("HPAController.HorizontalPodAutoscalerCPUInitializationPeriod", Flag("horizontal-pod-autoscaler-cpu-initialization-period", Dur, "5m0s")),
@@ -179,8 +180,11 @@ static FIELDS: &[(&str, Src)] = &[
     ("NodeLifecycleController.SecondaryNodeEvictionRate", Flag("secondary-node-eviction-rate", Float32, "0.01")),
     ("NodeLifecycleController.NodeStartupGracePeriod", Cfg(|c| dur(c.node_lifecycle.node_startup_grace_period))),
     ("NodeLifecycleController.NodeMonitorGracePeriod", Cfg(|c| dur(c.node_lifecycle.node_monitor_grace_period))),
+    // No flag since 1.27's --pod-eviction-timeout went.
+    ("NodeLifecycleController.PodEvictionTimeout", Cfg(|_| text("0s"))),
     ("NodeLifecycleController.LargeClusterSizeThreshold", Flag("large-cluster-size-threshold", Int32, "50")),
     ("NodeLifecycleController.UnhealthyZoneThreshold", Flag("unhealthy-zone-threshold", Float32, "0.55")),
+    ("NodeLifecycleController.NodeMonitorPeriod", Cfg(|c| dur(c.kube_cloud_shared.node_monitor_period))),
     ("PersistentVolumeBinderController.PVClaimBinderSyncPeriod", Flag("pvclaimbinder-sync-period", Dur, "15s")),
     ("PersistentVolumeBinderController.VolumeConfiguration.EnableHostPathProvisioning", Flag("enable-hostpath-provisioner", Bool, "false")),
     ("PersistentVolumeBinderController.VolumeConfiguration.EnableDynamicProvisioning", Flag("enable-dynamic-provisioning", Bool, "true")),
@@ -192,8 +196,6 @@ static FIELDS: &[(&str, Src)] = &[
     ("PersistentVolumeBinderController.VolumeConfiguration.PersistentVolumeRecyclerConfiguration.MinimumTimeoutHostPath", Flag("pv-recycler-minimum-timeout-hostpath", Int32, "60")),
     ("PersistentVolumeBinderController.VolumeConfiguration.PersistentVolumeRecyclerConfiguration.IncrementTimeoutHostPath", Flag("pv-recycler-timeout-increment-hostpath", Int32, "30")),
     ("PersistentVolumeBinderController.VolumeConfiguration.FlexVolumePluginDir", Flag("flex-volume-plugin-dir", Str, "/usr/libexec/kubernetes/kubelet-plugins/volume/exec/")),
-    ("PersistentVolumeBinderController.VolumeHostCIDRDenylist", Flag("volume-host-cidr-denylist", StrSlice, "")),
-    ("PersistentVolumeBinderController.VolumeHostAllowLocalLoopback", Flag("volume-host-allow-local-loopback", Bool, "true")),
     ("PodGCController.TerminatedPodGCThreshold", Cfg(|c| Json::Int(c.pod_gc.terminated_pod_gc_threshold.into()))),
     ("ReplicaSetController.ConcurrentRSSyncs", Workers("concurrent-replicaset-syncs")),
     ("ReplicationController.ConcurrentRCSyncs", Workers("concurrent-rc-syncs")),
@@ -202,9 +204,12 @@ static FIELDS: &[(&str, Src)] = &[
     ("SAController.ServiceAccountKeyFile", Cfg(|c| path(&c.sa_controller.service_account_private_key_file))),
     ("SAController.ConcurrentSATokenSyncs", Workers("concurrent-serviceaccount-token-syncs")),
     ("SAController.RootCAFile", Cfg(|c| path(&c.sa_controller.root_ca_file))),
-    ("ServiceController.ConcurrentServiceSyncs", Workers("concurrent-service-syncs")),
+    // Its flag went with the cloud controllers.
+    ("ServiceController.ConcurrentServiceSyncs", Cfg(|_| Json::Int(0))),
     ("TTLAfterFinishedController.ConcurrentTTLSyncs", Workers("concurrent-ttl-after-finished-syncs")),
     ("ValidatingAdmissionPolicyStatusController.ConcurrentPolicySyncs", Workers("concurrent-validating-admission-policy-status-syncs")),
+    ("DeviceTaintEvictionController.ConcurrentSyncs", Flag("concurrent-device-taint-eviction-syncs", Int32, "8")),
+    ("ResourceClaimController.ConcurrentSyncs", Flag("concurrent-resourceclaim-syncs", Int32, "50")),
 ];
 
 /// A flag's value as its Go type: the text given, else `default`. The text was checked at

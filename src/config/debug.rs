@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
         assert!(r
             .body
-            .starts_with(b"{\"kubecontrollermanager.config.k8s.io\":{\"Generic\":{"));
+            .starts_with(b"{\"kubecontrollermanager.config.k8s.io\":{\"kind\":\"KubeControllerManagerConfiguration\",\"apiVersion\":"));
         // Any method, as upstream's handler.
         let post = Request {
             method: "POST".into(),

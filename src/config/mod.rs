@@ -12,9 +12,11 @@ pub mod componentconfig;
 pub mod debug;
 pub mod files;
 mod flagtype;
+pub mod gates;
 mod groups;
 mod runflags;
 mod signing;
+pub mod version;
 use crate::compat::cidr::Cidr;
 use crate::compat::parse::{format_go_duration, go_quote, parse_go_bool, parse_go_duration};
 pub use flagtype::{record as record_flag, FlagType, FlagValue};
@@ -25,11 +27,16 @@ pub use groups::{
 pub use runflags::RunFlags;
 pub use signing::{CertKeyFiles, ClusterSigning, SignerFiles};
 
-/// Every `--concurrent-*-syncs` flag of kube-controller-manager 1.28 with its default.
+/// The `--concurrent-*-syncs` flags of kube-controller-manager v1.37 whose controllers
+/// edgekcm has, and the 1.28 ones v1.37 kept, with their defaults (the other ones v1.37
+/// added are accepted without acting on them).
 /// `--concurrent_rc_syncs` is spelled with underscores upstream; names are normalised.
 pub const CONCURRENT_SYNCS: &[(&str, usize)] = &[
     ("concurrent-cron-job-syncs", 5),
+    // v1.37's; 1.28 had no flag and ran two daemonset workers and one disruption worker.
+    ("concurrent-daemonset-syncs", 2),
     ("concurrent-deployment-syncs", 5),
+    ("concurrent-disruption-syncs", 1),
     ("concurrent-endpoint-syncs", 5),
     ("concurrent-ephemeralvolume-syncs", 5),
     ("concurrent-gc-syncs", 20),
@@ -40,7 +47,6 @@ pub const CONCURRENT_SYNCS: &[(&str, usize)] = &[
     ("concurrent-replicaset-syncs", 5),
     ("concurrent-resource-quota-syncs", 5),
     ("concurrent-service-endpoint-syncs", 5),
-    ("concurrent-service-syncs", 1),
     ("concurrent-serviceaccount-token-syncs", 5),
     ("concurrent-statefulset-syncs", 5),
     ("concurrent-ttl-after-finished-syncs", 5),
@@ -139,6 +145,13 @@ pub struct Config {
     pub logging_format: crate::runtime::logging::Format,
     /// One line per ignored, renamed or removed flag; logged once at start.
     pub warnings: Vec<String>,
+    /// `--emulated-version` and `--min-compatibility-version` as given.
+    pub version_flags: version::VersionFlags,
+    /// The version emulated: v1.37 until the API server's version decides it at start
+    /// ([`Config::emulate`]).
+    pub emulation: version::Emulation,
+    /// `--feature-gates`, resolved at the emulated version.
+    pub gates: gates::FeatureGates,
     /// The text of flags given on the command line that edgekcm keeps as text, for
     /// `/configz`: the flags it accepts without acting on them (checked against their Go type
     /// at start; repeats of a string slice joined with commas), the `--concurrent-*-syncs`
@@ -184,7 +197,8 @@ impl Default for Config {
                 terminated_pod_gc_threshold: 12500,
             },
             node_lifecycle: NodeLifecycleOptions {
-                node_monitor_grace_period: Duration::from_secs(40),
+                // 50 s since v1.32 (40 s before).
+                node_monitor_grace_period: Duration::from_secs(50),
                 node_startup_grace_period: Duration::from_secs(60),
                 node_eviction_rate: 0.1,
                 secondary_node_eviction_rate: 0.01,
@@ -237,6 +251,9 @@ impl Default for Config {
             verbosity: 0,
             logging_format: crate::runtime::logging::Format::Text,
             warnings: Vec::new(),
+            version_flags: version::VersionFlags::default(),
+            emulation: version::Emulation::default(),
+            gates: gates::FeatureGates::default(),
             given: BTreeMap::new(),
         }
     }
@@ -390,6 +407,7 @@ impl Config {
             c.kube_cloud_shared.cluster_name = v;
         }
 
+        version::from_flags(&mut c, &mut f)?;
         node_ipam_flags(&mut c, &mut f)?;
         leader_election_and_signing(&mut c, &mut f)?;
         secure_serving_and_auth(&mut c, &mut f)?;

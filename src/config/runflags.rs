@@ -208,4 +208,13 @@ pub struct RunFlags {
     /// cluster name
     #[argh(option)]
     pub cluster_name: Option<String>,
+    /// emulated Kubernetes version
+    #[argh(option)]
+    pub emulated_version: Option<String>,
+    /// min compatibility version
+    #[argh(option)]
+    pub min_compatibility_version: Option<String>,
+    /// feature gates
+    #[argh(option)]
+    pub feature_gates: Option<String>,
 }

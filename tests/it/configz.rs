@@ -83,8 +83,7 @@ fn scenario(t: &Target, json_logs: bool) {
         "--v=0".to_string(),
         "--node-eviction-rate=0.2".to_string(),
         "--concurrent-deployment-syncs=0x7".to_string(),
-        "--volume-host-cidr-denylist=10.0.0.0/8".to_string(),
-        "--volume-host-cidr-denylist=192.168.0.0/16".to_string(),
+        "--concurrent-resourceclaim-syncs=33".to_string(),
     ];
     if json_logs {
         flags.push("--logging-format=json".to_string());
@@ -126,14 +125,11 @@ fn scenario(t: &Target, json_logs: bool) {
         c["Generic"]["Controllers"],
         serde_json::json!(["serviceaccount-controller"])
     );
-    assert_eq!(c["Generic"]["ClientConnection"]["Kubeconfig"], kc.as_str());
-    assert_eq!(c["Generic"]["LeaderElection"]["LeaderElect"], false);
+    assert_eq!(c["Generic"]["ClientConnection"]["kubeconfig"], kc.as_str());
+    assert_eq!(c["Generic"]["LeaderElection"]["leaderElect"], false);
     assert_eq!(c["DeploymentController"]["ConcurrentDeploymentSyncs"], 7);
     assert!(a.body.contains("\"NodeEvictionRate\":0.2,"));
-    assert_eq!(
-        c["PersistentVolumeBinderController"]["VolumeHostCIDRDenylist"],
-        serde_json::json!(["10.0.0.0/8", "192.168.0.0/16"])
-    );
+    assert_eq!(c["ResourceClaimController"]["ConcurrentSyncs"], 33);
 
     // Authentication and authorization first: the verb is the lower-case method.
     let a = call(&agent, "GET", &configz, None, "");

@@ -11,6 +11,7 @@ mod auth_metrics;
 mod certs;
 mod cli_files;
 mod cli_flags;
+mod cli_versions;
 mod client_cert_v1;
 mod client_tls_transport;
 mod configz;

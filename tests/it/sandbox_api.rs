@@ -10,7 +10,7 @@ fn health_version_and_discovery() {
         let r = c.get(p);
         assert_eq!((r.code, r.body), (200, json!("ok")));
     }
-    assert_eq!(c.get("/version").body["gitVersion"], "v1.28.0-sandbox");
+    assert_eq!(c.get("/version").body["gitVersion"], "v1.37.2-sandbox");
     let api = c.get("/api").body;
     assert_eq!(api["kind"], "APIVersions");
     assert_eq!(api["versions"], json!(["v1"]));

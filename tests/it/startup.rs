@@ -224,3 +224,148 @@ fn a_stop_signal_during_the_wait_exits_0_quietly() {
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     assert!(!text.lines().any(|l| l.starts_with('E')), "{text}");
 }
+
+/// edgekcm against a sandbox whose `/version` says `git_version`, with `extra` flags, until
+/// the `default` ServiceAccount of a new namespace exists (it runs) or it exits: the log, and
+/// the exit code if it exited.
+fn against_version(git_version: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let sb = Sandbox::start(SandboxOptions::default()).unwrap();
+    sb.set_version(git_version);
+    let t = TempDir::new("startup-version");
+    let kc = t.0.join("kubeconfig");
+    sb.write_kubeconfig(&kc).unwrap();
+    let log = t.0.join("edgekcm.log");
+    let f = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            &format!("--kubeconfig={}", kc.display()),
+            "--secure-port=0",
+            "--leader-elect=false",
+        ])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    let admin = sb.client("startup-test");
+    let ns = unique("version");
+    create_namespace(&admin, &ns);
+    let code = eventually(Duration::from_secs(20), "a start or an exit", || {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st.code());
+        }
+        admin
+            .get(&SERVICEACCOUNTS, Some(&ns), "default")
+            .ok()
+            .map(|_| None)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    (code, std::fs::read_to_string(&log).unwrap())
+}
+
+fn emulation_line(log: &str) -> &str {
+    log.lines()
+        .find(|l| l.contains("emulating Kubernetes v"))
+        .unwrap_or_else(|| panic!("no emulation line:\n{log}"))
+}
+
+#[test]
+fn the_version_window_follows_the_api_server() {
+    // v1.36 and v1.37 get v1.37; the gated controllers on in v1.37 are named as missing.
+    let (code, log) = against_version("v1.36.3", &[]);
+    assert_eq!(code, None, "{log}");
+    assert!(
+        emulation_line(&log).ends_with(
+            "emulating Kubernetes v1.37 (min compatibility v1.36): kube-apiserver v1.36.3 is served by a v1.37 controller manager"
+        ),
+        "{log}"
+    );
+    let missing = log
+        .lines()
+        .find(|l| l.contains("would run with these flags are not in edgekcm yet"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        missing.contains("kube-controller-manager v1.37 would run"),
+        "{missing}"
+    );
+    assert!(missing.contains("svm"), "{missing}");
+
+    // v1.34 and v1.35 get their own minor: StorageVersionMigrator is off there.
+    let (code, log) = against_version("v1.35.0", &[]);
+    assert_eq!(code, None, "{log}");
+    assert!(
+        emulation_line(&log).ends_with(
+            "emulating Kubernetes v1.35 (min compatibility v1.34): kube-apiserver v1.35.0 is older than v1.36: --emulated-version defaults to its minor"
+        ),
+        "{log}"
+    );
+    let missing = log
+        .lines()
+        .find(|l| l.contains("would run with these flags are not in edgekcm yet"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        missing.contains("kube-controller-manager v1.35 would run"),
+        "{missing}"
+    );
+    assert!(!missing.contains("svm"), "{missing}");
+}
+
+#[test]
+fn outside_the_window_only_with_emulated_version() {
+    for v in ["v1.33.4", "v1.38.0"] {
+        let (code, log) = against_version(v, &[]);
+        assert_eq!(code, Some(1), "{log}");
+        let e = error_line(&log);
+        assert!(
+            e.contains(&format!("kube-apiserver {v} is outside the versions edgekcm serves (v1.34 to v1.37); give --emulated-version=1.34..1.37 to run against it anyway")),
+            "{e}"
+        );
+    }
+    let (code, log) = against_version("v1.33.4", &["--emulated-version=kube=1.34"]);
+    assert_eq!(code, None, "{log}");
+    assert!(
+        emulation_line(&log).ends_with(
+            "emulating Kubernetes v1.34 (min compatibility v1.34): --emulated-version=1.34; kube-apiserver v1.33.4 is outside the versions edgekcm follows by itself (v1.34 to v1.37)"
+        ),
+        "{log}"
+    );
+    // A value checked again at the version chosen: locked to its default from 1.35 on.
+    let (code, log) = against_version("v1.37.0", &["--feature-gates=JobManagedBy=false"]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        error_line(&log)
+            .contains("cannot set feature gate JobManagedBy to false, feature is locked to true"),
+        "{log}"
+    );
+    let (code, log) = against_version("v1.34.2", &["--feature-gates=JobManagedBy=false"]);
+    assert_eq!(code, None, "{log}");
+}
+
+/// Against the real kube-apiserver of `KCM_E2E_KUBECONFIG`: the start-up line names the
+/// version it emulates from the server's own `/version`.
+#[test]
+#[ignore = "needs a real kube-apiserver (just e2e)"]
+fn real_version_window() {
+    let t = crate::common::real("real_version_window");
+    let admin = t.admin();
+    let v: serde_json::Value = serde_json::from_str(&admin.get_raw("/version").unwrap()).unwrap();
+    let git = v["gitVersion"].as_str().unwrap().to_string();
+    let minor: u32 = v["minor"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches('+')
+        .parse()
+        .unwrap();
+    let mut kcm = crate::common::Kcm::start(&t, "version", &["--controllers=serviceaccount"]);
+    kcm.served_namespace(&admin, "version", Duration::from_secs(30));
+    let log = kcm.log_text();
+    let line = emulation_line(&log);
+    let want = match minor {
+        36 | 37 => format!("emulating Kubernetes v1.37 (min compatibility v1.36): kube-apiserver {git} is served by a v1.37 controller manager"),
+        34 | 35 => format!("emulating Kubernetes v1.{minor} (min compatibility v1.34): kube-apiserver {git} is older than v1.36: --emulated-version defaults to its minor"),
+        _ => panic!("kube-apiserver {git} is outside the window this scenario checks"),
+    };
+    assert!(line.ends_with(&want), "{line}");
+}

@@ -85,6 +85,17 @@ fn accept_partial(req: &Request) -> (bool, bool) {
     )
 }
 
+/// The `/version` answer for a `gitVersion` such as `v1.37.2-sandbox`.
+fn version_body(git: &str) -> Value {
+    let mut nums = git.trim_start_matches('v').split(['.', '-', '+']);
+    let (major, minor) = (nums.next().unwrap_or(""), nums.next().unwrap_or(""));
+    json!({"major": major, "minor": minor, "emulationMajor": major, "emulationMinor": minor,
+           "minCompatibilityMajor": major, "minCompatibilityMinor": minor,
+           "gitVersion": git, "gitCommit": "0000000000000000000000000000000000000000",
+           "gitTreeState": "clean", "buildDate": "2026-08-15T00:00:00Z",
+           "goVersion": "go1.26.0", "compiler": "gc", "platform": "linux/amd64"})
+}
+
 /// Dispatch one request (authentication, faults and pauses are handled by the caller).
 pub fn handle(shared: &Shared, req: &Request) -> Reply {
     let segs: Vec<&str> = req.path.split('/').filter(|s| !s.is_empty()).collect();
@@ -99,13 +110,7 @@ pub fn handle(shared: &Shared, req: &Request) -> Reply {
         ["healthz" | "readyz" | "livez"] => {
             Reply::Bytes(200, "text/plain; charset=utf-8", b"ok".to_vec())
         }
-        ["version"] => Reply::Json(
-            200,
-            json!({"major": "1", "minor": "28", "gitVersion": "v1.28.0-sandbox",
-                   "gitCommit": "0000000000000000000000000000000000000000",
-                   "gitTreeState": "clean", "buildDate": "2023-08-15T00:00:00Z",
-                   "goVersion": "go1.20", "compiler": "gc", "platform": "linux/amd64"}),
-        ),
+        ["version"] => Reply::Json(200, version_body(&shared.lock_state().server_version)),
         ["api"] => Reply::Json(200, discovery::api_versions(shared.port())),
         ["apis"] => Reply::Json(
             200,

@@ -118,6 +118,8 @@ pub struct State {
     pub denials: Vec<(String, String)>,
     /// Top-level fields each field manager last applied (server-side apply), by object.
     pub applied: HashMap<AppliedBy, BTreeSet<String>>,
+    /// The `gitVersion` `/version` reports (its major and minor are read from it).
+    pub server_version: String,
     next_ip: u32,
 }
 
@@ -154,6 +156,7 @@ impl State {
             crd_kinds: Vec::new(),
             denials: Vec::new(),
             applied: HashMap::new(),
+            server_version: "v1.37.2-sandbox".to_string(),
             next_ip: 1,
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {

@@ -1,7 +1,7 @@
 use super::*;
 use crate::cli::{self, Command};
 
-/// `/configz` of kube-controller-manager v1.28.4 (`tests/fixtures/configz/<name>.json`, the
+/// `/configz` of kube-controller-manager v1.37.2 (`tests/fixtures/configz/<name>.json`, the
 /// bytes it answered) for the flags of `<name>.args`, one per line. It also had secure-port
 /// and delegated-authentication flags, which `/configz` does not report.
 const CAPTURES: &[&str] = &[
@@ -68,9 +68,10 @@ fn defaults() {
     let doc = document(&Config::default()).unwrap();
     let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
     let c = &v[GROUP];
-    assert_eq!(c["Generic"]["ClientConnection"]["Kubeconfig"], "");
+    assert_eq!(c["kind"], "KubeControllerManagerConfiguration");
+    assert_eq!(c["Generic"]["ClientConnection"]["kubeconfig"], "");
     assert_eq!(
-        c["Generic"]["LeaderElection"]["ResourceName"],
+        c["Generic"]["LeaderElection"]["resourceName"],
         "kube-controller-manager"
     );
     assert_eq!(c["Generic"]["Controllers"], serde_json::json!(["*"]));
@@ -78,9 +79,10 @@ fn defaults() {
     assert_eq!(c["GarbageCollectorController"]["ConcurrentGCSyncs"], 20);
     assert_eq!(c["NodeLifecycleController"]["NodeEvictionRate"], 0.1);
     assert_eq!(
-        c["PersistentVolumeBinderController"]["VolumeHostCIDRDenylist"],
-        serde_json::Value::Null
+        c["NodeLifecycleController"]["NodeMonitorGracePeriod"],
+        "50s"
     );
+    assert_eq!(c["ResourceClaimController"]["ConcurrentSyncs"], 50);
     // The upstream capture of the defaults differs only in the lease name and the kubeconfig.
     let want = fixture("defaults.json")
         .replace("\"cz-held\"", "\"kube-controller-manager\"")

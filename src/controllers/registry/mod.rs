@@ -5,16 +5,19 @@
 //! `--controllers` accepts, which controllers run, their identities and the `Settings` the
 //! manager runs them with all come from it; the `Controller` trait is left with behaviour.
 //!
-//! Names follow kube-controller-manager 1.28: the long `*-controller` names are canonical and
-//! the short historical names are aliases. A few names from later releases are known too, so
-//! command lines written for a newer kube-controller-manager still parse.
+//! Names follow kube-controller-manager v1.37: the long `*-controller` names are canonical and
+//! the short historical names are aliases. Every name v1.37 knows is accepted, those edgekcm
+//! does not run yet too (start-up names them); the feature gates a controller needs are in
+//! `gated.rs`, evaluated at the emulated version.
 
 use crate::api::kubeconfig::RestConfig;
 use crate::config::{Config, ControllerSelection};
 use crate::controller::{BuildCx, Runnable, Settings};
 use crate::error::{Error, Result};
 
+mod gated;
 mod table;
+pub use gated::required_gates;
 use table::KNOWN;
 
 /// How a row builds its controller (see `crate::controller::Build`).
@@ -39,7 +42,8 @@ pub struct ControllerInfo {
     /// Empty, or why the controller may not start even when enabled: `cloud`,
     /// `feature-gate`, or the flag it needs (`--allocate-node-cidrs`, ...).
     pub needs: &'static str,
-    /// A name from a kube-controller-manager release after 1.28 (1.28 itself would refuse it).
+    /// A name introduced after kube-controller-manager 1.28 (for the record: every row is a
+    /// v1.37 name).
     pub later_release: bool,
     /// Upstream's work-queue name (the `name` label of the `workqueue_*` metrics); empty
     /// when the manager keeps no queue for it (see `Settings::queue`).
@@ -117,10 +121,10 @@ pub fn known() -> &'static [ControllerInfo] {
     KNOWN
 }
 
-/// `name (alias, ...)` for every kube-controller-manager 1.28 controller, by canonical name;
+/// `name (alias, ...)` for every kube-controller-manager v1.37 controller, by canonical name;
 /// what `--controllers` accepts, as `--help` and the unknown-name error list it.
 pub fn described_names() -> Vec<String> {
-    let mut v: Vec<&ControllerInfo> = KNOWN.iter().filter(|c| !c.later_release).collect();
+    let mut v: Vec<&ControllerInfo> = KNOWN.iter().collect();
     v.sort_by_key(|c| c.name);
     v.iter()
         .map(|c| match c.aliases {
@@ -130,11 +134,11 @@ pub fn described_names() -> Vec<String> {
         .collect()
 }
 
-/// The names from releases after 1.28 that `--controllers` accepts too.
-pub fn later_names() -> Vec<&'static str> {
+/// The names v1.37 knows that edgekcm does not run yet, sorted.
+pub fn not_yet_names() -> Vec<&'static str> {
     let mut v: Vec<&str> = KNOWN
         .iter()
-        .filter(|c| c.later_release)
+        .filter(|c| !c.implemented())
         .map(|c| c.name)
         .collect();
     v.sort_unstable();
@@ -199,10 +203,14 @@ impl ControllerSelection {
             }
         }
         if !errors.is_empty() {
-            // Upstream's message, then what would have been accepted.
+            // Upstream's message (an aggregate of several in brackets), then what would have
+            // been accepted.
+            let head = match errors.len() {
+                1 => errors.remove(0),
+                _ => format!("[{}]", errors.join(", ")),
+            };
             return Err(Error::Config(format!(
-                "{}\n{}",
-                errors.join(", "),
+                "{head}\n{}",
                 wrap_list(
                     "known controllers (short names in parentheses):",
                     &described_names(),
@@ -319,6 +327,14 @@ mod tests {
         ));
         // Without a flag: upstream's fixed count.
         assert_eq!(info("ttl").unwrap().settings(&cfg).workers, 5);
+        // The flags v1.37 added for the daemonset and disruption controllers.
+        assert_eq!(info("daemonset").unwrap().settings(&cfg).workers, 2);
+        assert_eq!(info("disruption").unwrap().settings(&cfg).workers, 1);
+        cfg.concurrent_syncs.insert("concurrent-daemonset-syncs", 4);
+        cfg.concurrent_syncs
+            .insert("concurrent-disruption-syncs", 3);
+        assert_eq!(info("daemonset").unwrap().settings(&cfg).workers, 4);
+        assert_eq!(info("disruption").unwrap().settings(&cfg).workers, 3);
     }
 
     #[test]
@@ -330,16 +346,177 @@ mod tests {
                 assert!(seen.insert(a), "duplicate alias {a}");
             }
         }
-        assert_eq!(known().len(), 50);
+        assert_eq!(known().len(), 49);
+    }
+
+    /// kube-controller-manager v1.37.2's controllers: name, aliases, disabled by default
+    /// (its `NewControllerDescriptors`).
+    const V1_37: &[(&str, &[&str], bool)] = &[
+        ("bootstrap-signer-controller", &["bootstrapsigner"], true),
+        (
+            "certificatesigningrequest-approving-controller",
+            &["csrapproving"],
+            false,
+        ),
+        (
+            "certificatesigningrequest-cleaner-controller",
+            &["csrcleaner"],
+            false,
+        ),
+        (
+            "certificatesigningrequest-signing-controller",
+            &["csrsigning"],
+            false,
+        ),
+        (
+            "clusterrole-aggregation-controller",
+            &["clusterrole-aggregation"],
+            false,
+        ),
+        ("cronjob-controller", &["cronjob"], false),
+        ("daemonset-controller", &["daemonset"], false),
+        ("deployment-controller", &["deployment"], false),
+        ("device-taint-eviction-controller", &[], false),
+        ("disruption-controller", &["disruption"], false),
+        ("endpoints-controller", &["endpoint"], false),
+        ("endpointslice-controller", &["endpointslice"], false),
+        (
+            "endpointslice-mirroring-controller",
+            &["endpointslicemirroring"],
+            false,
+        ),
+        ("ephemeral-volume-controller", &["ephemeral-volume"], false),
+        ("garbage-collector-controller", &["garbagecollector"], false),
+        (
+            "horizontal-pod-autoscaler-controller",
+            &["horizontalpodautoscaling"],
+            false,
+        ),
+        ("job-controller", &["job"], false),
+        (
+            "kube-apiserver-serving-clustertrustbundle-publisher-controller",
+            &[],
+            false,
+        ),
+        (
+            "legacy-serviceaccount-token-cleaner-controller",
+            &["legacy-service-account-token-cleaner"],
+            false,
+        ),
+        ("namespace-controller", &["namespace"], false),
+        ("node-ipam-controller", &["nodeipam"], false),
+        ("node-lifecycle-controller", &["nodelifecycle"], false),
+        (
+            "persistentvolume-attach-detach-controller",
+            &["attachdetach"],
+            false,
+        ),
+        (
+            "persistentvolume-binder-controller",
+            &["persistentvolume-binder"],
+            false,
+        ),
+        (
+            "persistentvolume-expander-controller",
+            &["persistentvolume-expander"],
+            false,
+        ),
+        (
+            "persistentvolume-protection-controller",
+            &["pv-protection"],
+            false,
+        ),
+        (
+            "persistentvolumeclaim-protection-controller",
+            &["pvc-protection"],
+            false,
+        ),
+        ("pod-garbage-collector-controller", &["podgc"], false),
+        ("podcertificaterequest-cleaner-controller", &[], false),
+        ("podgroup-protection-controller", &[], false),
+        ("replicaset-controller", &["replicaset"], false),
+        (
+            "replicationcontroller-controller",
+            &["replicationcontroller"],
+            false,
+        ),
+        (
+            "resourceclaim-controller",
+            &["resource-claim-controller"],
+            false,
+        ),
+        ("resourcepoolstatusrequest-controller", &[], false),
+        ("resourcequota-controller", &["resourcequota"], false),
+        (
+            "root-ca-certificate-publisher-controller",
+            &["root-ca-cert-publisher"],
+            false,
+        ),
+        ("selinux-warning-controller", &[], true),
+        ("service-cidr-controller", &[], false),
+        ("serviceaccount-controller", &["serviceaccount"], false),
+        (
+            "serviceaccount-token-controller",
+            &["serviceaccount-token"],
+            false,
+        ),
+        ("statefulset-controller", &["statefulset"], false),
+        ("storage-version-migrator-controller", &["svm"], false),
+        (
+            "storageversion-garbage-collector-controller",
+            &["storage-version-gc"],
+            false,
+        ),
+        ("taint-eviction-controller", &[], false),
+        ("token-cleaner-controller", &["tokencleaner"], true),
+        (
+            "ttl-after-finished-controller",
+            &["ttl-after-finished"],
+            false,
+        ),
+        ("ttl-controller", &["ttl"], false),
+        ("validatingadmissionpolicy-status-controller", &[], false),
+        ("volumeattributesclass-protection-controller", &[], false),
+    ];
+
+    #[test]
+    fn the_names_of_v1_37() {
+        let mut ours: Vec<(&str, &[&str], bool)> = known()
+            .iter()
+            .map(|c| (c.name, c.aliases, c.disabled_by_default))
+            .collect();
+        ours.sort_by_key(|c| c.0);
+        assert_eq!(ours, V1_37);
+        // The cloud controllers 1.28 had are unknown names in v1.37.
+        for gone in [
+            "service",
+            "route",
+            "cloud-node-lifecycle",
+            "service-lb-controller",
+        ] {
+            let err = ControllerSelection::parse(&[gone.into()])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "{gone:?} is not in the list of known controllers\n"
+                )),
+                "{err}"
+            );
+        }
     }
 
     #[test]
     fn names_for_people() {
         let names = described_names();
-        assert_eq!(names.len(), 42);
+        assert_eq!(names.len(), 49);
         assert_eq!(names[0], "bootstrap-signer-controller (bootstrapsigner)");
         assert!(names.contains(&"validatingadmissionpolicy-status-controller".to_string()));
-        assert_eq!(later_names().len(), 8);
+        assert_eq!(not_yet_names().len(), 49 - implemented().count());
+        assert!(
+            not_yet_names().contains(&"taint-eviction-controller")
+                || info("taint-eviction-controller").unwrap().implemented()
+        );
         let w = wrap_list("x:", &["aa".into(), "bb".into(), "cc".into()], 10, "  ");
         assert_eq!(w, "x: aa, bb,\n  cc");
     }
@@ -373,10 +550,10 @@ mod tests {
 
     #[test]
     fn explicit_wins_in_order() {
-        let s = sel("*,-service,-route,-cloud-node-lifecycle");
-        assert!(!s.is_enabled("service-lb-controller"));
-        assert!(!s.is_enabled("node-route-controller"));
-        assert!(!s.is_enabled("cloud-node-lifecycle-controller"));
+        let s = sel("*,-ttl,-svm,-taint-eviction-controller");
+        assert!(!s.is_enabled("ttl-controller"));
+        assert!(!s.is_enabled("storage-version-migrator-controller"));
+        assert!(!s.is_enabled("taint-eviction-controller"));
         assert!(s.is_enabled("node-lifecycle-controller"));
         let s = sel("deployment,-deployment-controller");
         assert!(s.is_enabled("deployment-controller"));
@@ -405,6 +582,13 @@ mod tests {
             "{err}"
         );
         assert!(err.lines().all(|l| l.len() <= 100), "{err}");
+        let two = ControllerSelection::parse(&["-foo".into(), "bar".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            two.starts_with("[\"foo\" is not in the list of known controllers, \"bar\" is not in the list of known controllers]\n"),
+            "{two}"
+        );
         assert!(ControllerSelection::parse(&["-*".into()]).is_err());
         assert!(ControllerSelection::parse(&["".into()]).is_err());
         assert!(ControllerSelection::parse(&[])

@@ -1,5 +1,5 @@
-//! The rows of the controller table: one per controller name kube-controller-manager knows
-//! (1.28's, and a few from later releases), with what runs it here. Everything fixed about a
+//! The rows of the controller table: one per controller name kube-controller-manager v1.37
+//! knows (the cloud controllers 1.28 still had are gone), with what runs it here. Everything fixed about a
 //! controller is in its row; its module has the behaviour (`Controller` or `SelfDriven`) and
 //! the `build` the row names.
 
@@ -202,8 +202,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         "",
     )
     .queue("daemonset")
-    // 1.28 has no flag: its component config's ConcurrentDaemonSetSyncs.
-    .workers(2)
+    .workers_flag("concurrent-daemonset-syncs")
     .runs(daemonset::build),
     c("job-controller", &["job"], Some("job-controller"), "")
         .queue("job")
@@ -245,6 +244,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
     )
     .queue("disruption")
     .events("controllermanager")
+    .workers_flag("concurrent-disruption-syncs")
     .runs(disruption::build),
     c(
         "statefulset-controller",
@@ -328,25 +328,6 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         "",
     )
     .runs(nodelifecycle::build),
-    c(
-        "service-lb-controller",
-        &["service"],
-        Some("service-controller"),
-        "cloud",
-    )
-    .workers_flag("concurrent-service-syncs"),
-    c(
-        "node-route-controller",
-        &["route"],
-        Some("route-controller"),
-        "cloud",
-    ),
-    c(
-        "cloud-node-lifecycle-controller",
-        &["cloud-node-lifecycle"],
-        Some("node-controller"),
-        "cloud",
-    ),
     c(
         "persistentvolume-binder-controller",
         &["persistentvolume-binder"],
@@ -502,6 +483,18 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         "podcertificaterequest-cleaner-controller",
         &[],
         Some("podcertificaterequestcleaner"),
+        "feature-gate",
+    )),
+    later(c(
+        "podgroup-protection-controller",
+        &[],
+        Some("podgroup-protection-controller"),
+        "feature-gate",
+    )),
+    later(c(
+        "resourcepoolstatusrequest-controller",
+        &[],
+        Some("resourcepoolstatusrequest-controller"),
         "feature-gate",
     )),
 ];
