@@ -348,6 +348,22 @@ impl Store {
             .collect()
     }
 
+    /// As `scan`, each object decoded with its metadata and the parts at `fields` (JSON
+    /// pointers, as `get_fields`) only: a pass that reads a few parts of many objects (a
+    /// `/metrics` scrape counting pod volumes) builds none of the rest.
+    pub fn scan_fields<T>(
+        &self,
+        fields: &[&str],
+        mut f: impl FnMut(&Value) -> Option<T>,
+    ) -> Vec<T> {
+        let texts: Vec<Text> = self.read().objects.values().map(Entry::text).collect();
+        texts
+            .iter()
+            .filter_map(|t| t.decode_as(Some(fields)))
+            .filter_map(|o| f(&o))
+            .collect()
+    }
+
     pub fn keys(&self) -> Vec<String> {
         self.read().objects.keys().cloned().collect()
     }

@@ -360,3 +360,30 @@ fn a_relist_before_our_writes_echo_reports_the_change_from_before_them() {
     assert_eq!(of("p"), Some((DeltaKind::Updated, Some("5".into()))));
     assert_eq!(of("created"), Some((DeltaKind::Added, None)));
 }
+
+#[test]
+fn scan_fields_decodes_the_metadata_and_the_asked_parts_only() {
+    let s = Store::new();
+    let mut p = pod("a", "p1", "1", None);
+    p["spec"] =
+        json!({"nodeName": "n1", "volumes": [{"name": "v"}], "containers": [{"name": "c"}]});
+    p["status"] = json!({"phase": "Running"});
+    s.apply(DeltaKind::Added, p);
+    let mut q = pod("a", "p2", "2", None);
+    q["spec"] = json!({"containers": [{"name": "c"}]});
+    s.apply(DeltaKind::Added, q);
+    let seen = s.scan_fields(&["/spec/nodeName", "/spec/volumes"], |o| Some(o.clone()));
+    assert_eq!(
+        seen,
+        [
+            json!({"metadata": {"name": "p1", "namespace": "a", "resourceVersion": "1"},
+                   "spec": {"nodeName": "n1", "volumes": [{"name": "v"}]}}),
+            json!({"metadata": {"name": "p2", "namespace": "a", "resourceVersion": "2"}}),
+        ]
+    );
+    // What `f` declines is left out, as with `scan`.
+    let named = s.scan_fields(&[], |o| {
+        (obj::name(o) == "p2").then(|| obj::name(o).to_string())
+    });
+    assert_eq!(named, ["p2"]);
+}

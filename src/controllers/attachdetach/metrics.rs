@@ -89,22 +89,35 @@ fn pod_volume_plugin(pod: &Value, vol: &Value, claims: &Store, pvs: &Store) -> O
     source_plugin(&pv["spec"])
 }
 
-/// Per (node, plugin), the pod volumes in use (upstream's `getVolumeInUseCount`).
+/// The parts of a pod `volumes_in_use` reads (besides its metadata).
+const IN_USE_FIELDS: &[&str] = &["/spec/nodeName", "/spec/volumes"];
+
+/// Per (node, plugin), the pod volumes in use (upstream's `getVolumeInUseCount`). The pods
+/// are decoded one at a time with `IN_USE_FIELDS` only: decoding every pod whole at once
+/// made a scrape after the standard workload (1,500 pods) allocate 17 MB, which the
+/// allocator then kept as the process's peak.
 pub fn volumes_in_use(
     pods: &Store,
     claims: &Store,
     pvs: &Store,
 ) -> BTreeMap<(String, String), u64> {
     let mut out = BTreeMap::new();
-    for pod in pods.list() {
+    let found = pods.scan_fields(IN_USE_FIELDS, |pod| {
         let node = pod["spec"]["nodeName"].as_str().unwrap_or("");
         if node.is_empty() {
-            continue;
+            return None;
         }
-        for vol in pod["spec"]["volumes"].as_array().into_iter().flatten() {
-            if let Some(plugin) = pod_volume_plugin(&pod, vol, claims, pvs) {
-                *out.entry((node.to_string(), plugin)).or_default() += 1;
-            }
+        let plugins: Vec<String> = pod["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|vol| pod_volume_plugin(pod, vol, claims, pvs))
+            .collect();
+        (!plugins.is_empty()).then(|| (node.to_string(), plugins))
+    });
+    for (node, plugins) in found {
+        for plugin in plugins {
+            *out.entry((node.clone(), plugin)).or_default() += 1;
         }
     }
     out
