@@ -122,11 +122,18 @@ pub fn with_unused_condition(pvc: &Value, used: bool, now: &str) -> Option<Value
     Some(next)
 }
 
+/// Whether the `Unused` condition is kept: its gate (beta and on in v1.37, alpha and off in
+/// v1.36, absent before) at the emulated version.
+fn unused_condition_gate() -> bool {
+    crate::config::gates::enabled("PersistentVolumeClaimUnusedSinceTime")
+}
+
 /// Whether a claim is queued for its `Unused` condition: upstream queues a claim without one.
 fn lacks_unused_condition(pvc: &Value) -> bool {
-    !pvc["status"]["conditions"]
-        .as_array()
-        .is_some_and(|c| c.iter().any(|c| c["type"] == UNUSED))
+    unused_condition_gate()
+        && !pvc["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == UNUSED))
 }
 
 /// The claims a pod's volumes name (`namespace/name`).
@@ -172,7 +179,7 @@ impl Controller for PvcProtection {
         let Some(pvc) = cx.cache.store_for(&CLAIM_WATCH).get(key) else {
             return Ok(Outcome::none());
         };
-        if !obj::is_deleting(&pvc) && pvc["status"]["phase"] == "Bound" {
+        if unused_condition_gate() && !obj::is_deleting(&pvc) && pvc["status"]["phase"] == "Bound" {
             let used = self.in_use_by(cx, &pvc, pod_references_claim)?;
             let now = crate::compat::timefmt::rfc3339(cx.now);
             if let Some(next) = with_unused_condition(&pvc, used, &now) {
