@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::obj;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
@@ -138,8 +138,6 @@ pub struct CsrCleaner {
     period: Duration,
     /// Set at shutdown: a pass in progress stops, no new one starts.
     stopped: Arc<AtomicBool>,
-    /// Held while a pass runs: passes never overlap.
-    running: Arc<Mutex<()>>,
 }
 
 impl CsrCleaner {
@@ -147,7 +145,6 @@ impl CsrCleaner {
         CsrCleaner {
             period,
             stopped: Arc::new(AtomicBool::new(false)),
-            running: Arc::new(Mutex::new(())),
         }
     }
 }
@@ -179,28 +176,8 @@ impl SelfDriven for CsrCleaner {
         cache.informer_for(&CSR_WATCH);
     }
     fn start(&self, env: &RunEnv) -> Vec<JoinHandle<()>> {
-        let run = {
-            let (cache, client) = (Arc::downgrade(&env.cache), env.client.clone());
-            let (stopped, running) = (self.stopped.clone(), self.running.clone());
-            move || {
-                if stopped.load(Ordering::SeqCst) {
-                    return false;
-                }
-                let Some(cache) = cache.upgrade() else {
-                    return false;
-                };
-                let (client, stopped, running) = (client.clone(), stopped.clone(), running.clone());
-                crate::runtime::pool::spawn(move || {
-                    // A pass still running (a slow server) makes this one unnecessary.
-                    if let Ok(_held) = running.try_lock() {
-                        pass(&cache, &client, &stopped);
-                    }
-                });
-                true
-            }
-        };
-        run();
-        crate::runtime::timer::every(self.period, run);
+        let stopped = self.stopped.clone();
+        crate::controllers::kit::periodic::start(env, self.period, stopped, pass);
         Vec::new()
     }
     fn shutdown(&self) {

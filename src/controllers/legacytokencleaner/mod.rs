@@ -31,7 +31,7 @@ use crate::obj::{self, At as _};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
@@ -97,7 +97,6 @@ pub struct Cleaner {
     period: Duration,
     interval: Duration,
     stopped: Arc<AtomicBool>,
-    running: Arc<Mutex<()>>,
 }
 
 impl Cleaner {
@@ -106,7 +105,6 @@ impl Cleaner {
             period,
             interval,
             stopped: Arc::new(AtomicBool::new(false)),
-            running: Arc::new(Mutex::new(())),
         }
     }
 }
@@ -237,27 +235,12 @@ impl SelfDriven for Cleaner {
     fn start(&self, env: &RunEnv) -> Vec<JoinHandle<()>> {
         log::info!("Starting legacy service account token cleaner controller");
         let period = self.period;
-        let run = {
-            let (cache, client) = (Arc::downgrade(&env.cache), env.client.clone());
-            let (stopped, running) = (self.stopped.clone(), self.running.clone());
-            move || {
-                if stopped.load(Ordering::SeqCst) {
-                    return false;
-                }
-                let Some(cache) = cache.upgrade() else {
-                    return false;
-                };
-                let (client, stopped, running) = (client.clone(), stopped.clone(), running.clone());
-                crate::runtime::pool::spawn(move || {
-                    if let Ok(_held) = running.try_lock() {
-                        pass(&cache, &client, period, &stopped);
-                    }
-                });
-                true
-            }
-        };
-        run();
-        crate::runtime::timer::every(self.interval, run);
+        crate::controllers::kit::periodic::start(
+            env,
+            self.interval,
+            self.stopped.clone(),
+            move |cache, client, stopped| pass(cache, client, period, stopped),
+        );
         Vec::new()
     }
 
