@@ -41,10 +41,14 @@ demo:
 sandbox port="0":
     cargo run --example sandbox -- --port {{port}} --kubeconfig-out sandbox.kubeconfig
 
-# KCM_E2E_KUBECONFIG=/path/admin.kubeconfig KCM_E2E_KCM_ARGS="--kubeconfig=... --use-service-account-credentials=true" just e2e
+# KUBE_VERSION=1.37|1.34 (default 1.37) builds and starts that kube-apiserver for the run;
+# KCM_E2E_KUBECONFIG (+ KCM_E2E_KCM_ARGS) with KUBE_VERSION unset uses a running cluster instead.
 # The real_* scenarios against a real kube-apiserver (plain cargo test ignores them)
 e2e:
-    cargo test --no-fail-fast --tests -- --ignored real_ --skip real_bench --nocapture --test-threads=1
+    #!/usr/bin/env bash
+    set -euo pipefail
+    [ -n "${KCM_E2E_KUBECONFIG:-}" ] || export KUBE_VERSION="${KUBE_VERSION:-1.37}"
+    tools/k8s/with-apiserver.sh cargo test --no-fail-fast --tests -- --ignored real_ --skip real_bench --nocapture --test-threads=1
 
 # Builds kube-apiserver + etcd (tools/k8s/build.sh), starts them, runs every real scenario (or
 # `--smoke`: tools/k8s/smoke.txt), stops them; VERSION 1.37 (default) or 1.34. CI runs this.
@@ -57,20 +61,23 @@ e2e-real *args:
 e2e-upstream manager="edgekcm" *focus:
     tools/k8s/e2e-upstream.sh {{manager}} "{{focus}}"
 
+# Every bench: a sandbox API server by default; KUBE_VERSION=1.37|1.34 builds and starts that
+# kube-apiserver for the run (KUBE_UPSTREAM=1: upstream kube-controller-manager of the same
+# minor side by side); KCM_E2E_KUBECONFIG a running one (see tools/k8s/with-apiserver.sh).
 # Sandbox API server by default; KCM_E2E_KUBECONFIG for a real one (see examples/bench.rs).
 # The binary is built first: the bench starts target/release/edgekcm.
 # Benchmark: 300 Deployments x 5, then their namespace deleted; wall, CPU and RSS
 bench *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench
-    target/release/examples/bench {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench {{args}}
 
 # KCM_E2E_KUBECONFIG + KCM_BENCH_UPSTREAM for edgekcm vs kube-controller-manager on a real apiserver
 # Benchmark: node CIDRs for 200 nodes created at once (--cluster-cidr=10.244.0.0/16); wall, CPU and RSS
 bench-node-ipam *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_node_ipam
-    target/release/examples/bench_node_ipam {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_node_ipam {{args}}
 
 # Benchmark: 20 namespaces with a quota, 300 Deployments x 5 with requests spread over them, then
 # deleted; time until every quota's usage is right, CPU and RSS (KCM_BENCH_UPSTREAM and
@@ -79,7 +86,7 @@ bench-node-ipam *args:
 bench-quota *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_quota
-    target/release/examples/bench_quota {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_quota {{args}}
 
 # Benchmark: 200 pods with CSI claims on 20 managed nodes (attach/detach, expander and
 # ephemeral-volume controllers); time until every VolumeAttachment and node volumesAttached is
@@ -87,7 +94,7 @@ bench-quota *args:
 bench-volumes *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_volumes
-    target/release/examples/bench_volumes {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_volumes {{args}}
 
 # Benchmark: 300 Jobs x 3 completions (parallelism 3), the bench playing kubelet; time to all
 # Complete, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream on the same server;
@@ -95,7 +102,7 @@ bench-volumes *args:
 bench-jobs *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_jobs
-    target/release/examples/bench_jobs {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_jobs {{args}}
 
 # Benchmark: 300 Services over 300 Deployments x 5, the bench playing kubelet, then a rolling
 # update of every Deployment; time until Endpoints and EndpointSlices list the ready pods, CPU,
@@ -104,7 +111,7 @@ bench-jobs *args:
 bench-endpoints *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_endpoints
-    target/release/examples/bench_endpoints {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_endpoints {{args}}
 
 # Benchmark: 100 Deployments x 5 Ready pods, a PodDisruptionBudget (maxUnavailable 20%) each,
 # the bench playing the workload controllers and kubelet; time until every budget's status is
@@ -112,7 +119,7 @@ bench-endpoints *args:
 bench-disruption *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_disruption
-    target/release/examples/bench_disruption {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_disruption {{args}}
 
 # Benchmark: 100 StatefulSets x 3 (a claim each) and 20 DaemonSets on 20 nodes, the bench
 # playing scheduler, kubelet and node heartbeats; time to all ready, CPU, peak RSS
@@ -120,7 +127,7 @@ bench-disruption *args:
 bench-workloads *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_workloads
-    target/release/examples/bench_workloads {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_workloads {{args}}
 
 # Benchmark: 500 PersistentVolumeClaims bound to 500 PersistentVolumes (binder and the PVC/PV
 # protection controllers); time to all Bound, CPU, RSS and, on a real server, the writes it
@@ -130,7 +137,7 @@ bench-workloads *args:
 bench-pv *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_pv
-    target/release/examples/bench_pv {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_pv {{args}}
 
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
 # Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
@@ -200,7 +207,7 @@ dist:
 bench-csr *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_csr
-    target/release/examples/bench_csr {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_csr {{args}}
 
 # Benchmark: 20 DaemonSets on 20 nodes, the bench playing kubelet and node heartbeats, then a
 # rolling update of each; time, CPU and RSS (KCM_BENCH_UPSTREAM and KCM_E2E_KUBECONFIG: upstream
@@ -208,4 +215,4 @@ bench-csr *args:
 bench-daemonsets *args:
     cargo build --release --bin edgekcm
     cargo build --release --example bench_daemonsets
-    target/release/examples/bench_daemonsets {{args}}
+    tools/k8s/with-apiserver.sh target/release/examples/bench_daemonsets {{args}}

@@ -37,6 +37,20 @@ use std::time::{Duration, Instant};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// Which API server a bench runs against, for its first line: `/version`'s gitVersion and
+/// where it came from (`KCM_E2E_KUBECONFIG`'s path, else the sandbox in this process).
+pub fn server_version(admin: &Client, kubeconfig: Option<&str>) -> String {
+    let version = admin
+        .get_path("/version")
+        .ok()
+        .and_then(|v| v["gitVersion"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "(no /version)".into());
+    match kubeconfig {
+        Some(p) => format!("kube-apiserver {version} (KCM_E2E_KUBECONFIG={p})"),
+        None => format!("sandbox API server, serving as {version}"),
+    }
+}
+
 /// Run `bench`, printing its error and exiting 1 when it fails.
 pub fn main(bench: impl FnOnce() -> Res<()>) {
     if let Err(e) = bench() {
@@ -144,6 +158,7 @@ impl Cluster {
             }
         };
         let admin = Client::new(&kubeconfig::load(Some(&kubeconfig), None)?, 0.0, 1, tag)?;
+        println!("API server: {}", server_version(&admin, real.as_deref()));
         Ok(Cluster {
             admin,
             kubeconfig,
