@@ -589,6 +589,53 @@ fn scenario_tainting_without_eviction(t: &Target) {
     assert!(events(admin, n, "TaintManagerEviction", "plain").is_empty());
 }
 
+/// NodeControllerLeaseCircuitBreaker (on since v1.37): the Lease cache falls behind (its list
+/// and watch fail while the kubelets go on renewing), so the cached Leases look expired. With
+/// the gate, the live Lease is read first and no node is judged; without it, both nodes are
+/// wrongly marked Unknown. The sandbox only: a real apiserver's watch cannot be held back.
+fn lease_cache_behind(gate: bool) -> Vec<String> {
+    let t = crate::common::sandbox();
+    let two = TwoNodes::new(&t, "e2e-nlc-cb", ["cb-a", "cb-b"]);
+    let admin = &two.ns.admin;
+    let mut f = flags("4s");
+    f[0] = "--controllers=node-lifecycle-controller".into();
+    f.push(format!(
+        "--feature-gates=NodeControllerLeaseCircuitBreaker={gate}"
+    ));
+    let f: Vec<&str> = f.iter().map(String::as_str).collect();
+    let _kcm = Kcm::start(&t, "nlc-cb", &f);
+    std::thread::sleep(Duration::from_secs(3));
+    let sb = t.sandbox().expect("sandbox");
+    // Cluster-wide list and watch paths only; the heartbeats' and the live reads' paths are
+    // namespaced.
+    sb.faults().fail_for(
+        Duration::from_secs(12),
+        500,
+        Some("coordination.k8s.io/v1/leases"),
+    );
+    sb.faults().drop_watches();
+    std::thread::sleep(Duration::from_secs(10));
+    two.names
+        .iter()
+        .map(|n| {
+            let nd = node(admin, n);
+            condition(&nd, "Ready").map_or("none".into(), |c| {
+                c["status"].as_str().unwrap_or("").to_string()
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn lease_cache_behind_judges_no_node() {
+    assert_eq!(lease_cache_behind(true), ["True", "True"]);
+}
+
+#[test]
+fn lease_cache_behind_without_the_breaker_marks_nodes_unknown() {
+    assert_eq!(lease_cache_behind(false), ["Unknown", "Unknown"]);
+}
+
 /// The API server away for a while: the sandbox stops listening; a real one is restarted
 /// with `KCM_E2E_APISERVER_RESTART`.
 pub(crate) fn outage(t: &Target) {

@@ -40,6 +40,9 @@ pub struct Look {
     pub health: Health,
     /// What to remember once the update succeeded.
     pub health_after_update: Option<Health>,
+    /// The node's grace period had passed without a sign of life (what the lease circuit
+    /// breaker double-checks against the live Lease).
+    pub expired: bool,
 }
 
 pub const READY: &str = "Ready";
@@ -185,9 +188,9 @@ pub fn look(
         update: None,
         health: health.clone(),
         health_after_update: None,
+        expired: now > health.probe + grace_period,
     };
-    let expired = now > health.probe + grace_period;
-    if !expired {
+    if !out.expired {
         return out;
     }
     let stamp = timefmt::rfc3339(now);

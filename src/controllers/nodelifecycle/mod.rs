@@ -109,6 +109,9 @@ pub(crate) struct Inner {
     zones: Mutex<HashMap<String, queue::ZoneQueue>>,
     /// Nodes whose pods could not all be marked not ready (`nodesToRetry`).
     to_retry: Mutex<HashSet<String>>,
+    /// NodeControllerLeaseCircuitBreaker: a live Lease was newer than the cached one, so no
+    /// node is judged until the Lease cache has reached this resourceVersion.
+    lease_wait: Mutex<Option<u64>>,
     /// One key: the next health pass.
     passes: Arc<WorkQueue<()>>,
     /// One key: the next NoExecute tainting pass (queued only while a zone queue holds nodes).
@@ -134,6 +137,7 @@ impl NodeLifecycle {
                 health: Mutex::default(),
                 zones: Mutex::default(),
                 to_retry: Mutex::default(),
+                lease_wait: Mutex::default(),
                 passes: WorkQueue::new(""),
                 tainting: WorkQueue::new(""),
                 nodes: WorkQueue::new("node_lifecycle_controller"),

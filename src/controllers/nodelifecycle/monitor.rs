@@ -6,8 +6,9 @@ use super::health::{self, ZoneState};
 use super::taints::{self, Taint, NOT_READY, NO_EXECUTE, UNREACHABLE};
 use super::{lock, queue::ZoneQueue, Inner, COMPONENT, EVICTION_PERIOD, NAME, NODE_WORKERS};
 use crate::api::client::{Client, PatchType};
-use crate::api::resources::{NODES, PODS};
-use crate::cache::Cache;
+use crate::api::resources::{LEASES, NODES, PODS};
+use crate::cache::{Cache, Store};
+use crate::config::gates;
 use crate::controller::{EventSpec, EventType, ObjectRef, RunEnv};
 use crate::obj::{self, At as _, Obj};
 use serde_json::{json, Value};
@@ -329,12 +330,25 @@ impl Inner {
         let name = obj::name(&node).to_string();
         let mut node: Obj = node;
         let mut look = None;
+        let breaker = gates::enabled("NodeControllerLeaseCircuitBreaker");
         for i in 0..HEALTH_RETRIES {
+            if breaker && !self.lease_cache_ready(&leases) {
+                log::error!("{NAME}: update health of Node {name} from Controller error, Skipping - no pods will be evicted: the Lease cache is behind the live Leases");
+                return None;
+            }
             let saved = lock(&self.health).get(&name).cloned();
             let lease = leases.get_in("kube-node-lease", &name);
             let now = SystemTime::now();
             let grace = self.opts.grace;
             let mut l = health::look(&node, saved.as_ref(), lease.as_deref(), grace, now);
+            if breaker && l.expired {
+                if let Err(why) = self.live_lease_agrees(e, &name, lease.as_deref()) {
+                    // A short circuit is not retried (upstream's shortCircuitError).
+                    log::error!("{NAME}: update health of Node {name} from Controller error, Skipping - no pods will be evicted: {why}");
+                    lock(&self.health).insert(name.clone(), l.health.clone());
+                    return None;
+                }
+            }
             if l.update.is_some() && i == 0 {
                 // The pass read only the node's facts; the status is written back whole.
                 if let Some(whole) = e.cache.store(NODES).get(&name) {
@@ -420,6 +434,50 @@ impl Inner {
         }
         lock(&self.to_retry).remove(&name);
         zone
+    }
+
+    /// NodeControllerLeaseCircuitBreaker's controller-wide check: false while the Lease cache
+    /// has not yet reached the resourceVersion a live Lease was seen at.
+    fn lease_cache_ready(&self, leases: &Store) -> bool {
+        let mut wait = lock(&self.lease_wait);
+        let Some(want) = *wait else {
+            return true;
+        };
+        let have = leases.resource_version().parse::<u64>().unwrap_or(0);
+        if have >= want {
+            *wait = None;
+            return true;
+        }
+        false
+    }
+
+    /// NodeControllerLeaseCircuitBreaker: before a node whose Lease looks expired in the cache
+    /// is judged, its live Lease is read; a different resourceVersion means the cache is
+    /// stale (the node is not judged, nor is any other until the cache catches up). A Lease
+    /// that is gone lets the judgement go on; any other error stops it for this node.
+    fn live_lease_agrees(
+        &self,
+        e: &RunEnv,
+        name: &str,
+        cached: Option<&Value>,
+    ) -> Result<(), String> {
+        let cached_rv = cached.map(obj::resource_version).unwrap_or("");
+        match e.client.get(&LEASES, Some("kube-node-lease"), name) {
+            Ok(live) => {
+                let live_rv = obj::resource_version(&live);
+                if live_rv == cached_rv {
+                    return Ok(());
+                }
+                *lock(&self.lease_wait) = live_rv.parse().ok();
+                Err(format!(
+                    "Lease kube-node-lease/{name} is at resourceVersion {live_rv}, the cache at {cached_rv:?}"
+                ))
+            }
+            Err(err) if err.is_not_found() => Ok(()),
+            Err(err) => Err(format!(
+                "error looking up lease to verify node {name}: {err}"
+            )),
+        }
     }
 
     /// `monitorNodeHealth`.
