@@ -131,6 +131,7 @@ pub(super) static ACTED: &[Acted] = &[
     a(NODE, "node-cidr-mask-size-ipv6", "0", "Node CIDR mask size for IPv6 in dual-stack clusters (0: 64)."),
     a(NODE, "node-monitor-period", "5s", "How often node status is checked."),
     a(NODE, "node-monitor-grace-period", "50s", "How long a node may be silent before it is marked unhealthy."),
+    a(NODE, "node-autonomy-duration", "0s", "edgekcm only: how long a node annotated node.edgekcm.io/autonomy=true whose link is lost keeps its pods and endpoints, untainted, past its grace period (0s: off; docs/controllers/nodelifecycle.md)."),
     a(NODE, "node-startup-grace-period", "1m0s", "The same for a node that is starting."),
     a(LOGS, "v", "0", "Log verbosity (-v or --v)."),
     a(LOGS, "logging-format", "text", "Log format: \"text\" (klog's header) or \"json\" (component-base's JSON lines)."),

@@ -67,6 +67,8 @@ pub struct NodeLifecycleOptions {
     pub large_cluster_size_threshold: i32,
     /// `--unhealthy-zone-threshold`.
     pub unhealthy_zone_threshold: f32,
+    /// `--node-autonomy-duration` (edgekcm's own; not in `/configz`): zero is off.
+    pub node_autonomy_duration: Duration,
 }
 
 /// NodeIPAMController.

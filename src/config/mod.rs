@@ -207,6 +207,7 @@ impl Default for Config {
                 secondary_node_eviction_rate: 0.01,
                 large_cluster_size_threshold: 50,
                 unhealthy_zone_threshold: 0.55,
+                node_autonomy_duration: Duration::ZERO,
             },
             node_ipam: NodeIpamOptions::default(),
             leader_election: LeaderElection {
@@ -405,6 +406,11 @@ impl Config {
             &mut c.node_lifecycle.node_startup_grace_period,
             "node-startup-grace-period",
             f.node_startup_grace_period.take(),
+        )?;
+        dur(
+            &mut c.node_lifecycle.node_autonomy_duration,
+            "node-autonomy-duration",
+            f.node_autonomy_duration.take(),
         )?;
         if let Some(v) = f.cluster_name.take() {
             c.kube_cloud_shared.cluster_name = v;

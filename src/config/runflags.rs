@@ -142,6 +142,9 @@ pub struct RunFlags {
     /// node startup grace period
     #[argh(option)]
     pub node_startup_grace_period: Option<String>,
+    /// edgekcm's own: how long autonomous nodes keep their pods after their link is lost
+    #[argh(option)]
+    pub node_autonomy_duration: Option<String>,
     /// garbage collector on/off
     #[argh(option)]
     pub enable_garbage_collector: Option<String>,

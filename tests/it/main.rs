@@ -17,6 +17,7 @@ mod client_tls_transport;
 mod configz;
 mod e2e;
 mod e2e_attachdetach;
+mod e2e_autonomy;
 mod e2e_clusterrole;
 mod e2e_cronjob;
 mod e2e_csr;

@@ -24,10 +24,15 @@
 //! - On every node change, the NoSchedule taints its conditions call for
 //!   (TaintNodesByCondition) and the beta OS/arch labels.
 //!
+//! - edgekcm's own, opt-in: nodes annotated `node.edgekcm.io/autonomy: "true"` keep their
+//!   pods and endpoints for `--node-autonomy-duration` after their link is lost
+//!   (`autonomy.rs`).
+//!
 //! Requests go out with the `node-controller` identity; Events from `node-controller`.
 //! Unlike upstream, the DaemonSet informer is not started (upstream only waits for it to
 //! sync).
 
+pub mod autonomy;
 pub mod health;
 pub mod metrics;
 pub mod pods;
@@ -78,6 +83,7 @@ pub fn build(
             large_cluster_threshold: o.large_cluster_size_threshold,
         },
         unhealthy_zone_threshold: o.unhealthy_zone_threshold,
+        autonomy: o.node_autonomy_duration,
     }))))
 }
 
@@ -87,6 +93,8 @@ pub struct Options {
     pub grace: Grace,
     pub rates: Rates,
     pub unhealthy_zone_threshold: f32,
+    /// `--node-autonomy-duration` (edgekcm's own; `autonomy.rs`): zero is off.
+    pub autonomy: Duration,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

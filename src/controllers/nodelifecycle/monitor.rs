@@ -139,7 +139,10 @@ pub(super) fn node_work(i: &Inner, e: &RunEnv, name: &str) {
     let Some(node) = e.cache.store(NODES).get(name) else {
         return;
     };
-    let (add, del) = taints::no_schedule_diff(&node);
+    let (mut add, del) = taints::no_schedule_diff(&node);
+    if i.autonomous(&node) {
+        add.retain(|t| t.key != UNREACHABLE);
+    }
     if (!add.is_empty() || !del.is_empty()) && !swap_taints(&e.cache, &e.client, &node, &add, &del)
     {
         log::error!("{NAME}: failed to taint NoSchedule on node {name}, requeue it");
@@ -185,8 +188,17 @@ pub(super) fn pod_work(i: &Inner, e: &RunEnv, key: &str) {
         return;
     }
     let Some(ready) = ready else { return };
-    if health::cond_status(Some(&ready)) != "True" && mark_pods_not_ready(e, &[pod], node).is_err()
+    let status = health::cond_status(Some(&ready));
+    if status == "Unknown"
+        && e.cache
+            .store(NODES)
+            .get(node)
+            .is_some_and(|n| i.autonomous(&n))
     {
+        // Marked by the health pass's retry once the window is over.
+        return;
+    }
+    if status != "True" && mark_pods_not_ready(e, &[pod], node).is_err() {
         i.pods.add_rate_limited(key.to_string());
         return;
     }
@@ -302,6 +314,7 @@ impl Inner {
             _ => (not_ready_taint(), not_ready_taint()),
         };
         match observed {
+            "Unknown" if self.autonomous(node) => {}
             "False" | "Unknown" if taints::has(node, &opposite) => {
                 let ok = swap_taints(&e.cache, &e.client, node, std::slice::from_ref(&swap), std::slice::from_ref(&opposite));
                 if !ok {
@@ -413,6 +426,13 @@ impl Inner {
                     "NodeNotReady",
                     format!("Node {name} status is now: NodeNotReady"),
                 );
+            }
+            if current == "Unknown" && self.autonomous(&node) {
+                // Pods left ready for the window; marked by a later pass once it is over,
+                // and the NoSchedule taint then comes from the node queue.
+                lock(&self.to_retry).insert(name.clone());
+                self.nodes.add(name.clone());
+                return zone;
             }
             if turned || (needs_retry && observed != "True") {
                 let store = e.cache.store(PODS);
