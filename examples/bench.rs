@@ -139,7 +139,10 @@ fn bench() -> Res<()> {
     };
     let cfg = kubeconfig::load(Some(&kc), None)?;
     let admin = Client::new(&cfg, 0.0, 1, "edgekcm-bench")?;
-    println!("API server: {}", benchkit::server_version(&admin, real.as_deref()));
+    println!(
+        "API server: {}",
+        benchkit::server_version(&admin, real.as_deref())
+    );
     println!(
         "workload: {} Deployments x {} replicas against {target}",
         opts.deployments, opts.replicas
