@@ -153,6 +153,7 @@ pub fn run(mut cfg: Config, stop: Arc<AtomicBool>) -> Result<i32> {
 
     let emulation = crate::startup::emulation(&rest, &cfg)?;
     log::info!("{}", emulation.line());
+    crate::config::zpages::set_emulated(emulation.version.to_string());
     cfg.emulate(emulation)?;
     for line in cfg.gates.warnings() {
         log::warn!("{line}");

@@ -405,6 +405,18 @@ pub(crate) fn known_flags() -> Vec<(&'static str, bool, Option<&'static str>)> {
     out
 }
 
+/// The flags of v1.37's command line (acted on, `--concurrent-*-syncs`, accepted, added
+/// later, `--help` and `--version`) with the default edgekcm documents for the acted-on ones:
+/// what `/flagz` lists.
+#[cfg(test)]
+pub(crate) fn current_flags() -> Vec<(&'static str, Option<&'static str>)> {
+    let mut out: Vec<_> = ACTED.iter().map(|f| (f.name, Some(f.default))).collect();
+    out.extend(CONCURRENT_SYNCS.iter().map(|(n, _)| (*n, None)));
+    out.extend(ACCEPTED.iter().chain(LATER).map(|(n, _)| (*n, None)));
+    out.extend([("help", None), ("version", None)]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

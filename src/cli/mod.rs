@@ -32,7 +32,7 @@ mod help;
 use argh::FromArgs;
 pub use flags::flag_counts;
 #[cfg(test)]
-pub(crate) use flags::known_flags;
+pub(crate) use flags::{current_flags, known_flags};
 use flags::{lookup, Kind};
 pub use help::help_text;
 
@@ -277,6 +277,15 @@ fn parse_run(args: &[String]) -> Result<Command> {
         )));
     }
 
+    let mut command_line: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    for o in &occurrences {
+        let name = match o.kind {
+            Kind::Removed { .. } | Kind::Help | Kind::Version => continue,
+            Kind::Renamed { to, .. } => to,
+            _ => o.name,
+        };
+        command_line.entry(name).or_default().push(o.value.clone());
+    }
     let Sorted {
         values,
         lists,
@@ -304,6 +313,7 @@ fn parse_run(args: &[String]) -> Result<Command> {
     })?;
     let mut cfg = Config::from_flags(flags, &concurrent, warnings, ControllerSelection::parse)?;
     cfg.given.extend(given);
+    cfg.command_line = command_line;
     cfg.node_lifecycle_from_given()?;
     Ok(Command::Run(Box::new(cfg)))
 }

@@ -122,6 +122,20 @@ pub fn rfc3339_micro(t: SystemTime) -> String {
     format(t, true)
 }
 
+/// Go's `time.UnixDate` form in UTC, e.g. `Mon Jan  2 15:04:05 UTC 2006` (the day padded
+/// with a space).
+pub fn unix_date(t: SystemTime) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = split(t).0;
+    let (y, mo, d, h, mi, s) = civil_time(secs);
+    let wd = DAYS[secs.div_euclid(SECS_PER_DAY).rem_euclid(7) as usize];
+    let month = MONTHS[(mo as usize).saturating_sub(1).min(11)];
+    format!("{wd} {month} {d:>2} {h:02}:{mi:02}:{s:02} UTC {y}")
+}
+
 /// Unix seconds (may be negative) of a time, for callers that need plain arithmetic.
 pub fn unix_seconds(t: SystemTime) -> i64 {
     split(t).0

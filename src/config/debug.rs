@@ -1,5 +1,6 @@
 //! `/configz` and `/debug/flags/v`, as kube-controller-manager v1.28 serves them behind its
-//! authentication and authorization:
+//! authentication and authorization (and, installed from here, `/flagz` and `/statusz`:
+//! `config::zpages`):
 //!
 //! - `/configz`, any method: the configuration (`config::componentconfig`) as
 //!   `application/json`; 500 with Go's marshalling error when a float flag is NaN or infinite.
@@ -20,9 +21,13 @@ pub const FLAGS_V_PATH: &str = "/debug/flags/v";
 /// Serve `/configz`, and `/debug/flags/v` unless `--profiling=false`.
 pub fn install(s: &mut Server, cfg: &Config) {
     s.route(CONFIGZ_PATH, configz_handler(cfg));
+    let mut paths = vec!["/configz"];
     if profiling(cfg) {
         s.route_body(FLAGS_V_PATH, Arc::new(flags_v));
+        paths.push("/debug");
     }
+    paths.extend(["/flagz", "/healthz", "/livez", "/metrics", "/readyz"]);
+    super::zpages::install(s, cfg, paths);
 }
 
 /// `--profiling` (default true; checked at start).

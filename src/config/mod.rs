@@ -18,6 +18,7 @@ mod runflags;
 mod signing;
 mod values;
 pub mod version;
+pub mod zpages;
 use crate::compat::cidr::Cidr;
 use crate::compat::parse::{format_go_duration, go_quote, parse_go_bool, parse_go_duration};
 pub use flagtype::{record as record_flag, FlagType, FlagValue};
@@ -160,6 +161,9 @@ pub struct Config {
     /// at start; repeats of a string slice joined with commas), the `--concurrent-*-syncs`
     /// counts, and `--cluster-cidr` and `--service-cluster-ip-range` as written.
     pub given: BTreeMap<&'static str, String>,
+    /// Every flag given on the command line with its values in order, as written (for
+    /// `/flagz`).
+    pub command_line: BTreeMap<&'static str, Vec<String>>,
 }
 
 impl Default for Config {
@@ -259,6 +263,7 @@ impl Default for Config {
             emulation: version::Emulation::default(),
             gates: gates::FeatureGates::default(),
             given: BTreeMap::new(),
+            command_line: BTreeMap::new(),
         }
     }
 }

@@ -214,3 +214,108 @@ fn sandbox_configz_and_runtime_verbosity() {
 fn sandbox_runtime_verbosity_with_json_logs() {
     scenario(&crate::common::sandbox(), true);
 }
+
+/// GET `path` with an `Accept` header: status, content type, body.
+fn get_accept(agent: &ureq::Agent, url: &str, token: &str, accept: &str) -> (u16, String, String) {
+    let mut r = agent
+        .get(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Accept", accept)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let ct = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    (
+        r.status().as_u16(),
+        ct,
+        r.body_mut().read_to_string().unwrap_or_default(),
+    )
+}
+
+/// `/flagz` and `/statusz` (ComponentFlagz, ComponentStatusz: on at v1.37), behind the same
+/// authorization as `/configz`; not served when emulating v1.35, where the gates are off.
+fn zpages(emulated: Option<&str>) -> Vec<(String, u16)> {
+    let t = crate::common::sandbox();
+    let admin = t.admin();
+    let home = unique("zpages");
+    create_namespace(&admin, &home);
+    let ops = service_account_token(&admin, &home, "ops");
+    t.sandbox()
+        .expect("a sandbox")
+        .deny_access("system:anonymous", "/flagz");
+    let port = free_port();
+    let kc = kubeconfig_arg(&t);
+    let mut flags = vec![
+        format!("--secure-port={port}"),
+        "--bind-address=127.0.0.1".to_string(),
+        format!("--authentication-kubeconfig={kc}"),
+        format!("--authorization-kubeconfig={kc}"),
+        "--controllers=serviceaccount".to_string(),
+        "--leader-elect=false".to_string(),
+        "--node-monitor-grace-period=90s".to_string(),
+    ];
+    if let Some(v) = emulated {
+        flags.push(format!("--emulated-version={v}"));
+    }
+    let extra: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut kcm = Kcm::start(&t, "zpages", &extra);
+    let base = format!("https://127.0.0.1:{port}");
+    let agent = insecure_https_agent(None);
+    // Served once the emulated version is settled (after the API server's version is read).
+    kcm.served_namespace(&admin, "zp", Duration::from_secs(30));
+    let mut out = Vec::new();
+    for (path, accept) in [
+        ("/flagz", "*/*"),
+        (
+            "/flagz",
+            "application/json;as=Flagz;v=v1beta1;g=config.k8s.io",
+        ),
+        (
+            "/statusz",
+            "application/json;as=Statusz;v=v1beta1;g=config.k8s.io",
+        ),
+        ("/statusz", "application/json"),
+    ] {
+        let (status, ct, body) = get_accept(&agent, &format!("{base}{path}"), &ops, accept);
+        if status == 200 && ct.starts_with("application/json") {
+            let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+            if path == "/flagz" {
+                assert_eq!(v["flags"]["node-monitor-grace-period"], "1m30s");
+                assert_eq!(v["flags"]["controllers"], "[serviceaccount]");
+                assert_eq!(v["flags"]["kube-api-qps"], "20");
+            } else {
+                assert_eq!(v["emulationVersion"], "1.37");
+                assert_eq!(v["paths"][0], "/configz");
+            }
+        } else if status == 200 {
+            assert!(
+                body.starts_with("\nkube-controller-manager flagz\nWarning: "),
+                "{body}"
+            );
+        }
+        out.push((format!("{path} {accept}"), status));
+    }
+    let a = call(&agent, "GET", &format!("{base}/flagz"), None, "");
+    out.push(("/flagz anonymous".into(), a.status));
+    drop(kcm);
+    delete_namespace(&admin, &home);
+    out
+}
+
+#[test]
+fn sandbox_flagz_and_statusz() {
+    let got = zpages(None);
+    let statuses: Vec<u16> = got.iter().map(|(_, s)| *s).collect();
+    assert_eq!(statuses, [200, 200, 200, 406, 403], "{got:?}");
+}
+
+#[test]
+fn sandbox_no_flagz_or_statusz_when_emulating_1_35() {
+    let got = zpages(Some("1.35"));
+    let statuses: Vec<u16> = got.iter().map(|(_, s)| *s).collect();
+    assert_eq!(statuses, [404, 404, 404, 404, 403], "{got:?}");
+}
