@@ -220,10 +220,14 @@ fn yaml_str(s: &str) -> String {
     if reads_as_other {
         return json_str(s);
     }
-    let special = s.starts_with([
-        '[', ']', '{', '}', ',', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`', '-', '?',
-        ':',
-    ]) || s.contains(": ")
+    // `-`, `?` and `:` start a plain scalar unless a space or the end follows.
+    let indicator =
+        ["- ", "? ", ": "].iter().any(|p| s.starts_with(p)) || matches!(s, "-" | "?" | ":");
+    let special = indicator
+        || s.starts_with([
+            '[', ']', '{', '}', ',', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`',
+        ])
+        || s.contains(": ")
         || s.contains(" #")
         || s.ends_with(':')
         || s.starts_with(' ')

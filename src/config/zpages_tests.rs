@@ -213,3 +213,22 @@ fn statusz_matches_upstreams_documents() {
     });
     assert!(normalised.is_some(), "{text:?}\nvs\n{recorded:?}");
 }
+
+#[test]
+fn flagz_yaml_is_upstreams_for_the_same_command_line() {
+    let mut flags = flag_values(&fixture_config());
+    flags.remove("node-autonomy-duration");
+    let r = flagz(
+        &flags,
+        &get(Some("application/yaml;as=Flagz;v=v1beta1;g=config.k8s.io")),
+    );
+    assert_eq!(
+        r.content_type,
+        "application/yaml;g=config.k8s.io;v=v1beta1;as=Flagz"
+    );
+    let want = fixture("flagz-v1beta1.yaml");
+    for (a, b) in body(&r).lines().zip(want.lines()) {
+        assert_eq!(a, b);
+    }
+    assert_eq!(body(&r), want);
+}
