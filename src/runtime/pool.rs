@@ -122,8 +122,10 @@ fn helper(slot: Arc<Slot>) {
                 list.retain(|s| !Arc::ptr_eq(s, &slot));
                 drop(list);
                 // A helper idle this long means the load has passed: what the allocator
-                // keeps cached for it goes back (static musl builds; nothing otherwise).
+                // keeps cached for it goes back (static musl builds; nothing otherwise), and
+                // so do the binary's cold pages (at most every 10 minutes).
                 crate::runtime::heap::HEAP.release();
+                crate::runtime::pageout::page_out_if_due();
                 return;
             }
         }
