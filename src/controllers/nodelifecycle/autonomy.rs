@@ -21,7 +21,7 @@
 //! duration 0s, nothing changes.
 
 use super::{lock, Inner};
-use crate::obj;
+use crate::obj::{self, At as _};
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
 
@@ -30,7 +30,7 @@ pub const ANNOTATION: &str = "node.edgekcm.io/autonomy";
 
 /// Whether `node` carries the opt-in annotation.
 pub fn opted_in(node: &Value) -> bool {
-    node.pointer("/metadata/annotations")
+    node.at("/metadata/annotations")
         .and_then(|a| a.get(ANNOTATION))
         .and_then(Value::as_str)
         == Some("true")
