@@ -114,6 +114,8 @@ kinds! {
     CRONJOBS = ("batch", "v1", "CronJob", "cronjobs", true);
     LEASES = ("coordination.k8s.io", "v1", "Lease", "leases", true);
     ENDPOINTSLICES = ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true);
+    SERVICECIDRS = ("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", false);
+    IPADDRESSES = ("networking.k8s.io", "v1", "IPAddress", "ipaddresses", false);
     CSRS = ("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", false);
     PODDISRUPTIONBUDGETS = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true);
     HPAS = ("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true);

@@ -28,6 +28,7 @@ pub mod replicaset;
 pub mod resourcequota;
 pub mod rootca;
 pub mod serviceaccount;
+pub mod servicecidr;
 pub mod statefulset;
 pub mod tainteviction;
 pub mod tokens;

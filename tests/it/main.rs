@@ -40,6 +40,7 @@ mod e2e_podgc;
 mod e2e_pv;
 mod e2e_replicaset;
 mod e2e_resourcequota;
+mod e2e_servicecidr;
 mod e2e_statefulset;
 mod e2e_tainteviction;
 mod e2e_tokens;

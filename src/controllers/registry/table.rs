@@ -10,7 +10,7 @@ use super::super::{
     rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
     volumeprotection,
 };
-use super::super::{legacytokencleaner, tainteviction, vacprotection};
+use super::super::{legacytokencleaner, servicecidr, tainteviction, vacprotection};
 use super::ControllerInfo;
 
 const fn c(
@@ -446,7 +446,11 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("service-cidrs-controller"),
         "feature-gate",
-    )),
+    ))
+    .queue("ipaddresses")
+    .workers(5)
+    .max_retries(15)
+    .runs(servicecidr::build),
     later(c(
         "storage-version-migrator-controller",
         &["svm"],
