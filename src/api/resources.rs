@@ -117,6 +117,8 @@ kinds! {
     SERVICECIDRS = ("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", false);
     IPADDRESSES = ("networking.k8s.io", "v1", "IPAddress", "ipaddresses", false);
     CSRS = ("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", false);
+    PODCERTIFICATEREQUESTS = ("certificates.k8s.io", "v1", "PodCertificateRequest", "podcertificaterequests", true);
+    CLUSTERTRUSTBUNDLES = ("certificates.k8s.io", "v1", "ClusterTrustBundle", "clustertrustbundles", false);
     PODDISRUPTIONBUDGETS = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true);
     HPAS = ("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true);
     CLUSTERROLES = ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false);

@@ -36,6 +36,7 @@ mod e2e_legacytokens;
 mod e2e_namespace;
 mod e2e_nodeipam;
 mod e2e_nodelifecycle;
+mod e2e_pcrcleaner;
 mod e2e_podgc;
 mod e2e_pv;
 mod e2e_replicaset;

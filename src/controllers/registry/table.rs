@@ -488,7 +488,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("podcertificaterequestcleaner"),
         "feature-gate",
-    )),
+    ))
+    .runs(certificates::pcrcleaner::build),
     later(c(
         "podgroup-protection-controller",
         &[],
