@@ -21,6 +21,7 @@ mod e2e_clusterrole;
 mod e2e_cronjob;
 mod e2e_csr;
 mod e2e_csrsigning;
+mod e2e_ctbpublisher;
 mod e2e_daemonset;
 mod e2e_deployment;
 mod e2e_disruption;

@@ -4,10 +4,13 @@
 //! (certificatesigningrequest-cleaner-controller) deletes old and expired requests. Both write
 //! as `certificate-controller` with `--use-service-account-credentials`; `request` reads the
 //! PKCS#10 requests. `pcrcleaner` (podcertificaterequest-cleaner-controller) deletes old
-//! PodCertificateRequests.
+//! PodCertificateRequests; `ctbpublisher`
+//! (kube-apiserver-serving-clustertrustbundle-publisher-controller) publishes the serving CA
+//! as a ClusterTrustBundle.
 
 pub mod approver;
 pub mod cleaner;
+pub mod ctbpublisher;
 pub mod pcrcleaner;
 pub mod request;
 pub mod signer;

@@ -476,7 +476,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("kube-apiserver-serving-clustertrustbundle-publisher"),
         "feature-gate",
-    )),
+    ))
+    .queue("ca_cert_publisher_cluster_trust_bundles")
+    .runs(certificates::ctbpublisher::build),
     later(c(
         "device-taint-eviction-controller",
         &[],
