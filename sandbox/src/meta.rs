@@ -322,6 +322,7 @@ pub fn has_status_subresource(kind: &Kind) -> bool {
             | ("autoscaling", "horizontalpodautoscalers")
             | ("storage.k8s.io", "volumeattachments")
             | ("networking.k8s.io", "servicecidrs")
+            | ("internal.apiserver.k8s.io", "storageversions")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
     )
 }

@@ -30,6 +30,7 @@ pub mod rootca;
 pub mod serviceaccount;
 pub mod servicecidr;
 pub mod statefulset;
+pub mod storageversiongc;
 pub mod tainteviction;
 pub mod tokens;
 pub mod ttl;

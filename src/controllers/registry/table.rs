@@ -10,7 +10,9 @@ use super::super::{
     rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
     volumeprotection,
 };
-use super::super::{legacytokencleaner, servicecidr, tainteviction, vacprotection};
+use super::super::{
+    legacytokencleaner, servicecidr, storageversiongc, tainteviction, vacprotection,
+};
 use super::ControllerInfo;
 
 const fn c(
@@ -412,7 +414,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["storage-version-gc"],
         Some("storage-version-garbage-collector"),
         "feature-gate",
-    ),
+    )
+    .runs(storageversiongc::build),
     c(
         "resourceclaim-controller",
         &["resource-claim-controller"],
