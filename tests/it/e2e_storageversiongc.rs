@@ -161,6 +161,27 @@ fn scenario_removes_entries_of_gone_servers(t: &Target) {
     );
 }
 
+/// Without its StorageVersionAPI gate (off by default) it is not started, even when named.
+#[test]
+fn not_started_without_its_gate() {
+    let t = sandbox();
+    let mut kcm = Kcm::start(
+        &t,
+        "svgc-gate",
+        &["--controllers=storageversion-garbage-collector-controller,serviceaccount-controller"],
+    );
+    eventually(Duration::from_secs(20), "caches synced", || {
+        assert!(kcm.exited().is_none(), "exited:\n{}", kcm.log_text());
+        kcm.log_text().contains("caches synced").then_some(())
+    });
+    let log = kcm.log_text();
+    assert!(log.contains("starting serviceaccount-controller"), "{log}");
+    assert!(
+        !log.contains("starting storageversion-garbage-collector-controller"),
+        "{log}"
+    );
+}
+
 scenarios! {
     removes_entries_of_gone_servers => scenario_removes_entries_of_gone_servers,
 }
