@@ -65,7 +65,8 @@ pub enum Action {
     },
     /// Server-side apply (`application/apply-patch+yaml`) of `object` as `field_manager`,
     /// forcing conflicts as controllers do; when the server answers 415 (no server-side apply),
-    /// `fallback` is applied instead (upstream's "update if apply is unsupported").
+    /// `fallback` is applied instead (upstream's "update if apply is unsupported"). With a
+    /// `subresource` (`status`), the apply goes to it (client-go's `ApplyStatus`).
     Apply {
         kind: Kind,
         namespace: String,
@@ -73,6 +74,7 @@ pub enum Action {
         field_manager: &'static str,
         object: Value,
         fallback: Option<Box<Action>>,
+        subresource: Option<&'static str>,
     },
     Event(EventSpec),
     /// The wrapped write (a create or a delete), with an Event about `report.about` once it is
@@ -352,6 +354,11 @@ pub trait Controller: Send + Sync {
             .into_iter()
             .map(|k| (k, d))
             .collect()
+    }
+    /// Keys queued once when the caches have synced, before any change: for a controller
+    /// with work to do even when it watches nothing yet (upstream's `queue.Add` in `Run`).
+    fn initial_keys(&self) -> Vec<String> {
+        Vec::new()
     }
     /// Read the cache, decide, return the actions. No I/O besides `cx.client` reads.
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome>;

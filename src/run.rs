@@ -89,6 +89,13 @@ fn build_controllers(cfg: &Config, rest: &RestConfig) -> Result<Vec<(Runnable, S
         if !cfg.controllers.is_enabled(row.name) {
             continue;
         }
+        // As v1.37's descriptors: not started while a gate it requires is off.
+        if !registry::required_gates(row.name)
+            .iter()
+            .all(|g| cfg.gates.enabled(g))
+        {
+            continue;
+        }
         if let Some(c) = row.build(cfg, rest)? {
             out.push((c, row.settings(cfg)));
         }

@@ -333,7 +333,8 @@ mod tests {
         // GA in v1.37, beta and off in v1.36.
         let svm = "storage-version-migrator-controller";
         assert!(at37.contains(&svm), "{at37:?}");
-        assert!(at37.contains(&"service-cidr-controller"), "{at37:?}");
+        // Implemented: never named as missing.
+        assert!(!at37.contains(&"service-cidr-controller"), "{at37:?}");
         let e = version::decide(
             Some(version::MajorMinor::kube(35)),
             "v1.35.0",
@@ -343,7 +344,7 @@ mod tests {
         c.emulate(e).unwrap();
         let at35 = names(&c);
         assert!(!at35.contains(&svm), "{at35:?}");
-        assert!(at35.contains(&"service-cidr-controller"), "{at35:?}");
+        assert!(!at35.contains(&"service-cidr-controller"), "{at35:?}");
         // The gate turns it on at 1.35 too.
         let mut c = cfg("--feature-gates=StorageVersionMigrator=true --emulated-version=1.35");
         assert_eq!(c.emulation.version, version::MajorMinor::kube(35));

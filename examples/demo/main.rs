@@ -119,6 +119,11 @@ fn demo() -> Res<Sandbox> {
     let names: Vec<&'static str> = registry::implemented_names()
         .into_iter()
         .filter(|n| cfg.controllers.is_enabled(n))
+        .filter(|n| {
+            registry::required_gates(n)
+                .iter()
+                .all(|g| cfg.gates.enabled(g))
+        })
         .collect();
     println!("{} controllers run\n", names.len());
     let t0 = Instant::now();
@@ -145,6 +150,17 @@ fn demo() -> Res<Sandbox> {
         let name = made["metadata"]["name"].as_str().unwrap_or("");
         step(&mut feed, "created", kind.kind, &format!("{ns}/{name}"));
     }
+    // A PodCertificateRequest past its 15 minutes: gone at the cleaner's first pass.
+    let (kind, pcr) = workload::old_pod_certificate_request();
+    sb.create(kind, pcr)?;
+    let then = std::time::SystemTime::now() - Duration::from_secs(16 * 60);
+    sb.backdate(
+        kind,
+        Some("default"),
+        "expired",
+        &edgekcm::compat::timefmt::rfc3339(then),
+    )?;
+    step(&mut feed, "created", kind.kind, "default/expired");
     // The token must be older than the clean-up period when the cleaner's first pass runs.
     std::thread::sleep(Duration::from_millis(1100));
     let stop = Arc::new(AtomicBool::new(false));

@@ -19,6 +19,7 @@ use edgekcm::api::resources::{
     PODDISRUPTIONBUDGETS, PODS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS, SECRETS, SERVICEACCOUNTS,
     SERVICES, STATEFULSETS, STORAGECLASSES, VOLUMEATTACHMENTS, VOLUMEATTRIBUTESCLASSES,
 };
+use edgekcm::api::resources::{PODCERTIFICATEREQUESTS, SERVICECIDRS};
 use edgekcm::obj::At as _;
 use edgekcm_sandbox::Sandbox;
 use serde_json::{json, Value};
@@ -270,6 +271,12 @@ pub fn cluster(now: SystemTime) -> Res<Vec<(&'static Kind, Value)>> {
         bootstrap_token("oldtok", "fedcba9876543210", now - Duration::from_secs(60)),
         node_csr("node-c")?,
         obj(
+            &SERVICECIDRS,
+            "",
+            "extra",
+            json!({"spec": {"cidrs": ["10.100.0.0/16"]}}),
+        ),
+        obj(
             &VOLUMEATTRIBUTESCLASSES,
             "",
             "fast",
@@ -293,6 +300,17 @@ pub fn cluster(now: SystemTime) -> Res<Vec<(&'static Kind, Value)>> {
 
 /// A node no kubelet runs, tainted NoExecute: its pod is evicted, nothing is scheduled there.
 pub const RETIRED: &str = "node-retired";
+
+/// Made before edgekcm starts (the demo backdates it 16 minutes): a PodCertificateRequest
+/// the cleaner deletes at its first pass.
+pub fn old_pod_certificate_request() -> (&'static Kind, Value) {
+    obj(
+        &PODCERTIFICATEREQUESTS,
+        "default",
+        "expired",
+        json!({"spec": {"signerName": "example.com/demo", "podName": "p", "nodeName": "node-a"}}),
+    )
+}
 
 /// Made before edgekcm starts: kube-apiserver's tracking ConfigMap (tracking since 2020), and
 /// a ServiceAccount's Secret-based token never used since; with the demo's clean-up period of

@@ -391,6 +391,22 @@ impl Sandbox {
             .map_err(err_string)
     }
 
+    /// Set a stored object's `creationTimestamp` (RFC 3339), as no client can: for objects
+    /// older than a scenario can wait for.
+    pub fn backdate(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        created: &str,
+    ) -> Result<Value, String> {
+        self.shared
+            .lock_state()
+            .backdate(kind, ns.unwrap_or(""), name, created)
+            .map(|o| (*o).clone())
+            .map_err(err_string)
+    }
+
     /// The current resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.shared.lock_state().rv

@@ -321,6 +321,8 @@ pub fn has_status_subresource(kind: &Kind) -> bool {
             | ("policy", "poddisruptionbudgets")
             | ("autoscaling", "horizontalpodautoscalers")
             | ("storage.k8s.io", "volumeattachments")
+            | ("networking.k8s.io", "servicecidrs")
+            | ("internal.apiserver.k8s.io", "storageversions")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
     )
 }

@@ -47,6 +47,7 @@ fn supported_fields(kind: &Kind) -> &'static [&'static str] {
         ("apps", "replicasets") => &["status.replicas"],
         ("batch", "jobs") => &["status.successful"],
         ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
+        ("certificates.k8s.io", "clustertrustbundles") => &["spec.signerName"],
         ("", "persistentvolumeclaims") => &[],
         _ => &[],
     }

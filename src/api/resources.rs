@@ -114,7 +114,11 @@ kinds! {
     CRONJOBS = ("batch", "v1", "CronJob", "cronjobs", true);
     LEASES = ("coordination.k8s.io", "v1", "Lease", "leases", true);
     ENDPOINTSLICES = ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true);
+    SERVICECIDRS = ("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", false);
+    IPADDRESSES = ("networking.k8s.io", "v1", "IPAddress", "ipaddresses", false);
     CSRS = ("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", false);
+    PODCERTIFICATEREQUESTS = ("certificates.k8s.io", "v1", "PodCertificateRequest", "podcertificaterequests", true);
+    CLUSTERTRUSTBUNDLES = ("certificates.k8s.io", "v1", "ClusterTrustBundle", "clustertrustbundles", false);
     PODDISRUPTIONBUDGETS = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true);
     HPAS = ("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true);
     CLUSTERROLES = ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false);
@@ -126,6 +130,7 @@ kinds! {
     CSINODES = ("storage.k8s.io", "v1", "CSINode", "csinodes", false);
     CSIDRIVERS = ("storage.k8s.io", "v1", "CSIDriver", "csidrivers", false);
     VOLUMEATTRIBUTESCLASSES = ("storage.k8s.io", "v1", "VolumeAttributesClass", "volumeattributesclasses", false);
+    STORAGEVERSIONS = ("internal.apiserver.k8s.io", "v1alpha1", "StorageVersion", "storageversions", false);
     CRDS = ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
     TOKENREVIEWS = ("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", false);
     SUBJECTACCESSREVIEWS = ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", false);

@@ -312,13 +312,13 @@ fn apply_leaf(
             field_manager,
             object,
             fallback,
+            subresource,
         } => {
             let ns = opt(namespace);
             let shape = cache.write_shape(*kind);
             let v = match client.apply_shaped(
                 kind,
-                ns.as_deref(),
-                name,
+                (ns.as_deref(), name, *subresource),
                 field_manager,
                 object,
                 shape.as_deref(),

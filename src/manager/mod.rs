@@ -274,6 +274,9 @@ impl Manager {
                     env.serve(s.name, queue.clone(), n, move |key: &String| {
                         sync_key(&cache, &rec, ctrl.as_ref(), &s, &client, &q, key)
                     });
+                    for k in c.initial_keys() {
+                        queue.add(k);
+                    }
                     if let Some(period) = *every {
                         let (cache, ctrl, q) = (
                             Arc::downgrade(&self.cache),

@@ -29,6 +29,8 @@
 #                 `edgekcm-e2e` whose host end (METRICS_HOST, 198.18.0.1) is
 #                 KCM_E2E_METRICS_HOST and the --advertise-address; 0: none
 #                 (the autoscaler scenarios then fail naming the variable)
+#   API_EXTRA_ARGS more kube-apiserver flags, split at spaces (gated APIs:
+#                 --feature-gates=..., --runtime-config=...)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -129,6 +131,10 @@ api_args=(
 	--profiling=false
 	--v=1
 )
+if [ -n "${API_EXTRA_ARGS:-}" ]; then
+	read -ra extra_args <<< "$API_EXTRA_ARGS"
+	api_args+=("${extra_args[@]}")
+fi
 
 # Shell-quoted words, joined by spaces.
 q() { local out; printf -v out '%q ' "$@"; printf '%s' "${out% }"; }

@@ -305,6 +305,23 @@ impl State {
         Ok(self.commit(kind, EvType::Modified, result, Some(old)))
     }
 
+    /// Sets a stored object's `creationTimestamp` (a MODIFIED event): for scenarios about
+    /// objects older than a test can wait for. kube-apiserver has no such thing.
+    pub fn backdate(
+        &mut self,
+        kind: &Kind,
+        ns: &str,
+        name: &str,
+        created: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        let old = self
+            .get(kind, ns, name)
+            .ok_or_else(|| ApiError::not_found(kind, name))?;
+        let mut r = (*old).clone();
+        meta_mut(&mut r).insert("creationTimestamp".into(), json!(created));
+        Ok(self.commit(kind, EvType::Modified, r, Some(old)))
+    }
+
     /// Server-side apply as `manager`: a merge patch (that may create the object) in which
     /// the top-level fields this manager applied before and leaves out now are removed.
     pub fn apply(

@@ -338,19 +338,24 @@ impl Client {
     }
 
     /// Server-side apply of `obj` as `field_manager` with `force=true` (a controller's apply:
-    /// conflicts with other managers are taken over), the answer decoded to `fields`.
+    /// conflicts with other managers are taken over), the answer decoded to `fields`. `at`:
+    /// namespace, name and subresource.
     pub fn apply_shaped(
         &self,
         kind: &Kind,
-        ns: Option<&str>,
-        name: &str,
+        at: (Option<&str>, &str, Option<&str>),
         field_manager: &str,
         obj: &Value,
         fields: Option<&[&str]>,
     ) -> Result<Value> {
+        let (ns, name, sub) = at;
+        let mut path = kind.object_path(ns, name);
+        if let Some(s) = sub {
+            path.push('/');
+            path.push_str(s);
+        }
         let path = format!(
-            "{}?fieldManager={}&force=true",
-            kind.object_path(ns, name),
+            "{path}?fieldManager={}&force=true",
             super::query::percent_encode(field_manager)
         );
         let body = json_text(obj);

@@ -3,10 +3,15 @@
 //! certificates after a SubjectAccessReview, `cleaner`
 //! (certificatesigningrequest-cleaner-controller) deletes old and expired requests. Both write
 //! as `certificate-controller` with `--use-service-account-credentials`; `request` reads the
-//! PKCS#10 requests.
+//! PKCS#10 requests. `pcrcleaner` (podcertificaterequest-cleaner-controller) deletes old
+//! PodCertificateRequests; `ctbpublisher`
+//! (kube-apiserver-serving-clustertrustbundle-publisher-controller) publishes the serving CA
+//! as a ClusterTrustBundle.
 
 pub mod approver;
 pub mod cleaner;
+pub mod ctbpublisher;
+pub mod pcrcleaner;
 pub mod request;
 pub mod signer;
 

@@ -275,6 +275,8 @@ mod tests {
         let ca_dir = crate::controllers::certificates::signer::test_ca_files();
         cfg.cluster_signing.cert_file = Some(ca_dir.join("ca.crt"));
         cfg.cluster_signing.key_file = Some(ca_dir.join("ca.key"));
+        // The ClusterTrustBundle publisher has a CA to publish.
+        cfg.sa_controller.root_ca_file = Some(ca_dir.join("ca.crt"));
         // Node IPAM starts only when asked to.
         cfg.kube_cloud_shared.allocate_node_cidrs = true;
         cfg.kube_cloud_shared.cluster_cidrs = vec!["10.244.0.0/16".parse().unwrap()];
@@ -313,7 +315,7 @@ mod tests {
                 Some(row.name)
             })
             .collect();
-        assert_eq!(built.len(), 37, "{built:?}");
+        assert_eq!(built.len(), 41, "{built:?}");
         let _ = std::fs::remove_dir_all(&ca_dir);
         // Worker counts come from the row's flag.
         let mut cfg = Config::default();

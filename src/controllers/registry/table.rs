@@ -10,7 +10,9 @@ use super::super::{
     rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
     volumeprotection,
 };
-use super::super::{legacytokencleaner, tainteviction, vacprotection};
+use super::super::{
+    legacytokencleaner, servicecidr, storageversiongc, tainteviction, vacprotection,
+};
 use super::ControllerInfo;
 
 const fn c(
@@ -412,7 +414,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["storage-version-gc"],
         Some("storage-version-garbage-collector"),
         "feature-gate",
-    ),
+    )
+    .runs(storageversiongc::build),
     c(
         "resourceclaim-controller",
         &["resource-claim-controller"],
@@ -446,7 +449,11 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("service-cidrs-controller"),
         "feature-gate",
-    )),
+    ))
+    .queue("ipaddresses")
+    .workers(5)
+    .max_retries(15)
+    .runs(servicecidr::build),
     later(c(
         "storage-version-migrator-controller",
         &["svm"],
@@ -472,7 +479,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("kube-apiserver-serving-clustertrustbundle-publisher"),
         "feature-gate",
-    )),
+    ))
+    .queue("ca_cert_publisher_cluster_trust_bundles")
+    .runs(certificates::ctbpublisher::build),
     later(c(
         "device-taint-eviction-controller",
         &[],
@@ -484,7 +493,8 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("podcertificaterequestcleaner"),
         "feature-gate",
-    )),
+    ))
+    .runs(certificates::pcrcleaner::build),
     later(c(
         "podgroup-protection-controller",
         &[],
