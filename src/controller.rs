@@ -66,6 +66,7 @@ pub enum Action {
     /// Server-side apply (`application/apply-patch+yaml`) of `object` as `field_manager`,
     /// forcing conflicts as controllers do; when the server answers 415 (no server-side apply),
     /// `fallback` is applied instead (upstream's "update if apply is unsupported").
+    /// `subresource`: `Some("status")` applies to `<object>/status` (`ApplyStatus`).
     Apply {
         kind: Kind,
         namespace: String,
@@ -73,6 +74,7 @@ pub enum Action {
         field_manager: &'static str,
         object: Value,
         fallback: Option<Box<Action>>,
+        subresource: Option<&'static str>,
     },
     Event(EventSpec),
     /// The wrapped write (a create or a delete), with an Event about `report.about` once it is

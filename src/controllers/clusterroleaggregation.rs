@@ -212,6 +212,7 @@ impl Controller for ClusterRoleAggregation {
                 kind: CLUSTERROLES,
                 object: updated,
             })),
+            subresource: None,
         }]))
     }
 }

@@ -221,6 +221,7 @@ impl Writes {
                 field_manager,
                 object,
                 fallback,
+                ..
             } => self.applies.push((
                 *kind,
                 crate::obj::make_key(namespace, name),

@@ -312,6 +312,7 @@ fn apply_leaf(
             field_manager,
             object,
             fallback,
+            subresource,
         } => {
             let ns = opt(namespace);
             let shape = cache.write_shape(*kind);
@@ -319,6 +320,7 @@ fn apply_leaf(
                 kind,
                 ns.as_deref(),
                 name,
+                *subresource,
                 field_manager,
                 object,
                 shape.as_deref(),

@@ -338,19 +338,27 @@ impl Client {
     }
 
     /// Server-side apply of `obj` as `field_manager` with `force=true` (a controller's apply:
-    /// conflicts with other managers are taken over), the answer decoded to `fields`.
+    /// conflicts with other managers are taken over), to the object or its `subresource`, the
+    /// answer decoded to `fields`.
+    #[allow(clippy::too_many_arguments)]
     pub fn apply_shaped(
         &self,
         kind: &Kind,
         ns: Option<&str>,
         name: &str,
+        subresource: Option<&str>,
         field_manager: &str,
         obj: &Value,
         fields: Option<&[&str]>,
     ) -> Result<Value> {
+        let mut target = kind.object_path(ns, name);
+        if let Some(s) = subresource {
+            target.push('/');
+            target.push_str(s);
+        }
         let path = format!(
             "{}?fieldManager={}&force=true",
-            kind.object_path(ns, name),
+            target,
             super::query::percent_encode(field_manager)
         );
         let body = json_text(obj);
