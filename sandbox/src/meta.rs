@@ -321,6 +321,7 @@ pub fn has_status_subresource(kind: &Kind) -> bool {
             | ("policy", "poddisruptionbudgets")
             | ("autoscaling", "horizontalpodautoscalers")
             | ("storage.k8s.io", "volumeattachments")
+            | ("resource.k8s.io", "resourceclaims")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
     )
 }

@@ -39,6 +39,7 @@ mod e2e_nodelifecycle;
 mod e2e_podgc;
 mod e2e_pv;
 mod e2e_replicaset;
+mod e2e_resourceclaim;
 mod e2e_resourcequota;
 mod e2e_statefulset;
 mod e2e_tainteviction;
