@@ -82,7 +82,7 @@ pub const TEMPLATE_WATCH: Watch = Watch::full(RESOURCECLAIMTEMPLATES);
 pub fn build(
     cx: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controllers::Runnable>> {
-    if served(cx.rest, "resourceclaims") == Some(false) {
+    if super::kit::served::served(cx.rest, "resource.k8s.io/v1", "resourceclaims") == Some(false) {
         log::info!(
             "{NAME}: the API server does not serve resource.k8s.io/v1 resourceclaims; not starting it"
         );
@@ -95,22 +95,6 @@ pub fn build(
             crate::config::gates::enabled("DRAPrioritizedList"),
         ),
     )))
-}
-
-/// Whether the API server lists `resource` in `resource.k8s.io/v1`; None when it cannot be
-/// asked (then the controller starts).
-pub fn served(rest: &crate::api::kubeconfig::RestConfig, resource: &str) -> Option<bool> {
-    let ua = crate::api::client::user_agent_base();
-    let client = crate::api::client::Client::new(rest, 0.0, 0, &ua).ok()?;
-    match client.get_path("/apis/resource.k8s.io/v1") {
-        Ok(list) => Some(
-            list.get("resources")
-                .and_then(Value::as_array)
-                .is_some_and(|r| r.iter().any(|x| x["name"] == resource)),
-        ),
-        Err(e) if e.is_not_found() => Some(false),
-        Err(_) => None,
-    }
 }
 
 /// Pod key -> the values it is indexed under, and value -> pod keys (upstream's informer
