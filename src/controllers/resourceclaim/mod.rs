@@ -12,7 +12,9 @@
 //!   claim names are then recorded in `status.resourceClaimStatuses` by one server-side apply
 //!   of the pod's status (field manager `ResourceClaimController`), merged with the names
 //!   recorded before and sorted by entry. A recorded claim that is gone, or no longer the
-//!   pod's, is made again. A missing template, or a template asking for admin access or a
+//!   pod's, is made again, unless it was created here and the cache has not shown it since
+//!   (upstream's mutation cache: this is what stops a finished pod's deleted claim from being
+//!   made again and again). A missing template, or a template asking for admin access or a
 //!   prioritized list while DRAAdminAccess or DRAPrioritizedList is off, is a Warning
 //!   `FailedResourceClaimCreation` Event on the pod (`PodResourceClaim <entry>: ...`) and a
 //!   retry; so is a failed create.
@@ -59,6 +61,8 @@ const CLAIM_PREFIX: &str = "claim:";
 const POD_PREFIX: &str = "pod:";
 /// Pods known to be deleted, at most (upstream's `maxUIDCacheEntries`).
 const MAX_DELETED: usize = 500;
+/// Claims remembered as created here, at most (upstream's `claimMutationCacheSize`).
+const MAX_CREATED: usize = 1000;
 
 /// Pods: their claims, node, phase and the claim names recorded in their status.
 pub const POD_WATCH: Watch = Watch::fields(
@@ -159,6 +163,36 @@ impl Deleted {
     }
 }
 
+/// The claims this controller created, until the cache shows them (upstream's mutation
+/// cache over the claim informer, `IncludeAdds`, at most 1000 entries): a claim created here
+/// and not (or no longer) in the cache counts as existing, without asking the server.
+#[derive(Default)]
+struct Created {
+    order: VecDeque<String>,
+    keys: HashSet<String>,
+}
+
+impl Created {
+    fn add(&mut self, key: String) {
+        if self.keys.insert(key.clone()) {
+            self.order.push_back(key);
+        }
+        while self.order.len() > MAX_CREATED {
+            if let Some(old) = self.order.pop_front() {
+                self.keys.remove(&old);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> bool {
+        if !self.keys.remove(key) {
+            return false;
+        }
+        self.order.retain(|k| k != key);
+        true
+    }
+}
+
 /// What a claim sync left for after its status write.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum ClaimStep {
@@ -176,6 +210,7 @@ pub struct ResourceClaimController {
     deleted: Mutex<Deleted>,
     /// Keys with a failed write in the current sync.
     failed: Mutex<HashSet<String>>,
+    created: Mutex<Created>,
     /// Claim keys whose status write is being applied.
     steps: Mutex<HashMap<String, ClaimStep>>,
 }
@@ -194,8 +229,19 @@ impl ResourceClaimController {
             by_template: Mutex::default(),
             deleted: Mutex::default(),
             failed: Mutex::default(),
+            created: Mutex::default(),
             steps: Mutex::default(),
         }
+    }
+
+    /// Whether a claim not in the cache was created here (and not seen in the cache since).
+    fn created_here(&self, key: &str) -> bool {
+        lock(&self.created).keys.contains(key)
+    }
+
+    /// The cache shows the claim: it is no longer remembered as created here.
+    fn seen(&self, key: &str) {
+        lock(&self.created).remove(key);
     }
 
     fn was_deleted(&self, uid: &str) -> bool {
@@ -350,6 +396,9 @@ impl Controller for ResourceClaimController {
         if let Action::Create { kind, object, .. } = action {
             if *kind == RESOURCECLAIMS && !matches!(result, Applied::Skipped) {
                 metrics::created(object, !failed);
+            }
+            if let Applied::Done(Some(answer)) = result {
+                lock(&self.created).add(obj::key(answer));
             }
         }
         if failed {

@@ -183,8 +183,15 @@ impl ResourceClaimController {
             }
             Ok((None, _)) => return Handled::Nothing,
             Ok((Some(n), check)) if !n.is_empty() => {
+                let key = obj::make_key(ns, &n);
                 let claim = match cx.cache.store_for(&CLAIM_WATCH).get_in(ns, &n) {
-                    Some(c) => Some((*c).clone()),
+                    Some(c) => {
+                        self.seen(&key);
+                        Some((*c).clone())
+                    }
+                    // Created here and not in the cache (not yet, or deleted since): taken
+                    // as existing, as upstream's mutation cache answers.
+                    None if self.created_here(&key) => return Handled::Nothing,
                     None => match cx.client.get(&RESOURCECLAIMS, Some(ns), &n) {
                         Ok(c) => Some(c),
                         Err(err) if err.is_not_found() => None,

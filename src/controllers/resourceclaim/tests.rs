@@ -336,3 +336,32 @@ fn names_of_entries() {
         "pod \"ns/web\", spec.resourceClaim \"x\": none of the supported fields are set"
     );
 }
+
+#[test]
+fn a_claim_created_here_and_deleted_since_is_not_made_again() {
+    use crate::controllers::{Action, Applied};
+    let mut h = harness();
+    h.add(RESOURCECLAIMTEMPLATES, template("tmpl"));
+    let mut p = pod(
+        "web",
+        "p1",
+        json!([{"name": "gpu", "resourceClaimTemplateName": "tmpl"}]),
+    );
+    p["status"]["phase"] = json!("Succeeded");
+    p["status"]["resourceClaimStatuses"] =
+        json!([{"name": "gpu", "resourceClaimName": "web-gpu-abcde"}]);
+    // The controller made the claim; it has been deleted since (its pod is done).
+    let made = claim("web-gpu-abcde", Some(("web", "p1")), &[]);
+    let create = Action::Create {
+        kind: RESOURCECLAIMS,
+        namespace: "ns".into(),
+        object: made.clone(),
+    };
+    h.ctrl
+        .applied("pod:ns/web", &create, Applied::Done(Some(&made)));
+    h.add(PODS, p);
+    // Done: its claim's reservation is looked at; and the claim is missing.
+    assert_eq!(h.take_queued(), ["claim:ns/web-gpu-abcde", "pod:ns/web"]);
+    // No GET (the test client has no server) and no new claim, as upstream's mutation cache.
+    assert!(h.sync("pod:ns/web").is_empty());
+}
