@@ -27,3 +27,15 @@ pub fn listed(list: &Value, resource: &str) -> bool {
         .and_then(Value::as_array)
         .is_some_and(|r| r.iter().any(|x| x["name"] == resource))
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_resource_list_names_what_it_serves() {
+        let list = serde_json::json!({"kind": "APIResourceList", "groupVersion": "resource.k8s.io/v1",
+            "resources": [{"name": "resourceclaims"}, {"name": "resourceclaims/status"}]});
+        assert!(super::listed(&list, "resourceclaims"));
+        assert!(!super::listed(&list, "deviceclasses"));
+        assert!(!super::listed(&serde_json::json!({}), "resourceclaims"));
+    }
+}
