@@ -14,6 +14,8 @@ pub mod error;
 pub mod events;
 #[cfg(test)]
 mod fuzz;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http_head;
 pub mod leader;
 pub mod manager;

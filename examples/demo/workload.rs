@@ -5,7 +5,8 @@
 //! Service and a volume per replica; a DaemonSet, one pod per node; a Job with a scratch
 //! volume, removed a second after it finished; a CronJob that fires once; an old
 //! ReplicationController; an external database behind a Service without selector; a
-//! ResourceQuota; a long-lived ServiceAccount token. Around it, what a cluster has: a
+//! ResourceQuota; a long-lived ServiceAccount token; a pod asking for a device through a
+//! ResourceClaimTemplate. Around it, what a cluster has: a
 //! StorageClass and a CSI PersistentVolume, an aggregated ClusterRole, the `cluster-info`
 //! ConfigMap with a bootstrap token to sign it and an expired one, a joining node's request for
 //! a client certificate, a VolumeAttributesClass, a retired node with a NoExecute taint and a
@@ -16,8 +17,9 @@ use base64::Engine as _;
 use edgekcm::api::resources::{
     Kind, CLUSTERROLES, CONFIGMAPS, CRONJOBS, CSRS, DAEMONSETS, DEPLOYMENTS, ENDPOINTS,
     ENDPOINTSLICES, HPAS, JOBS, NODES, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES,
-    PODDISRUPTIONBUDGETS, PODS, REPLICATIONCONTROLLERS, RESOURCEQUOTAS, SECRETS, SERVICEACCOUNTS,
-    SERVICES, STATEFULSETS, STORAGECLASSES, VOLUMEATTACHMENTS, VOLUMEATTRIBUTESCLASSES,
+    PODDISRUPTIONBUDGETS, PODS, REPLICATIONCONTROLLERS, RESOURCECLAIMTEMPLATES, RESOURCEQUOTAS,
+    SECRETS, SERVICEACCOUNTS, SERVICES, STATEFULSETS, STORAGECLASSES, VOLUMEATTACHMENTS,
+    VOLUMEATTRIBUTESCLASSES,
 };
 use edgekcm::api::resources::{PODCERTIFICATEREQUESTS, SERVICECIDRS};
 use edgekcm::obj::At as _;
@@ -89,7 +91,17 @@ pub fn objects(now: SystemTime) -> Vec<(&'static Kind, Value)> {
             "resources": {"requests": {"storage": "1Gi"}}}}}}]);
     let claim = json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
         "storageClassName": "standard", "resources": {"requests": {"storage": "1Gi"}}}});
+    let mut trainer = template("trainer", "trainer:1.0", "Always")["spec"].clone();
+    trainer["resourceClaims"] = json!([{"name": "gpu", "resourceClaimTemplateName": "gpu"}]);
+    trainer["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
     vec![
+        spec(
+            &RESOURCECLAIMTEMPLATES,
+            "gpu",
+            json!({"spec": {"devices": {"requests": [{"name": "gpu",
+                "exactly": {"deviceClassName": "gpu.example.com"}}]}}}),
+        ),
+        spec(&PODS, "trainer", trainer),
         spec(
             &SERVICES,
             "web",
@@ -469,6 +481,17 @@ pub fn pending(sb: &Sandbox, nodes: usize, web: u64) -> Vec<&'static str> {
             .and_then(|c| c.at("/metadata/finalizers/0").cloned())
             == Some(json!("kubernetes.io/vac-protection")),
         "VolumeAttributesClass fast protected",
+    );
+    want(
+        at(
+            sb,
+            &PODS,
+            NS,
+            "trainer",
+            "/status/resourceClaimStatuses/0/resourceClaimName",
+        )
+        .is_some(),
+        "pod trainer's ResourceClaim made from its template",
     );
     want(
         sb.get(&PODS, Some("default"), "stranded").is_none(),

@@ -323,6 +323,7 @@ pub fn has_status_subresource(kind: &Kind) -> bool {
             | ("storage.k8s.io", "volumeattachments")
             | ("networking.k8s.io", "servicecidrs")
             | ("internal.apiserver.k8s.io", "storageversions")
+            | ("resource.k8s.io", "resourceclaims")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
     )
 }

@@ -131,6 +131,9 @@ kinds! {
     CSIDRIVERS = ("storage.k8s.io", "v1", "CSIDriver", "csidrivers", false);
     VOLUMEATTRIBUTESCLASSES = ("storage.k8s.io", "v1", "VolumeAttributesClass", "volumeattributesclasses", false);
     STORAGEVERSIONS = ("internal.apiserver.k8s.io", "v1alpha1", "StorageVersion", "storageversions", false);
+    RESOURCECLAIMS = ("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", true);
+    RESOURCECLAIMTEMPLATES = ("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", true);
+    DEVICECLASSES = ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", false);
     CRDS = ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
     TOKENREVIEWS = ("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", false);
     SUBJECTACCESSREVIEWS = ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", false);

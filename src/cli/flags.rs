@@ -235,7 +235,6 @@ static ACCEPTED: &[(&str, FlagType)] = &[
 /// acting on them, with their Go type (as [`ACCEPTED`]).
 static LATER: &[(&str, FlagType)] = &[
     ("concurrent-device-taint-eviction-syncs", Int32),
-    ("concurrent-resourceclaim-syncs", Int32),
     ("controller-shutdown-timeout", Dur),
     ("disable-force-detach-on-timeout", Bool),
     ("disable-http2-serving", Bool),

@@ -60,6 +60,14 @@ impl Quantity {
         self.nano = self.nano.saturating_add(o.nano);
     }
 
+    /// Subtract `o`; a zero quantity takes `o`'s format (as `Quantity.Sub`).
+    pub fn sub(&mut self, o: &Quantity) {
+        if self.nano == 0 {
+            self.format = o.format;
+        }
+        self.nano = self.nano.saturating_sub(o.nano);
+    }
+
     pub fn cmp_value(&self, o: &Quantity) -> Ordering {
         self.nano.cmp(&o.nano)
     }

@@ -50,6 +50,7 @@ pub const CONCURRENT_SYNCS: &[(&str, usize)] = &[
     ("concurrent-rc-syncs", 5),
     ("concurrent-replicaset-syncs", 5),
     ("concurrent-resource-quota-syncs", 5),
+    ("concurrent-resourceclaim-syncs", 50),
     ("concurrent-service-endpoint-syncs", 5),
     ("concurrent-serviceaccount-token-syncs", 5),
     ("concurrent-statefulset-syncs", 5),

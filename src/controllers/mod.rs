@@ -25,6 +25,7 @@ pub mod pvbinder;
 pub mod refmanager;
 pub mod registry;
 pub mod replicaset;
+pub mod resourceclaim;
 pub mod resourcequota;
 pub mod rootca;
 pub mod serviceaccount;

@@ -42,6 +42,7 @@ mod e2e_pcrcleaner;
 mod e2e_podgc;
 mod e2e_pv;
 mod e2e_replicaset;
+mod e2e_resourceclaim;
 mod e2e_resourcequota;
 mod e2e_servicecidr;
 mod e2e_statefulset;

@@ -6,9 +6,9 @@
 use super::super::{
     attachdetach, bootstrap, certificates, clusterroleaggregation, cronjob, daemonset, deployment,
     disruption, endpoints, endpointslice, endpointslicemirroring, ephemeral, garbagecollector, job,
-    namespace, nodeipam, nodelifecycle, podautoscaler, podgc, pvbinder, replicaset, resourcequota,
-    rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
-    volumeprotection,
+    namespace, nodeipam, nodelifecycle, podautoscaler, podgc, pvbinder, replicaset, resourceclaim,
+    resourcequota, rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished,
+    volumeexpand, volumeprotection,
 };
 use super::super::{
     legacytokencleaner, servicecidr, storageversiongc, tainteviction, vacprotection,
@@ -421,7 +421,11 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["resource-claim-controller"],
         Some("resource-claim-controller"),
         "feature-gate",
-    ),
+    )
+    .queue("resource_claim")
+    .events("resource_claim")
+    .workers_flag("concurrent-resourceclaim-syncs")
+    .runs(resourceclaim::build),
     c(
         "legacy-serviceaccount-token-cleaner-controller",
         &["legacy-service-account-token-cleaner"],

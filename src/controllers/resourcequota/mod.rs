@@ -6,7 +6,10 @@
 //!   ephemeral-storage, hugepages and extended resources; `pods` counts pods not finished and
 //!   not past their deletion grace period; `count/pods` counts them all), services (node
 //!   ports, load balancers), persistent volume claims (`requests.storage`, per storage class
-//!   `<class>.storageclass.storage.k8s.io/...`), and `count/<resource>.<group>` for every
+//!   `<class>.storageclass.storage.k8s.io/...`), DRA's resource claims
+//!   (`count/resourceclaims.resource.k8s.io`, and `<class>.deviceclass.resource.k8s.io/devices`:
+//!   the devices their requests ask for per device class, the largest subrequest of a
+//!   prioritized list), and `count/<resource>.<group>` for every
 //!   namespaced resource discovery serves with create, list, watch and delete (Events and
 //!   virtual resources aside), with the legacy names `configmaps`, `secrets`,
 //!   `resourcequotas`, `replicationcontrollers`. Scopes (`Terminating`, `NotTerminating`,
@@ -36,6 +39,7 @@
 //! checked), and any service update queues them, not only a change of type: more syncs that
 //! find nothing to write, never fewer.
 
+pub mod dra;
 pub mod podmemo;
 pub mod podres;
 #[cfg(test)]
@@ -45,7 +49,9 @@ pub mod usage;
 use super::{RunEnv, SelfDriven};
 use crate::api::client::Client;
 use crate::api::discovery::Verbs;
-use crate::api::resources::{PERSISTENTVOLUMECLAIMS, PODS, RESOURCEQUOTAS, SERVICES};
+use crate::api::resources::{
+    DEVICECLASSES, PERSISTENTVOLUMECLAIMS, PODS, RESOURCECLAIMS, RESOURCEQUOTAS, SERVICES,
+};
 use crate::api::Kind;
 use crate::cache::monitors::{served_with, Monitors, MonitorsConfig};
 use crate::cache::{Cache, Delta, DeltaKind, Watch};
@@ -98,6 +104,9 @@ pub fn ignored(k: &Kind) -> bool {
 pub const POD_WATCH: Watch = Watch::fields(PODS, usage::POD_FIELDS);
 pub const SERVICE_WATCH: Watch = Watch::fields(SERVICES, usage::SERVICE_FIELDS);
 pub const PVC_WATCH: Watch = Watch::fields(PERSISTENTVOLUMECLAIMS, usage::PVC_FIELDS);
+pub const RESOURCECLAIM_WATCH: Watch = Watch::fields(RESOURCECLAIMS, usage::RESOURCECLAIM_FIELDS);
+/// Device classes: the extended resource name each stands for.
+pub const DEVICECLASS_WATCH: Watch = Watch::fields(DEVICECLASSES, &["/spec/extendedResourceName"]);
 
 /// Its row in the controller table.
 pub fn build(
@@ -107,9 +116,14 @@ pub fn build(
         Some(v) => crate::compat::parse::parse_go_duration(v).unwrap_or(Duration::ZERO),
         None => DEFAULT_SYNC_PERIOD,
     };
-    Ok(Some(super::Runnable::drives(ResourceQuotaController::new(
-        cx.workers, period,
-    ))))
+    // DRA's claims are measured (not only counted) when the gate is on and the API server
+    // serves them (upstream: `isEnabled` from discovery and the gate).
+    let claims = crate::config::gates::enabled("DynamicResourceAllocation")
+        && super::kit::served::served(cx.rest, "/apis/resource.k8s.io/v1", "resourceclaims")
+            != Some(false);
+    Ok(Some(super::Runnable::drives(
+        ResourceQuotaController::new(cx.workers, period).measuring_claims(claims),
+    )))
 }
 
 struct Env {
@@ -133,6 +147,8 @@ pub(crate) struct Inner {
 
 pub struct ResourceQuotaController {
     inner: Arc<Inner>,
+    /// Whether DRA's ResourceClaims are cached with their requests.
+    claims: bool,
 }
 
 impl ResourceQuotaController {
@@ -150,7 +166,15 @@ impl ResourceQuotaController {
                 env: OnceLock::new(),
                 pods: podmemo::PodMemo::default(),
             }),
+            claims: false,
         }
+    }
+
+    /// Cache DRA's ResourceClaims with the requests a quota reads (only when they are served:
+    /// an informer of an unserved resource never syncs).
+    pub fn measuring_claims(mut self, on: bool) -> Self {
+        self.claims = on;
+        self
     }
 }
 
@@ -398,6 +422,19 @@ impl SelfDriven for ResourceQuotaController {
             }));
         for w in [POD_WATCH, SERVICE_WATCH, PVC_WATCH] {
             cache.informer_for(&w);
+        }
+        if self.claims {
+            cache.informer_for(&RESOURCECLAIM_WATCH);
+            if crate::config::gates::enabled("DRAExtendedResource") {
+                cache
+                    .informer_for(&DEVICECLASS_WATCH)
+                    .add_handler(Arc::new(|d: &Delta| {
+                        dra::classes()
+                            .write()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .apply(d)
+                    }));
+            }
         }
     }
 

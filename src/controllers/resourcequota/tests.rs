@@ -510,3 +510,108 @@ fn a_claims_larger_allocation_counts() {
     .unwrap();
     assert_eq!(s["used"], json!({"requests.storage": "4Gi"}));
 }
+
+fn device_claim(name: &str, requests: Value) -> Value {
+    json!({"metadata": {"name": name, "namespace": "ns"},
+        "spec": {"devices": {"requests": requests}}})
+}
+
+#[test]
+fn dra_claims_count_and_ask_for_devices_per_class() {
+    use crate::api::resources::RESOURCECLAIMS;
+    let objs = [
+        (
+            RESOURCECLAIMS,
+            device_claim(
+                "a",
+                json!([{"name": "r0", "exactly": {"deviceClassName": "gold",
+                    "allocationMode": "ExactCount", "count": 2}},
+                    {"name": "r1", "exactly": {"deviceClassName": "gold"}}]),
+            ),
+        ),
+        (
+            RESOURCECLAIMS,
+            device_claim(
+                "b",
+                json!([{"name": "r0", "firstAvailable": [
+                    {"name": "s0", "deviceClassName": "gold", "count": 1},
+                    {"name": "s1", "deviceClassName": "gold", "count": 4},
+                    {"name": "s2", "deviceClassName": "silver", "allocationMode": "All"}]}]),
+            ),
+        ),
+    ];
+    let q = quota(json!({"count/resourceclaims.resource.k8s.io": "10",
+        "gold.deviceclass.resource.k8s.io/devices": "100",
+        "silver.deviceclass.resource.k8s.io/devices": "100",
+        "bronze.deviceclass.resource.k8s.io/devices": "100"}));
+    let s = status_of(&objs, &q, &[RESOURCECLAIMS]).unwrap();
+    assert_eq!(
+        s["used"],
+        json!({"count/resourceclaims.resource.k8s.io": "2",
+            "gold.deviceclass.resource.k8s.io/devices": "7",
+            "silver.deviceclass.resource.k8s.io/devices": "32",
+            "bronze.deviceclass.resource.k8s.io/devices": "0"})
+    );
+}
+
+#[test]
+fn dra_extended_resources_charge_what_the_pod_is_not_charged_for() {
+    use crate::api::resources::{DEVICECLASSES, RESOURCECLAIMS};
+    use crate::cache::{Delta, DeltaKind};
+    let class = |name: &str, ext: Option<&str>, created: &str| {
+        let mut c = json!({"metadata": {"name": name, "creationTimestamp": created}, "spec": {}});
+        if let Some(e) = ext {
+            c["spec"]["extendedResourceName"] = json!(e);
+        }
+        Delta {
+            kind: DeltaKind::Added,
+            old: None,
+            new: Some(std::sync::Arc::new(c)),
+        }
+    };
+    {
+        let mut c = super::dra::classes().write().unwrap();
+        c.apply(&class(
+            "xgpu",
+            Some("example.com/xgpu"),
+            "2026-01-02T00:00:00Z",
+        ));
+        c.apply(&class(
+            "xgpu-old",
+            Some("example.com/xgpu"),
+            "2026-01-01T00:00:00Z",
+        ));
+        c.apply(&class("plain", None, "2026-01-01T00:00:00Z"));
+        assert_eq!(c.class_for("example.com/xgpu"), Some("xgpu-old"));
+        assert_eq!(
+            c.class_for("deviceclass.resource.kubernetes.io/xgpu"),
+            Some("xgpu")
+        );
+        assert_eq!(c.extended_resource("plain"), None);
+    }
+    let _ = DEVICECLASSES;
+    // The pod asks for 1 through its container; the scheduler's claim asks for 3.
+    let mut p = pod("p", "100m", "64Mi");
+    p["metadata"]["uid"] = json!("pu");
+    p["spec"]["containers"][0]["resources"]["requests"]["example.com/xgpu"] = json!("1");
+    p["spec"]["containers"][0]["resources"]["limits"]["example.com/xgpu"] = json!("1");
+    let claim = json!({"metadata": {"name": "p-xgpu-abcde", "namespace": "ns",
+        "creationTimestamp": "2026-01-03T00:00:00Z",
+        "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "pu",
+            "controller": true}]},
+        "spec": {"devices": {"requests": [{"name": "container-0-request-0",
+            "exactly": {"deviceClassName": "xgpu", "count": 3}}]}}});
+    let q = quota(json!({"requests.example.com/xgpu": "10",
+        "requests.deviceclass.resource.kubernetes.io/xgpu": "10",
+        "requests.deviceclass.resource.kubernetes.io/plain": "10",
+        "xgpu.deviceclass.resource.k8s.io/devices": "10"}));
+    let s = status_of(&[(PODS, p), (RESOURCECLAIMS, claim)], &q, &[RESOURCECLAIMS]).unwrap();
+    assert_eq!(
+        s["used"],
+        json!({"requests.example.com/xgpu": "3",
+            "requests.deviceclass.resource.kubernetes.io/xgpu": "3",
+            "requests.deviceclass.resource.kubernetes.io/plain": "0",
+            "xgpu.deviceclass.resource.k8s.io/devices": "3"})
+    );
+}

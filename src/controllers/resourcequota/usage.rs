@@ -1,12 +1,13 @@
 //! What each resource contributes to a quota (upstream's quota evaluators): pods (compute
 //! requests and limits as `podres` reads them, scopes), services (node ports, load
 //! balancers), persistent volume claims (storage, per storage class, the larger allocation
-//! once expanded, the `VolumeAttributesClass` scope), and an object count `count/<resource>.<group>` for
+//! once expanded, the `VolumeAttributesClass` scope), DRA's resource claims (their count and the
+//! devices they ask for per device class), and an object count `count/<resource>.<group>` for
 //! every other resource discovery serves (with the legacy names `configmaps`, `secrets`,
 //! `resourcequotas`, `replicationcontrollers`).
 
 use super::podres::{self, pod_totals};
-use crate::api::resources::{PERSISTENTVOLUMECLAIMS, PODS, SERVICES};
+use crate::api::resources::{PERSISTENTVOLUMECLAIMS, PODS, RESOURCECLAIMS, SERVICES};
 use crate::api::Kind;
 use crate::cache::Cache;
 use crate::compat::quantity::Quantity;
@@ -63,6 +64,7 @@ pub const POD_FIELDS: &[&str] = &[
     "/status/initContainerStatuses/*/name",
     "/status/initContainerStatuses/*/allocatedResources",
     "/status/initContainerStatuses/*/resources",
+    "/status/extendedResourceClaimStatus",
 ];
 /// The parts of a service the quota reads beyond metadata.
 pub const SERVICE_FIELDS: &[&str] = &[
@@ -79,6 +81,20 @@ pub const PVC_FIELDS: &[&str] = &[
     "/status/currentVolumeAttributesClassName",
     "/status/modifyVolumeStatus",
 ];
+
+/// The parts of a DRA resource claim the quota reads beyond metadata.
+pub const RESOURCECLAIM_FIELDS: &[&str] = &["/spec/devices/requests"];
+/// `count/resourceclaims.resource.k8s.io`.
+const CLAIM_COUNT: &str = "count/resourceclaims.resource.k8s.io";
+/// `<device-class>.deviceclass.resource.k8s.io/devices`.
+pub const DEVICES_PER_CLASS: &str = ".deviceclass.resource.k8s.io/devices";
+/// The most devices one request with `allocationMode: All` may get (`AllocationResultsMaxSize`).
+const ALL_DEVICES: i64 = 32;
+
+/// Whether `k` is `resource.k8s.io` resourceclaims (any version).
+pub fn is_resource_claims(k: &Kind) -> bool {
+    k.group == RESOURCECLAIMS.group && k.plural == RESOURCECLAIMS.plural
+}
 
 /// `count/<resource>` (core group) or `count/<resource>.<group>`.
 pub fn count_name(k: &Kind) -> String {
@@ -108,14 +124,20 @@ fn is_native(name: &str) -> bool {
     !name.contains('/') || name.contains("kubernetes.io/")
 }
 
-/// An extended resource (`example.com/gpu`).
+/// An extended resource (`example.com/gpu`), or a device class's implicit one
+/// (`deviceclass.resource.kubernetes.io/<class>`, DRA's `IsDRAExtendedResourceName`).
 fn is_extended(name: &str) -> bool {
-    !is_native(name) && !name.starts_with("requests.")
+    (!is_native(name) && !name.starts_with("requests."))
+        || name.starts_with(super::dra::CLASS_RESOURCE_PREFIX)
 }
 
-/// A quota name for an extended resource's requests (`requests.example.com/gpu`).
-fn is_extended_for_quota(name: &str) -> bool {
-    !is_native(name) && name.starts_with("requests.")
+/// A quota name for an extended resource's requests (`requests.example.com/gpu`,
+/// `requests.deviceclass.resource.kubernetes.io/<class>`).
+pub fn is_extended_for_quota(name: &str) -> bool {
+    let implicit = name
+        .strip_prefix("requests.")
+        .is_some_and(|r| r.starts_with(super::dra::CLASS_RESOURCE_PREFIX));
+    (!is_native(name) || implicit) && name.starts_with("requests.")
 }
 
 /// One scope requirement of a quota (`spec.scopes` are `Exists` requirements).
@@ -179,6 +201,8 @@ pub enum Evaluator {
     Pods,
     Services,
     Claims,
+    /// DRA's ResourceClaims (with DynamicResourceAllocation on): their count and devices.
+    DeviceClaims,
     /// Objects of a kind, by `count/...` and the legacy name if any.
     Count {
         kind: Kind,
@@ -195,6 +219,10 @@ impl Evaluator {
             Evaluator::Services
         } else if k == PERSISTENTVOLUMECLAIMS {
             Evaluator::Claims
+        } else if is_resource_claims(&k)
+            && crate::config::gates::enabled("DynamicResourceAllocation")
+        {
+            Evaluator::DeviceClaims
         } else {
             Evaluator::Count {
                 kind: k,
@@ -208,6 +236,7 @@ impl Evaluator {
             Evaluator::Pods => PODS,
             Evaluator::Services => SERVICES,
             Evaluator::Claims => PERSISTENTVOLUMECLAIMS,
+            Evaluator::DeviceClaims => RESOURCECLAIMS,
             Evaluator::Count { kind, .. } => *kind,
         }
     }
@@ -236,6 +265,9 @@ impl Evaluator {
                     || PVC_RESOURCES
                         .iter()
                         .any(|r| n.ends_with(&format!("{STORAGE_CLASS_SUFFIX}{r}")))
+            }
+            Evaluator::DeviceClaims => {
+                n == CLAIM_COUNT || n.ends_with(DEVICES_PER_CLASS) || super::dra::measures(n)
             }
             Evaluator::Count { kind, name } => n == name || legacy_alias(kind) == Some(n),
         }
@@ -279,9 +311,14 @@ impl Evaluator {
                 .iter()
                 .chain(scopes.selector.iter())
                 .all(|s| self.matches_scope(s, &item));
-            if matches {
-                add(&mut used, &self.usage(&item, now));
+            if !matches {
+                continue;
             }
+            let mut u = self.usage(&item, now);
+            if let Evaluator::DeviceClaims = self {
+                super::dra::add_extended(&mut u, &item, cache, now);
+            }
+            add(&mut used, &u);
         }
         used
     }
@@ -300,6 +337,7 @@ impl Evaluator {
             Evaluator::Pods => pod_usage(item, now),
             Evaluator::Services => service_usage(item),
             Evaluator::Claims => claim_usage(item),
+            Evaluator::DeviceClaims => device_claim_usage(item),
             Evaluator::Count { kind, name } => {
                 let mut r = ResourceList::new();
                 r.insert(name.clone(), Quantity::from_int(1));
@@ -310,6 +348,52 @@ impl Evaluator {
             }
         }
     }
+}
+
+/// How many devices one (sub)request asks for: its count (`ExactCount`, the default, with
+/// the default count 1), or the most a request may get (`All`).
+fn devices_asked(r: &Value) -> i64 {
+    match r["allocationMode"].as_str().unwrap_or("ExactCount") {
+        "ExactCount" => r["count"].as_i64().unwrap_or(1),
+        "All" => ALL_DEVICES,
+        _ => 0,
+    }
+}
+
+/// A DRA claim's usage (upstream's claim evaluator): `count/resourceclaims.resource.k8s.io`,
+/// and per device class the devices its requests ask for; a request with a prioritized list
+/// (`firstAvailable`) counts, per class, the largest of its subrequests.
+pub fn device_claim_usage(claim: &Value) -> ResourceList {
+    let mut r = ResourceList::new();
+    r.insert(CLAIM_COUNT.into(), Quantity::from_int(1));
+    let requests = claim["spec"]["devices"]["requests"].as_array();
+    for req in requests.into_iter().flatten() {
+        let mut per_class: BTreeMap<String, i64> = BTreeMap::new();
+        match req["firstAvailable"].as_array().filter(|a| !a.is_empty()) {
+            Some(subs) => {
+                for s in subs {
+                    let n = devices_asked(s);
+                    let class = s["deviceClassName"].as_str().unwrap_or_default();
+                    let e = per_class
+                        .entry(format!("{class}{DEVICES_PER_CLASS}"))
+                        .or_default();
+                    *e = (*e).max(n);
+                }
+            }
+            None if req["exactly"].is_object() => {
+                let e = &req["exactly"];
+                let class = e["deviceClassName"].as_str().unwrap_or_default();
+                per_class.insert(format!("{class}{DEVICES_PER_CLASS}"), devices_asked(e));
+            }
+            None => {}
+        }
+        let more = per_class
+            .into_iter()
+            .map(|(k, n)| (k, Quantity::from_int(n)))
+            .collect();
+        add(&mut r, &more);
+    }
+    r
 }
 
 /// `quota.Add`: sums, a missing name taken as it is.
@@ -370,7 +454,7 @@ pub fn pod_deletion_end(pod: &Value) -> Option<SystemTime> {
     })
 }
 
-fn pod_usage(pod: &Value, now: SystemTime) -> ResourceList {
+pub fn pod_usage(pod: &Value, now: SystemTime) -> ResourceList {
     let mut r = ResourceList::new();
     r.insert("count/pods".into(), Quantity::from_int(1));
     if !pod_counts(pod, now) {
