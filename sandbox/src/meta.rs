@@ -322,6 +322,10 @@ pub fn has_status_subresource(kind: &Kind) -> bool {
             | ("autoscaling", "horizontalpodautoscalers")
             | ("storage.k8s.io", "volumeattachments")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
+            | (
+                "admissionregistration.k8s.io",
+                "validatingadmissionpolicies"
+            )
     )
 }
 

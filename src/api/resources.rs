@@ -126,6 +126,7 @@ kinds! {
     CSINODES = ("storage.k8s.io", "v1", "CSINode", "csinodes", false);
     CSIDRIVERS = ("storage.k8s.io", "v1", "CSIDriver", "csidrivers", false);
     VOLUMEATTRIBUTESCLASSES = ("storage.k8s.io", "v1", "VolumeAttributesClass", "volumeattributesclasses", false);
+    VALIDATINGADMISSIONPOLICIES = ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false);
     CRDS = ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
     TOKENREVIEWS = ("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", false);
     SUBJECTACCESSREVIEWS = ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", false);

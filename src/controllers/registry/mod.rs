@@ -313,7 +313,7 @@ mod tests {
                 Some(row.name)
             })
             .collect();
-        assert_eq!(built.len(), 37, "{built:?}");
+        assert_eq!(built.len(), 38, "{built:?}");
         let _ = std::fs::remove_dir_all(&ca_dir);
         // Worker counts come from the row's flag.
         let mut cfg = Config::default();

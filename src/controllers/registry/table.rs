@@ -10,7 +10,7 @@ use super::super::{
     rootca, serviceaccount, statefulset, tokens, ttl, ttlafterfinished, volumeexpand,
     volumeprotection,
 };
-use super::super::{legacytokencleaner, tainteviction, vacprotection};
+use super::super::{legacytokencleaner, tainteviction, vacprotection, vapstatus};
 use super::ControllerInfo;
 
 const fn c(
@@ -432,7 +432,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("validatingadmissionpolicy-status-controller"),
         "feature-gate",
     )
-    .workers_flag("concurrent-validating-admission-policy-status-syncs"),
+    .workers_flag("concurrent-validating-admission-policy-status-syncs")
+    .queue("validatingadmissionpolicy-status")
+    .runs(vapstatus::build),
     // Names introduced by later kube-controller-manager releases.
     later(c(
         "taint-eviction-controller",
