@@ -34,27 +34,15 @@ fn lit_ty(l: &Lit) -> Ty {
     }
 }
 
-/// The type of a list's elements or a map's keys or values from the types of the literal's
-/// entries: the first, or `dyn` when they differ.
-fn join(types: &[Ty]) -> Ty {
-    let Some(first) = types.first() else {
-        return Ty::Dyn;
-    };
-    if types.iter().any(Ty::has_unknown) {
-        return Ty::Unknown;
+/// cel-go's `isEqualOrLessSpecific`: `dyn` (or a parameter) is less specific than anything.
+fn less_specific(a: &Ty, b: &Ty) -> bool {
+    match (a, b) {
+        (Ty::Dyn | Ty::Param(_), _) => true,
+        (_, Ty::Dyn | Ty::Param(_)) => false,
+        (Ty::List(x), Ty::List(y)) => less_specific(x, y),
+        (Ty::Map(k1, v1), Ty::Map(k2, v2)) => less_specific(k1, k2) && less_specific(v1, v2),
+        (x, y) => std::mem::discriminant(x) == std::mem::discriminant(y),
     }
-    let mut t = first.clone();
-    for u in &types[1..] {
-        if funcs::assignable(&mut Bindings::default(), u, &t) && !u.is_wild() {
-            continue;
-        }
-        if u.is_wild() || !funcs::assignable(&mut Bindings::default(), &t, u) {
-            t = Ty::Dyn;
-        } else {
-            t = u.clone();
-        }
-    }
-    t
 }
 
 impl<'a> Checker<'a> {
@@ -95,21 +83,51 @@ impl<'a> Checker<'a> {
                 self.select(e.pos, &t, field)
             }
             Node::List(items) => {
-                let ts: Vec<Ty> = items.iter().map(|i| self.check(i)).collect();
-                Ty::list(join(&ts))
+                let mut elem = None;
+                for i in items {
+                    let t = self.check(i);
+                    elem = Some(self.join(i.pos, elem, t));
+                }
+                Ty::list(elem.unwrap_or(Ty::Dyn))
             }
             Node::Map(entries) => {
-                let mut ks = Vec::new();
-                let mut vs = Vec::new();
+                let (mut kt, mut vt) = (None, None);
                 for (k, v) in entries {
-                    ks.push(self.check(k));
-                    vs.push(self.check(v));
+                    let t = self.check(k);
+                    kt = Some(self.join(k.pos, kt, t));
+                    let t = self.check(v);
+                    vt = Some(self.join(v.pos, vt, t));
                 }
-                Ty::map(join(&ks), join(&vs))
+                Ty::map(kt.unwrap_or(Ty::Dyn), vt.unwrap_or(Ty::Dyn))
             }
             Node::Struct => Ty::Unknown,
             Node::Call { target, func, args } => self.call(e.pos, target.as_deref(), func, args),
         }
+    }
+
+    /// `joinTypes`: the element type of a list or map literal so far and the next entry's:
+    /// the more general of the two, or a message at the entry when they do not agree.
+    fn join(&mut self, pos: usize, prev: Option<Ty>, cur: Ty) -> Ty {
+        let Some(prev) = prev else { return cur };
+        if prev.has_unknown() || cur.has_unknown() {
+            return Ty::Unknown;
+        }
+        if funcs::assignable(&mut Bindings::default(), &cur, &prev) {
+            return if less_specific(&prev, &cur) {
+                prev
+            } else {
+                cur
+            };
+        }
+        self.report(
+            pos,
+            format!(
+                "expected type '{}' but found '{}'",
+                format(&prev),
+                format(&cur)
+            ),
+        );
+        Ty::Error
     }
 
     /// `checkSelectField`.
@@ -252,8 +270,15 @@ impl<'a> Checker<'a> {
                     }
                     "filter" => Ty::list(elem),
                     _ if bodies[0].is_wild() || bodies[0] == Ty::Bool => Ty::Bool,
-                    // A body that is no bool: cel-go's message names its expansion's
-                    // internals; not reported here.
+                    // The expansion's `&&` (all) or `||` (exists) takes the body.
+                    "all" | "exists" if !bodies[0].has_unknown() => {
+                        let msg =
+                            format!("expected type 'bool' but found '{}'", format(&bodies[0]));
+                        self.report(args[1].pos, msg);
+                        Ty::Bool
+                    }
+                    // exists_one's body goes to a conditional whose message names the
+                    // expansion's internals: not reported here.
                     _ => Ty::Unknown,
                 })
             }

@@ -9,6 +9,11 @@ const CORE: &str = include_str!("../../../sandbox/src/openapi/core-v1.json");
 /// Policies and the statuses upstream kube-controller-manager v1.37.2 wrote for them against
 /// kube-apiserver v1.37.2 (the digits of the generated type names replaced by `N`).
 const UPSTREAM: &str = include_str!("testdata/upstream-v1.37.2.json");
+/// A custom resource's schema as kube-apiserver v1.37.2 serves it (`widgets.example.com`:
+/// preserve-unknown-fields, int-or-string, embedded resource, formats, an escaped name), and
+/// the status upstream wrote for a policy on it.
+const EXAMPLE: &str = include_str!("testdata/example-v1.json");
+const UPSTREAM_CRD: &str = include_str!("testdata/upstream-crd-v1.37.2.json");
 
 struct Fixed;
 
@@ -22,6 +27,7 @@ impl Source for Fixed {
                 ("statefulsets", "StatefulSet"),
             ],
             ("", "v1") => &[("pods", "Pod"), ("configmaps", "ConfigMap")],
+            ("example.com", "v1") => &[("widgets", "Widget")],
             _ => return None,
         };
         Some(
@@ -34,6 +40,7 @@ impl Source for Fixed {
         match (group, version) {
             ("apps", "v1") => serde_json::from_str(APPS).ok(),
             ("", "v1") => serde_json::from_str(CORE).ok(),
+            ("example.com", "v1") => serde_json::from_str(EXAMPLE).ok(),
             _ => None,
         }
     }
@@ -78,8 +85,9 @@ fn status_of(policy: &Value) -> Value {
 
 #[test]
 fn same_warnings_as_upstream() {
-    let cases: Vec<Value> = serde_json::from_str(UPSTREAM).unwrap();
-    assert_eq!(cases.len(), 8);
+    let mut cases: Vec<Value> = serde_json::from_str(UPSTREAM).unwrap();
+    assert_eq!(cases.len(), 11);
+    cases.extend(serde_json::from_str::<Vec<Value>>(UPSTREAM_CRD).unwrap());
     for c in &cases {
         let ours = status_of(&c["policy"]);
         assert_eq!(
