@@ -30,7 +30,8 @@
 //!   is honoured for get, list and watch; other `as=` forms are ignored.
 //! - **Discovery** is the legacy unaggregated form only (`/api`, `/apis`, `/apis/<g>`,
 //!   `/apis/<g>/<v>`); the aggregated `apidiscovery.k8s.io` form is not served. OpenAPI v3
-//!   only for `apps/v1` and `v1`, trimmed to a few kinds (`openapi/`); `/openapi/v2` is 404.
+//!   only for `apps/v1` and `v1`, trimmed to a few kinds, and for the custom resources' group
+//!   versions (`openapi/`); `/openapi/v2` is 404.
 //! - **No validation** beyond: a name (or generateName) is required, names in the body must
 //!   match the URL, `expirationSeconds >= 600`, `scale` replicas `>= 0`, no new finalizers on a
 //!   deleting object, a known `propagationPolicy`. Names are not checked against DNS rules and

@@ -8,12 +8,14 @@
 
 use crate::common::*;
 use edgekcm::api::client::Client;
-use edgekcm::api::resources::VALIDATINGADMISSIONPOLICIES;
+use edgekcm::api::resources::{CRDS, VALIDATINGADMISSIONPOLICIES};
 use serde_json::{json, Value};
 use std::time::Duration;
 
 const UPSTREAM: &str =
     include_str!("../../src/controllers/vapstatus/testdata/upstream-v1.37.2.json");
+const UPSTREAM_CRD: &str =
+    include_str!("../../src/controllers/vapstatus/testdata/upstream-crd-v1.37.2.json");
 
 /// Generated type names (`Deployment123456789.spec`) with their digits replaced by `N`.
 fn normal(s: &str) -> String {
@@ -145,7 +147,86 @@ fn scenario_fixed_policy_rechecked(t: &Target) {
     }
 }
 
+/// The custom resource the recorded policy was written for, in a group of its own.
+fn widget_crd(group: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": format!("widgets.{group}")},
+    "spec": {"group": group, "scope": "Namespaced",
+     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+     "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+          "size": {"type": "integer"},
+          "ratio": {"type": "number"},
+          "mode": {"type": "string", "enum": ["a", "b"]},
+          "port": {"x-kubernetes-int-or-string": true},
+          "when": {"type": "string", "format": "date-time"},
+          "timeout": {"type": "string", "format": "duration"},
+          "blob": {"type": "string", "format": "byte"},
+          "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+          "tags": {"type": "array", "items": {"type": "string"}},
+          "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+          "items": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "weight": {"type": "integer"}}}},
+          "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+            "x-kubernetes-preserve-unknown-fields": true},
+          "dash-name": {"type": "string"},
+          "namespace": {"type": "string"}
+        }}}}}}]}})
+}
+
+/// A policy on a custom resource gets upstream's warnings (the schema read from the API
+/// server's OpenAPI v3 document of the resource's group).
+fn scenario_custom_resource_as_upstream(t: &Target) {
+    let admin = t.admin();
+    let group = format!("{}.example.com", unique("vap"));
+    let crd_name = format!("widgets.{group}");
+    admin
+        .create(&CRDS, None, &widget_crd(&group))
+        .expect("create CRD");
+    struct CrdGone(Client, String);
+    impl Drop for CrdGone {
+        fn drop(&mut self) {
+            let _ = self.0.delete(&CRDS, None, &self.1, &Default::default());
+        }
+    }
+    let _crd = CrdGone(admin.clone(), crd_name);
+    eventually(
+        Duration::from_secs(30),
+        "the CRD's OpenAPI document",
+        || {
+            admin
+                .get_path(&format!("/openapi/v3/apis/{group}/v1"))
+                .ok()
+                .filter(|d| d.to_string().contains("\"Widget\""))
+        },
+    );
+    let cases: Vec<Value> = serde_json::from_str(UPSTREAM_CRD).expect("cases");
+    let mut p = cases[0]["policy"].clone();
+    let name = unique("vap-crd");
+    p["metadata"] = json!({"name": name});
+    p["spec"]["matchConstraints"]["resourceRules"][0]["apiGroups"] = json!([group]);
+    let _made = Policies {
+        admin: admin.clone(),
+        names: vec![name.clone()],
+    };
+    admin
+        .create(&VALIDATINGADMISSIONPOLICIES, None, &p)
+        .expect("create policy");
+    let _kcm = Kcm::start(
+        t,
+        "vapstatus-crd",
+        &["--controllers=validatingadmissionpolicy-status-controller"],
+    );
+    let got = checked(&admin, &name);
+    let got = normal(&got["status"].to_string()).replace(&group, "example.com");
+    let got: Value = serde_json::from_str(&got).expect("json");
+    let want = &cases[0]["status"];
+    assert_eq!(&got, want, "got\n{got:#}\nwant\n{want:#}");
+}
+
 scenarios! {
+    custom_resource_as_upstream => scenario_custom_resource_as_upstream,
     warnings_as_upstream => scenario_warnings_as_upstream,
     fixed_policy_rechecked => scenario_fixed_policy_rechecked,
 }
