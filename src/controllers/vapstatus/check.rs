@@ -184,8 +184,18 @@ impl<'a> Checker<'a> {
         for a in args {
             types.push(self.check(a));
         }
+        // A namespaced function (`sets.contains`, `strings.quote`, `math.greatest`): the
+        // receiver is no variable.
+        if let Some(Node::Ident(n)) = target.map(|t| &t.node) {
+            if self.lookup(n).is_none() {
+                return Ty::Unknown;
+            }
+        }
         let Some(overloads) = funcs::overloads(func) else {
-            return Ty::Unknown;
+            return funcs::typed_only(func)
+                .and_then(|o| funcs::resolve(&o, target.is_some(), &types))
+                .filter(|t| !types.iter().any(Ty::has_unknown) || !t.is_wild())
+                .unwrap_or(Ty::Unknown);
         };
         if types.iter().any(Ty::has_unknown) {
             return funcs::resolve(&overloads, target.is_some(), &types)

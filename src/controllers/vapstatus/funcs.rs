@@ -93,6 +93,63 @@ pub fn overloads(name: &str) -> Option<Vec<Overload>> {
             v
         }
         "contains" | "startsWith" | "endsWith" | "matches" => vec![m(vec![String, String], Bool)],
+        // Kubernetes' string (`ext.Strings` v2) and regex libraries.
+        "lowerAscii" | "upperAscii" | "trim" => vec![m(vec![String], String)],
+        "charAt" => vec![m(vec![String, Int], String)],
+        "replace" => vec![
+            m(vec![String, String, String], String),
+            m(vec![String, String, String, Int], String),
+        ],
+        "split" => vec![
+            m(vec![String, String], Ty::list(String)),
+            m(vec![String, String, Int], Ty::list(String)),
+        ],
+        "substring" => vec![
+            m(vec![String, Int], String),
+            m(vec![String, Int, Int], String),
+        ],
+        "join" => vec![
+            m(vec![Ty::list(String)], String),
+            m(vec![Ty::list(String), String], String),
+        ],
+        "find" => vec![m(vec![String, String], String)],
+        "findAll" => vec![
+            m(vec![String, String], Ty::list(String)),
+            m(vec![String, String, Int], Ty::list(String)),
+        ],
+        _ => return None,
+    })
+}
+
+/// Functions whose result type is known for the arguments listed, but whose overloads are
+/// not all listed: a call that matches gets the result type, one that does not is unknown
+/// and not reported. `indexOf`/`lastIndexOf` (strings and lists), `isSorted` and the
+/// conversions.
+pub fn typed_only(name: &str) -> Option<Vec<Overload>> {
+    use Ty::*;
+    let conv = |to: Ty, from: &[Ty]| -> Vec<Overload> {
+        from.iter()
+            .map(|f| o(vec![f.clone()], to.clone()))
+            .collect()
+    };
+    Some(match name {
+        "indexOf" | "lastIndexOf" => vec![
+            m(vec![String, String], Int),
+            m(vec![String, String, Int], Int),
+            m(vec![Ty::list(A), A], Int),
+        ],
+        "isSorted" => vec![m(vec![Ty::list(A)], Bool)],
+        "int" => conv(Int, &[Int, Uint, Double, String, Timestamp]),
+        "uint" => conv(Uint, &[Int, Uint, Double, String]),
+        "double" => conv(Double, &[Int, Uint, Double, String]),
+        "string" => conv(
+            String,
+            &[Int, Uint, Double, Bool, Bytes, String, Timestamp, Duration],
+        ),
+        "bool" => conv(Bool, &[Bool, String]),
+        "bytes" => conv(Bytes, &[Bytes, String]),
+        "timestamp" => conv(Timestamp, &[String, Timestamp]),
+        "duration" => conv(Duration, &[String, Duration]),
         _ => return None,
     })
 }
