@@ -136,9 +136,9 @@ impl<'a> Checker<'a> {
             Ty::Map(_, v) => (**v).clone(),
             // `object.metadata.namespace` finds the escaped `__namespace__` (the API
             // server's type provider recognises keywords as field names).
-            Ty::Obj(o) => match o.fields.get(field).or_else(|| {
+            Ty::Obj(o) => match o.fields().get(field).or_else(|| {
                 types::is_reserved(field)
-                    .then(|| o.fields.get(&format!("__{field}__")))
+                    .then(|| o.fields().get(&format!("__{field}__")))
                     .flatten()
             }) {
                 Some(f) => f.clone(),

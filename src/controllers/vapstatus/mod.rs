@@ -218,10 +218,10 @@ fn environments(policy: &Value, src: &dyn Source) -> Vec<Env> {
 }
 
 fn variables_type(fields: &std::collections::BTreeMap<String, Ty>) -> Ty {
-    Ty::Obj(Arc::new(Obj {
-        name: "kubernetes.variables".to_string(),
-        fields: fields.clone(),
-    }))
+    Ty::Obj(Arc::new(Obj::new(
+        "kubernetes.variables".to_string(),
+        fields.clone(),
+    )))
 }
 
 #[cfg(test)]

@@ -2,11 +2,12 @@
 //! kinds its resource rules name, found through discovery as the REST mapper finds them, and
 //! each kind's schema from the API server's OpenAPI v3 documents.
 
-use super::types::{FromSchema, Ty};
+use super::types::{from_schema, Schemas, Ty};
 use crate::api::client::Client;
 use crate::obj::At as _;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// Upstream's `maxTypesToCheck`.
 const MAX_TYPES: usize = 10;
@@ -30,8 +31,8 @@ impl std::fmt::Display for Gvk {
 pub trait Source {
     /// `APIResourceList` of a group version (`/api/v1`, `/apis/<g>/<v>`), None when not served.
     fn resources(&self, group: &str, version: &str) -> Option<Value>;
-    /// The OpenAPI v3 document of a group version, None when not served.
-    fn openapi(&self, group: &str, version: &str) -> Option<Value>;
+    /// The OpenAPI v3 document of a group version (its text), None when not served.
+    fn openapi(&self, group: &str, version: &str) -> Option<String>;
 }
 
 fn gv_path(group: &str, version: &str) -> String {
@@ -52,9 +53,9 @@ impl Source for Live<'_> {
             .ok()
     }
 
-    fn openapi(&self, group: &str, version: &str) -> Option<Value> {
+    fn openapi(&self, group: &str, version: &str) -> Option<String> {
         self.0
-            .get_path(&format!("/openapi/v3/{}", gv_path(group, version)))
+            .get_raw(&format!("/openapi/v3/{}", gv_path(group, version)))
             .ok()
     }
 }
@@ -129,31 +130,43 @@ fn kind_of(list: &Value, resource: &str) -> Option<String> {
         .and_then(|r| r["kind"].as_str().map(str::to_string))
 }
 
-/// The schema of a kind, as a type named `name`; None when the API server has none.
-pub fn schema_type(src: &dyn Source, gvk: &Gvk, name: &str) -> Option<Ty> {
-    let doc = src.openapi(&gvk.group, &gvk.version)?;
-    let schemas = doc.at("/components/schemas")?.as_object()?;
-    let root = schemas.values().find(|s| {
-        s.get("x-kubernetes-group-version-kind")
-            .and_then(Value::as_array)
-            .is_some_and(|a| {
-                a.iter().any(|k| {
-                    k["group"].as_str().unwrap_or("") == gvk.group
-                        && k["version"] == gvk.version.as_str()
-                        && k["kind"] == gvk.kind.as_str()
-                })
+#[derive(serde::Deserialize)]
+struct Doc {
+    components: Components,
+}
+
+#[derive(serde::Deserialize)]
+struct Components {
+    #[serde(default)]
+    schemas: Schemas,
+}
+
+/// Whether a schema names the kind in its `x-kubernetes-group-version-kind`.
+fn is_root(s: &Value, gvk: &Gvk) -> bool {
+    s.get("x-kubernetes-group-version-kind")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter().any(|k| {
+                k["group"].as_str().unwrap_or("") == gvk.group
+                    && k["version"] == gvk.version.as_str()
+                    && k["kind"] == gvk.kind.as_str()
             })
-    })?;
-    let resolve = |r: &str| -> Option<Value> {
-        r.strip_prefix("#/components/schemas/")
-            .and_then(|n| schemas.get(n))
-            .cloned()
-    };
-    let mut fs = FromSchema {
-        resolve: &resolve,
-        depth: 0,
-    };
-    fs.ty(root, name, true)
+        })
+}
+
+/// The schema of a kind, as a type named `name`; None when the API server has none. The
+/// document's schemas stay text until a type needs them.
+pub fn schema_type(src: &dyn Source, gvk: &Gvk, name: &str) -> Option<Ty> {
+    let text = src.openapi(&gvk.group, &gvk.version)?;
+    let doc: Doc = serde_json::from_str(&text).ok()?;
+    drop(text);
+    let schemas = Arc::new(doc.components.schemas);
+    let root: Value = schemas
+        .values()
+        .filter(|raw| raw.get().contains(&format!("\"{}\"", gvk.kind)))
+        .filter_map(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+        .find(|s| is_root(s, gvk))?;
+    from_schema(&schemas, &root, name, true)
 }
 
 /// `generateUniqueTypeName`: the kind and the nanoseconds of the current second.

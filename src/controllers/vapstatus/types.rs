@@ -3,9 +3,10 @@
 //! builds them (then named `<Kind><n>`, `<Kind><n>.spec`, `<Kind><n>.spec.items.@idx`, ...
 //! as `MaybeAssignTypeName` does).
 
+use serde_json::value::RawValue;
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ty {
@@ -31,12 +32,47 @@ pub enum Ty {
     Param(u8),
 }
 
-/// An object type: its name and its fields.
-#[derive(Debug, PartialEq)]
+/// An object type: its name and its fields. The fields of a type read from a schema are
+/// read when first asked for (a Pod's whole tree of types is large, and an expression
+/// touches a few of its branches).
 pub struct Obj {
     pub name: String,
-    pub fields: BTreeMap<String, Ty>,
+    fields: OnceLock<BTreeMap<String, Ty>>,
+    from: Option<(Arc<Schemas>, Value, bool)>,
 }
+
+impl Obj {
+    pub fn new(name: String, fields: BTreeMap<String, Ty>) -> Obj {
+        Obj {
+            name,
+            fields: OnceLock::from(fields),
+            from: None,
+        }
+    }
+
+    pub fn fields(&self) -> &BTreeMap<String, Ty> {
+        self.fields.get_or_init(|| match &self.from {
+            Some((schemas, s, root)) => object_fields(schemas, s, &self.name, *root),
+            None => BTreeMap::new(),
+        })
+    }
+}
+
+/// Types are named uniquely: two object types are the same when their names are.
+impl PartialEq for Obj {
+    fn eq(&self, other: &Obj) -> bool {
+        self.name == other.name
+    }
+}
+
+impl std::fmt::Debug for Obj {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Obj({})", self.name)
+    }
+}
+
+/// The schemas of an OpenAPI v3 document by name, each parsed when needed.
+pub type Schemas = HashMap<String, Box<RawValue>>;
 
 impl Ty {
     pub fn list(t: Ty) -> Ty {
@@ -48,13 +84,13 @@ impl Ty {
     }
 
     pub fn obj(name: &str, fields: Vec<(&str, Ty)>) -> Ty {
-        Ty::Obj(Arc::new(Obj {
-            name: name.to_string(),
-            fields: fields
+        Ty::Obj(Arc::new(Obj::new(
+            name.to_string(),
+            fields
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
-        }))
+        )))
     }
 
     /// `dyn`, the error type or an unknown one: accepted wherever a type is asked for.
@@ -160,101 +196,102 @@ pub fn escape(name: &str) -> Option<String> {
     Some(out)
 }
 
-/// Reads a schema (its `$ref`s resolved through `resolve`) into a type, as `SchemaDeclType`:
-/// None for a schema CEL cannot see (no type, an array without items, ...).
-pub struct FromSchema<'a> {
-    pub resolve: &'a dyn Fn(&str) -> Option<Value>,
-    pub depth: usize,
+/// A schema with its `$ref` (direct or as the only `allOf`) replaced by what it names.
+fn deref(schemas: &Schemas, s: &Value) -> Option<Value> {
+    let r = s.get("$ref").and_then(Value::as_str).or_else(|| {
+        s.get("allOf")
+            .and_then(Value::as_array)
+            .filter(|a| a.len() == 1)
+            .and_then(|a| a[0].get("$ref"))
+            .and_then(Value::as_str)
+    });
+    match r {
+        Some(r) => {
+            let raw = schemas.get(r.strip_prefix("#/components/schemas/")?)?;
+            serde_json::from_str(raw.get()).ok()
+        }
+        None => Some(s.clone()),
+    }
 }
 
-impl FromSchema<'_> {
-    /// A schema with its `$ref` (direct or as the only `allOf`) replaced by what it names.
-    fn deref(&self, s: &Value) -> Option<Value> {
-        let r = s.get("$ref").and_then(Value::as_str).or_else(|| {
-            s.get("allOf")
-                .and_then(Value::as_array)
-                .filter(|a| a.len() == 1)
-                .and_then(|a| a[0].get("$ref"))
-                .and_then(Value::as_str)
-        });
-        match r {
-            Some(r) => (self.resolve)(r),
-            None => Some(s.clone()),
-        }
-    }
+fn embedded(schemas: &Schemas, s: &Value) -> bool {
+    deref(schemas, s)
+        .is_some_and(|s| s.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)))
+}
 
-    pub fn ty(&mut self, s: &Value, name: &str, resource_root: bool) -> Option<Ty> {
-        if self.depth > 64 {
-            return Some(Ty::Dyn);
+/// Reads a schema into a type named `name`, as `SchemaDeclType` and `MaybeAssignTypeName`:
+/// None for a schema CEL cannot see (no type, an array without items, ...). An object's
+/// fields are read when first asked for.
+pub fn from_schema(schemas: &Arc<Schemas>, s: &Value, name: &str, root: bool) -> Option<Ty> {
+    let s = deref(schemas, s)?;
+    // Built-in kinds say so by format, custom resources by extension.
+    if s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+        || s.get("format").and_then(Value::as_str) == Some("int-or-string")
+    {
+        return Some(Ty::Dyn);
+    }
+    match s.get("type").and_then(Value::as_str).unwrap_or("") {
+        "array" => {
+            let items = s.get("items")?;
+            let elem = from_schema(
+                schemas,
+                items,
+                &format!("{name}.@idx"),
+                embedded(schemas, items),
+            )?;
+            Some(Ty::list(elem))
         }
-        let s = self.deref(s)?;
-        // Built-in kinds say so by format, custom resources by extension.
-        if s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
-            || s.get("format").and_then(Value::as_str) == Some("int-or-string")
-        {
-            return Some(Ty::Dyn);
-        }
-        let ty = s.get("type").and_then(Value::as_str).unwrap_or("");
-        self.depth += 1;
-        let out = match ty {
-            "array" => {
-                let items = s.get("items")?;
-                let embedded = self.embedded(items);
-                let elem = self.ty(items, &format!("{name}.@idx"), embedded)?;
-                Some(Ty::list(elem))
+        "object" => {
+            if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
+                let v = from_schema(schemas, ap, &format!("{name}.@elem"), embedded(schemas, ap))?;
+                return Some(Ty::map(Ty::String, v));
             }
-            "object" => self.object(&s, name, resource_root),
-            "string" => Some(match s.get("format").and_then(Value::as_str) {
-                Some("byte") => Ty::Bytes,
-                Some("duration") => Ty::Duration,
-                Some("date") | Some("date-time") => Ty::Timestamp,
-                _ => Ty::String,
-            }),
-            "boolean" => Some(Ty::Bool),
-            "number" => Some(Ty::Double),
-            "integer" => Some(Ty::Int),
-            _ => None,
-        };
-        self.depth -= 1;
-        out
-    }
-
-    fn embedded(&self, s: &Value) -> bool {
-        self.deref(s)
-            .is_some_and(|s| s.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)))
-    }
-
-    fn object(&mut self, s: &Value, name: &str, resource_root: bool) -> Option<Ty> {
-        if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
-            let embedded = self.embedded(ap);
-            let v = self.ty(ap, &format!("{name}.@elem"), embedded)?;
-            return Some(Ty::map(Ty::String, v));
+            Some(Ty::Obj(Arc::new(Obj {
+                name: name.to_string(),
+                fields: OnceLock::new(),
+                from: Some((schemas.clone(), s, root)),
+            })))
         }
-        let mut fields = BTreeMap::new();
-        if let Some(props) = s.get("properties").and_then(Value::as_object) {
-            for (k, p) in props {
-                let Some(field) = escape(k) else { continue };
-                let embedded = self.embedded(p);
-                if let Some(t) = self.ty(p, &format!("{name}.{field}"), embedded) {
-                    fields.insert(field, t);
-                }
+        "string" => Some(match s.get("format").and_then(Value::as_str) {
+            Some("byte") => Ty::Bytes,
+            Some("duration") => Ty::Duration,
+            Some("date") | Some("date-time") => Ty::Timestamp,
+            _ => Ty::String,
+        }),
+        "boolean" => Some(Ty::Bool),
+        "number" => Some(Ty::Double),
+        "integer" => Some(Ty::Int),
+        _ => None,
+    }
+}
+
+fn object_fields(
+    schemas: &Arc<Schemas>,
+    s: &Value,
+    name: &str,
+    root: bool,
+) -> BTreeMap<String, Ty> {
+    let mut fields = BTreeMap::new();
+    if let Some(props) = s.get("properties").and_then(Value::as_object) {
+        for (k, p) in props {
+            let Some(field) = escape(k) else { continue };
+            let t = from_schema(schemas, p, &format!("{name}.{field}"), embedded(schemas, p));
+            if let Some(t) = t {
+                fields.insert(field, t);
             }
         }
-        if resource_root {
-            with_type_and_meta(&mut fields, name);
-        }
-        Some(Ty::Obj(Arc::new(Obj {
-            name: name.to_string(),
-            fields,
-        })))
     }
+    if root {
+        with_type_and_meta(&mut fields, name);
+    }
+    fields
 }
 
 /// `WithTypeAndObjectMeta`: a resource's root always has `kind`, `apiVersion` and
 /// `metadata.name`/`generateName`.
 fn with_type_and_meta(fields: &mut BTreeMap<String, Ty>, name: &str) {
     let has_meta = matches!(fields.get("metadata"), Some(Ty::Obj(m))
-        if m.fields.get("name") == Some(&Ty::String) && m.fields.get("generateName") == Some(&Ty::String));
+        if m.fields().get("name") == Some(&Ty::String) && m.fields().get("generateName") == Some(&Ty::String));
     if has_meta
         && fields.get("kind") == Some(&Ty::String)
         && fields.get("apiVersion") == Some(&Ty::String)
