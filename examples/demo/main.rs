@@ -145,6 +145,9 @@ fn demo() -> Res<Sandbox> {
         let name = made["metadata"]["name"].as_str().unwrap_or("");
         step(&mut feed, "created", kind.kind, &format!("{ns}/{name}"));
     }
+    let (kind, policy) = workload::policy();
+    sb.create(kind, policy)?;
+    step(&mut feed, "created", kind.kind, "replicas-limit");
     // The token must be older than the clean-up period when the cleaner's first pass runs.
     std::thread::sleep(Duration::from_millis(1100));
     let stop = Arc::new(AtomicBool::new(false));

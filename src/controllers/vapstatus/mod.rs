@@ -12,8 +12,8 @@
 //! - What is checked (upstream's `TypeChecker.Check`): `spec.validations[*].expression` and
 //!   `messageExpression`, against each kind the resource rules name (wildcards and
 //!   subresources left out, at most 10, through discovery) with `object` and `oldObject`
-//!   typed from the kind's OpenAPI v3 schema, `params` from the `paramKind`'s, `request`
-//!   and `variables` as upstream types them. Each warning is `<gvk>: <cel-go's message>`
+//!   typed from the kind's OpenAPI v3 schema, `params` from the `paramKind`'s, `request`,
+//!   `namespaceObject` and `variables` as upstream types them. Each warning is `<gvk>: <cel-go's message>`
 //!   followed by a newline, the kinds' warnings joined by newlines.
 //! - CEL: `parse` (our parser), `types` (types from schemas), `funcs` (overloads), `check`
 //!   (the checker). What it does not model is typed as unknown and never reported; see
@@ -189,7 +189,7 @@ fn environments(policy: &Value, src: &dyn Source) -> Vec<Env> {
         vars.insert("object".to_string(), object.clone());
         vars.insert("oldObject".to_string(), object);
         vars.insert("request".to_string(), types::request());
-        vars.insert("namespaceObject".to_string(), Ty::Unknown);
+        vars.insert("namespaceObject".to_string(), types::namespace());
         vars.insert("authorizer".to_string(), Ty::Unknown);
         if let Some(p) = &params {
             vars.insert("params".to_string(), p.clone());

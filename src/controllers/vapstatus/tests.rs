@@ -182,6 +182,25 @@ fn more_messages() {
     assert!(w.find("'a'").unwrap() < w.find("'b'").unwrap());
 }
 
+/// Upstream v1.37.2's warnings on namespaceObject (the API server refuses a type error
+/// within namespaceObject alone when the policy is written; one against the typed object is
+/// found by the status controller).
+#[test]
+fn namespace_object_typed() {
+    assert_eq!(
+        one("namespaceObject.metadata.name == object.spec.replicas"),
+        "apps/v1, Kind=Deployment: ERROR: <input>:1:31: found no matching overload for '_==_' applied to '(string, int)'\n | namespaceObject.metadata.name == object.spec.replicas\n | ..............................^\n"
+    );
+    assert_eq!(
+        one("namespaceObject.metadata.labels.all(k, k != object.metadata.name)"),
+        ""
+    );
+    assert_eq!(
+        one("namespaceObject.status.conditions.exists(c, c.lastTransitionTime > object.spec.replicas)"),
+        "apps/v1, Kind=Deployment: ERROR: <input>:1:66: found no matching overload for '_>_' applied to '(timestamp, int)'\n | namespaceObject.status.conditions.exists(c, c.lastTransitionTime > object.spec.replicas)\n | .................................................................^\n"
+    );
+}
+
 #[test]
 fn escaped_names() {
     assert_eq!(types::escape("namespace").as_deref(), Some("__namespace__"));

@@ -357,6 +357,56 @@ pub fn request() -> Ty {
     )
 }
 
+/// `BuildNamespaceType`: the `namespaceObject` variable.
+pub fn namespace() -> Ty {
+    let strings = || Ty::list(Ty::String);
+    let smap = || Ty::map(Ty::String, Ty::String);
+    let condition = Ty::obj(
+        "kubernetes.NamespaceCondition",
+        vec![
+            ("status", Ty::String),
+            ("type", Ty::String),
+            ("lastTransitionTime", Ty::Timestamp),
+            ("message", Ty::String),
+            ("reason", Ty::String),
+        ],
+    );
+    let metadata = Ty::obj(
+        "kubernetes.NamespaceMetadata",
+        vec![
+            ("name", Ty::String),
+            ("generateName", Ty::String),
+            ("namespace", Ty::String),
+            ("labels", smap()),
+            ("annotations", smap()),
+            ("UID", Ty::String),
+            ("creationTimestamp", Ty::Timestamp),
+            ("deletionGracePeriodSeconds", Ty::Int),
+            ("deletionTimestamp", Ty::Timestamp),
+            ("generation", Ty::Int),
+            ("resourceVersion", Ty::String),
+            ("finalizers", strings()),
+        ],
+    );
+    Ty::obj(
+        "kubernetes.Namespace",
+        vec![
+            ("metadata", metadata),
+            (
+                "spec",
+                Ty::obj("kubernetes.NamespaceSpec", vec![("finalizers", strings())]),
+            ),
+            (
+                "status",
+                Ty::obj(
+                    "kubernetes.NamespaceStatus",
+                    vec![("conditions", Ty::list(condition)), ("phase", Ty::String)],
+                ),
+            ),
+        ],
+    )
+}
+
 /// A variable's type as `variables.<name>` shows it (`convertCelTypeToDeclType`): objects
 /// become `dyn`, inside lists and maps too.
 pub fn as_variable(t: &Ty) -> Ty {
