@@ -161,6 +161,9 @@ fn demo() -> Res<Sandbox> {
         &edgekcm::compat::timefmt::rfc3339(then),
     )?;
     step(&mut feed, "created", kind.kind, "default/expired");
+    let (kind, policy) = workload::policy();
+    sb.create(kind, policy)?;
+    step(&mut feed, "created", kind.kind, "replicas-limit");
     // The token must be older than the clean-up period when the cleaner's first pass runs.
     std::thread::sleep(Duration::from_millis(1100));
     let stop = Arc::new(AtomicBool::new(false));

@@ -324,6 +324,21 @@ pub fn old_pod_certificate_request() -> (&'static Kind, Value) {
     )
 }
 
+/// A ValidatingAdmissionPolicy on Deployments whose second validation compares
+/// `spec.replicas` with a string: its status gets the type checker's warning.
+pub fn policy() -> (&'static Kind, Value) {
+    (
+        &edgekcm::api::resources::VALIDATINGADMISSIONPOLICIES,
+        json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "replicas-limit"},
+            "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [
+                {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                 "resources": ["deployments"]}]},
+             "validations": [{"expression": "object.spec.replicas <= 10"},
+                             {"expression": "object.spec.replicas != '0'"}]}}),
+    )
+}
+
 /// Made before edgekcm starts: kube-apiserver's tracking ConfigMap (tracking since 2020), and
 /// a ServiceAccount's Secret-based token never used since; with the demo's clean-up period of
 /// 1 s the cleaner labels it invalid at its first pass.

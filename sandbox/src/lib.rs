@@ -29,8 +29,9 @@
 //!   application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1` (and `as=PartialObjectMetadata`)
 //!   is honoured for get, list and watch; other `as=` forms are ignored.
 //! - **Discovery** is the legacy unaggregated form only (`/api`, `/apis`, `/apis/<g>`,
-//!   `/apis/<g>/<v>`); the aggregated `apidiscovery.k8s.io` form is not served, and there is no
-//!   OpenAPI (`/openapi/v2`, `/openapi/v3` are 404).
+//!   `/apis/<g>/<v>`); the aggregated `apidiscovery.k8s.io` form is not served. OpenAPI v3
+//!   only for `apps/v1` and `v1`, trimmed to a few kinds, and for the custom resources' group
+//!   versions (`openapi/`); `/openapi/v2` is 404.
 //! - **No validation** beyond: a name (or generateName) is required, names in the body must
 //!   match the URL, `expirationSeconds >= 600`, `scale` replicas `>= 0`, no new finalizers on a
 //!   deleting object, a known `propagationPolicy`. Names are not checked against DNS rules and
@@ -99,6 +100,7 @@ mod http;
 mod kubelet;
 mod meta;
 mod metrics;
+mod openapi;
 mod patch;
 mod rest;
 mod selector;

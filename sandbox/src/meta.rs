@@ -325,6 +325,10 @@ pub fn has_status_subresource(kind: &Kind) -> bool {
             | ("internal.apiserver.k8s.io", "storageversions")
             | ("resource.k8s.io", "resourceclaims")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
+            | (
+                "admissionregistration.k8s.io",
+                "validatingadmissionpolicies"
+            )
     )
 }
 

@@ -37,6 +37,7 @@ pub mod tokens;
 pub mod ttl;
 pub mod ttlafterfinished;
 pub mod vacprotection;
+pub mod vapstatus;
 pub mod volumeexpand;
 pub mod volumeprotection;
 

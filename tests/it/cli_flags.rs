@@ -639,9 +639,7 @@ fn help_marks_what_is_not_acted_on_yet() {
          --attach-detach-reconcile-sync-period, --disable-attach-detach-reconcile-sync,\n\
          --cidr-allocator-type, --node-eviction-rate,"
     ));
-    assert!(t.contains(
-        "--concurrent-validating-admission-policy-status-syncs int (default 5)  not acted on yet"
-    ));
+    assert!(t.contains("--concurrent-validating-admission-policy-status-syncs int (default 5)\n"));
     assert!(t.contains("--concurrent-horizontal-pod-autoscaler-syncs int (default 5)\n"));
     assert!(t.contains("--concurrent-statefulset-syncs int (default 5)\n"));
     assert!(t.contains("--concurrent-job-syncs int (default 5)\n"));

@@ -51,6 +51,7 @@ mod e2e_tainteviction;
 mod e2e_tokens;
 mod e2e_ttl;
 mod e2e_vacprotection;
+mod e2e_vapstatus;
 mod e2e_volumes;
 mod handover;
 mod layering;

@@ -111,6 +111,12 @@ pub fn handle(shared: &Shared, req: &Request) -> Reply {
             Reply::Bytes(200, "text/plain; charset=utf-8", b"ok".to_vec())
         }
         ["version"] => Reply::Json(200, version_body(&shared.lock_state().server_version)),
+        ["openapi", "v3", rest @ ..] => {
+            match crate::openapi::document(&shared.lock_state(), rest) {
+                Some(doc) => Reply::Json(200, doc),
+                None => not_found_path(),
+            }
+        }
         ["api"] => Reply::Json(200, discovery::api_versions(shared.port())),
         ["apis"] => Reply::Json(
             200,

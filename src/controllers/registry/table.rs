@@ -11,7 +11,7 @@ use super::super::{
     volumeexpand, volumeprotection,
 };
 use super::super::{
-    legacytokencleaner, servicecidr, storageversiongc, tainteviction, vacprotection,
+    legacytokencleaner, servicecidr, storageversiongc, tainteviction, vacprotection, vapstatus,
 };
 use super::ControllerInfo;
 
@@ -439,7 +439,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         Some("validatingadmissionpolicy-status-controller"),
         "feature-gate",
     )
-    .workers_flag("concurrent-validating-admission-policy-status-syncs"),
+    .workers_flag("concurrent-validating-admission-policy-status-syncs")
+    .queue("validatingadmissionpolicy-status")
+    .runs(vapstatus::build),
     // Names introduced by later kube-controller-manager releases.
     later(c(
         "taint-eviction-controller",
