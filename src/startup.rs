@@ -75,7 +75,7 @@ pub fn emulation(rest: &RestConfig, cfg: &Config) -> Result<Emulation> {
         &format!("{} shared-informers", user_agent_base()),
         ATTEMPT_TIMEOUT,
     )?;
-    let (server, shown) = match client.get_raw("/version") {
+    let (server, shown) = match read_version(&client) {
         Ok(body) => {
             let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
             let shown = v["gitVersion"].as_str().unwrap_or("").to_string();
@@ -98,6 +98,28 @@ pub fn emulation(rest: &RestConfig, cfg: &Config) -> Result<Emulation> {
         }
     };
     version::decide(server, &shown, &cfg.version_flags).map_err(Error::Config)
+}
+
+/// `/version`, asked again every second for up to [`WAIT`] while the failure may heal (an
+/// API server whose authorizer is still starting answers 403 for a few seconds; a 403 burst,
+/// a 5xx or a reset connection right after `/healthz` answered must not end the start).
+fn read_version(client: &Client) -> Result<String> {
+    let start = Instant::now();
+    loop {
+        match client.get_raw("/version") {
+            Ok(body) => return Ok(body),
+            Err(e) if permanent(&e).is_none() && start.elapsed() < WAIT => {
+                log::warn!(
+                    "reading the API server's /version ({}s of {}s): {}",
+                    start.elapsed().as_secs(),
+                    WAIT.as_secs(),
+                    cause(&e)
+                );
+                std::thread::sleep(POLL);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// How long upstream waits for `/healthz`, and how often it asks.

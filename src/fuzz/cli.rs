@@ -230,6 +230,9 @@ fn case(g: &mut Gen) {
             );
             got.given.clear();
             none.given.clear();
+            // As is the command line `/flagz` shows.
+            got.command_line.clear();
+            none.command_line.clear();
             let (got, none) = (format!("{got:#?}"), format!("{none:#?}"));
             let diff: Vec<_> = got
                 .lines()

@@ -56,6 +56,7 @@ const LAYERS: &[(&str, Kind)] = &[
     ("startup", Wiring),
     ("run", Wiring),
     ("fuzz", Wiring),
+    ("fuzzing", Wiring),
     ("main", Wiring),
 ];
 
