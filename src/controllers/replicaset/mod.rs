@@ -19,7 +19,7 @@
 
 mod status;
 
-pub use status::{calculate_status, status_update};
+pub use status::{calculate_status, is_pod_terminating, status_update};
 
 use super::kit::inflight::InFlight;
 use super::kit::pod::{
@@ -59,6 +59,14 @@ impl Flavor {
             Flavor::ReplicaSet => REPLICASETS,
             Flavor::ReplicationController => REPLICATIONCONTROLLERS,
         }
+    }
+
+    /// Whether `status.terminatingReplicas` is reported: ReplicaSets with the
+    /// DeploymentReplicaSetTerminatingReplicas gate on (beta, on from v1.35); never for a
+    /// ReplicationController, whose API has no such field (upstream's RC adapter turns it off).
+    pub fn reports_terminating(self) -> bool {
+        self == Flavor::ReplicaSet
+            && crate::config::gates::enabled("DeploymentReplicaSetTerminatingReplicas")
     }
 
     /// The owner's selector as a `metav1.LabelSelector`; None selects nothing.
@@ -199,6 +207,16 @@ impl ReplicaSetController {
             }
         }
 
+        // Upstream's terminating pods: controlled by this owner, selected by it, being deleted
+        // and not terminal (pods it deleted itself count as soon as the watch shows them so).
+        let terminating = self.flavor.reports_terminating().then(|| {
+            pods.by_owner(&uid)
+                .into_iter()
+                .filter(|p| obj::namespace(p) == ns && is_pod_terminating(p))
+                .filter(|p| refmanager::claim(&owner, selector.as_ref(), p) == Claim::Owned)
+                .count()
+        });
+
         let replicas = spec_replicas(&owner);
         // The outcome of the previous attempt is what status reports (see `applied`).
         let mut manage_err = self.track().manage_err.get(key).cloned();
@@ -232,7 +250,7 @@ impl ReplicaSetController {
 
         // After creates or deletes the status follows those writes (see `sync`).
         let status = (!status_after_writes)
-            .then(|| calculate_status(&owner, &claimed, manage_err.as_deref(), cx.now))
+            .then(|| calculate_status(&owner, &claimed, terminating, manage_err.as_deref(), cx.now))
             .and_then(|st| status_update(&owner, st));
         if let Some(updated) = status {
             actions.push(Action::UpdateSubresource {

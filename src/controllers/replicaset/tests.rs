@@ -163,6 +163,28 @@ fn ranking_rules_in_order() {
     crashy["status"]["containerStatuses"] = json!([{"restartCount": 1}, {"restartCount": 4}]);
     let pods = arcs(vec![base("calm"), crashy]);
     assert_eq!(names(&pods_to_delete(&pods, &[], 1, now)), ["crashy"]);
+    // ... and on a tie, more sidecar restarts first (v1.30+); a plain init container's
+    // restarts do not count.
+    let with_init = |name: &str, policy: Option<&str>, restarts: i64| {
+        let mut p = base(name);
+        p["spec"]["initContainers"] = json!([{"name": "side", "image": "i"}]);
+        if let Some(rp) = policy {
+            p["spec"]["initContainers"][0]["restartPolicy"] = json!(rp);
+        }
+        p["status"]["initContainerStatuses"] = json!([{"name": "side", "restartCount": restarts}]);
+        p
+    };
+    let pods = arcs(vec![
+        with_init("calm-sidecar", Some("Always"), 0),
+        with_init("init", None, 9),
+        with_init("crashy-sidecar", Some("Always"), 3),
+    ]);
+    assert_eq!(
+        names(&pods_to_delete(&pods, &[], 1, now)),
+        ["crashy-sidecar"]
+    );
+    let pods = arcs(vec![base("calm"), with_init("init", None, 9)]);
+    assert_eq!(names(&pods_to_delete(&pods, &[], 1, now)), ["calm"]);
     // 8. newer first; within one log bucket the UID decides
     let mut young = base("young");
     young["metadata"]["creationTimestamp"] = json!("2024-06-01T11:59:50Z");
@@ -203,7 +225,7 @@ fn status_counts_and_failure_condition() {
         ready(pod("b", Some(&o), sel.clone()), "2024-06-01T11:59:50Z"),
         pod("c", Some(&o), json!({"app": "web"})),
     ]);
-    let st = calculate_status(&o, &pods, None, now);
+    let st = calculate_status(&o, &pods, None, None, now);
     assert_eq!(st["replicas"], 3);
     assert_eq!(st["fullyLabeledReplicas"], 2);
     assert_eq!(st["readyReplicas"], 2);
@@ -212,7 +234,7 @@ fn status_counts_and_failure_condition() {
     assert_eq!(upd["status"]["observedGeneration"], 2);
     assert!(status_update(&upd, st).is_none(), "no change, no write");
 
-    let st = calculate_status(&o, &pods[..1], Some("quota exceeded"), now);
+    let st = calculate_status(&o, &pods[..1], None, Some("quota exceeded"), now);
     let c = &st["conditions"][0];
     assert_eq!(c["type"], "ReplicaFailure");
     assert_eq!(c["status"], "True");
@@ -221,16 +243,62 @@ fn status_counts_and_failure_condition() {
     // healthy again: the condition goes
     let mut failed = o.clone();
     failed["status"] = st;
-    let st = calculate_status(&failed, &pods, None, now);
+    let st = calculate_status(&failed, &pods, None, None, now);
     assert!(st.get("conditions").is_none());
     // too many pods failing to go: FailedDelete
     let mut one = o.clone();
     one["spec"]["replicas"] = json!(1);
-    let st = calculate_status(&one, &pods, Some("unable to delete pods: x"), now);
+    let st = calculate_status(&one, &pods, None, Some("unable to delete pods: x"), now);
     assert_eq!(st["conditions"][0]["reason"], "FailedDelete");
     // zero counts are omitted, replicas is always there
-    let st = calculate_status(&o, &[], None, now);
+    let st = calculate_status(&o, &[], None, None, now);
     assert_eq!(st, json!({"replicas": 0}));
+}
+
+#[test]
+fn terminating_replicas_reported_as_a_pointer() {
+    let now = t(NOW);
+    let o = rs("web", 1);
+    let sel = json!({"app": "web", "tier": "fe"});
+    let pods = arcs(vec![pod("a", Some(&o), sel.clone())]);
+    // Reported: 0 is written, not omitted, and absent -> 0 is a change worth a write.
+    let st = calculate_status(&o, &pods, Some(0), None, now);
+    assert_eq!(st["terminatingReplicas"], 0);
+    let upd = status_update(&o, st.clone()).expect("changed");
+    assert!(status_update(&upd, st).is_none());
+    let st = calculate_status(&upd, &pods, Some(2), None, now);
+    assert_eq!(st["terminatingReplicas"], 2);
+    let upd = status_update(&upd, st).expect("2 terminating is a change");
+    // Not reported (gate off, or a ReplicationController): the field is cleared.
+    let st = calculate_status(&upd, &pods, None, None, now);
+    assert!(st.get("terminatingReplicas").is_none());
+    assert!(status_update(&upd, st).is_some(), "clearing it is a change");
+}
+
+#[test]
+fn terminating_pods() {
+    let mut p = pod("a", None, json!({}));
+    assert!(!is_pod_terminating(&p));
+    p["metadata"]["deletionTimestamp"] = json!("2024-06-01T12:00:00Z");
+    assert!(is_pod_terminating(&p));
+    p["status"]["phase"] = json!("Running");
+    assert!(is_pod_terminating(&p));
+    for terminal in ["Succeeded", "Failed"] {
+        p["status"]["phase"] = json!(terminal);
+        assert!(
+            !is_pod_terminating(&p),
+            "{terminal} pods are not terminating"
+        );
+    }
+}
+
+#[test]
+fn only_replica_sets_report_terminating_replicas() {
+    assert!(
+        Flavor::ReplicaSet.reports_terminating(),
+        "on by default at v1.37"
+    );
+    assert!(!Flavor::ReplicationController.reports_terminating());
 }
 
 #[test]
