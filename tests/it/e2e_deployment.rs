@@ -598,7 +598,7 @@ fn scenario_create_error(t: &Target) {
         None => {
             // A quota of no ReplicaSets (its status written here: the resourcequota
             // controller is not running): admission refuses every creation until it goes.
-            // (Before v1.31 an over-long name did it; names are now cut to fit.)
+            // (Before v1.34 an over-long name did it; names are now cut to fit.)
             let q = json!({"apiVersion": "v1", "kind": "ResourceQuota",
                 "metadata": {"name": "no-rs"},
                 "spec": {"hard": {"count/replicasets.apps": "0"}}});
@@ -720,7 +720,7 @@ fn sandbox_deployment_many() {
 const HOLD: &str = "e2e.edgekcm.io/hold";
 
 /// v1.33+ (beta and on from v1.35, DeploymentReplicaSetTerminatingReplicas): the Deployment
-/// sums its ReplicaSets' `terminatingReplicas` (0 written, not omitted). And v1.31+: a
+/// sums its ReplicaSets' `terminatingReplicas` (0 written, not omitted). And v1.34+: a
 /// Deployment name too long for `<name>-<hash>` is cut so the ReplicaSet name fits 253.
 fn scenario_terminating_and_long_name(t: &Target) {
     let _kcm = start(t, "deploy-terminating");

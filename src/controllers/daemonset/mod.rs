@@ -21,6 +21,7 @@
 //! the DaemonSets that ran there (upstream waits for their pods to go).
 
 mod history;
+mod metrics;
 mod placement;
 mod sync;
 
@@ -89,6 +90,7 @@ impl Node {
 }
 
 pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
+    crate::metrics::register_collector("daemonset", std::sync::Arc::new(metrics::metric_families));
     Ok(Some(
         super::Runnable::reconciles(DaemonSetController::new()),
     ))

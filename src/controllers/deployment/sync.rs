@@ -368,7 +368,7 @@ impl<'a> Plan<'a> {
 
     /// Upstream's scaleReplicaSet: set the size and the replica annotations when either
     /// differs; an Event when the size changed ("up" or "down" by this ReplicaSet's own
-    /// change, v1.31+). Returns whether the size changed.
+    /// change, by v1.34). Returns whether the size changed.
     pub fn scale_rs(&mut self, i: usize, new_scale: i64) -> bool {
         let desired = self.d.replicas;
         let max = self.d.replicas + self.d.max_surge();

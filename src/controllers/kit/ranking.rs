@@ -40,7 +40,7 @@ struct Ranked<'a> {
     ready: bool,
     ready_time: Option<SystemTime>,
     cost: i32,
-    /// The most restarts of a regular container, then of a sidecar (v1.30+).
+    /// The most restarts of a regular container, then of a sidecar (v1.31+).
     restarts: (i64, i64),
     created: Option<SystemTime>,
     uid: &'a str,
@@ -82,7 +82,7 @@ impl<'a> Ranked<'a> {
 
 /// Upstream's maxContainerRestarts: the most restarts of any regular container, and of any
 /// sidecar (an init container with `restartPolicy: Always`); the sidecars' count breaks a
-/// tie of the first (upstream's compareMaxContainerRestarts, v1.30+).
+/// tie of the first (upstream's compareMaxContainerRestarts, v1.31+).
 fn max_restarts(pod: &Value) -> (i64, i64) {
     let most = |statuses: &str, only: Option<&[&str]>| {
         pod.at(statuses)

@@ -17,6 +17,7 @@
 //! Own writes are tracked with `kit::inflight` (its docs say how that differs in form from
 //! upstream's expectations).
 
+mod metrics;
 mod status;
 
 pub use status::{calculate_status, is_pod_terminating, status_update};
@@ -125,6 +126,7 @@ fn label_pair(key: &str, value: &str) -> u64 {
 pub fn build_replicaset(
     _: &super::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<super::Runnable>> {
+    crate::metrics::register_collector("replicaset", std::sync::Arc::new(metrics::metric_families));
     Ok(Some(super::Runnable::reconciles(
         ReplicaSetController::new(Flavor::ReplicaSet),
     )))
@@ -229,6 +231,9 @@ impl ReplicaSetController {
                     "{}: {key}: waiting for created pods to be observed",
                     self.name()
                 );
+                if self.flavor == Flavor::ReplicaSet {
+                    metrics::observe_pod_skip();
+                }
                 requeue = Some(wait);
             }
             Ok(()) if !obj::is_deleting(&owner) => {

@@ -163,7 +163,7 @@ fn ranking_rules_in_order() {
     crashy["status"]["containerStatuses"] = json!([{"restartCount": 1}, {"restartCount": 4}]);
     let pods = arcs(vec![base("calm"), crashy]);
     assert_eq!(names(&pods_to_delete(&pods, &[], 1, now)), ["crashy"]);
-    // ... and on a tie, more sidecar restarts first (v1.30+); a plain init container's
+    // ... and on a tie, more sidecar restarts first (v1.31+); a plain init container's
     // restarts do not count.
     let with_init = |name: &str, policy: Option<&str>, restarts: i64| {
         let mut p = base(name);

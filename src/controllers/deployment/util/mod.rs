@@ -468,7 +468,7 @@ impl ReplicaSet {
         }
     }
 
-    /// A replica count annotation as upstream reads it since v1.32
+    /// A replica count annotation as upstream reads it since v1.33
     /// (`getNonNegativeInt32FromAnnotation`): a plain decimal in 0..=2^31-1; a sign, a
     /// negative or larger number, or anything else reads as absent.
     fn int_annotation(&self, key: &str) -> Option<i64> {
@@ -550,7 +550,7 @@ fn round(a: f64) -> i64 {
     }
 }
 
-/// Upstream's generateReplicaSetName (v1.31+): `<deployment>-<hash>`, the Deployment's name
+/// Upstream's generateReplicaSetName (v1.34+): `<deployment>-<hash>`, the Deployment's name
 /// cut so that the whole fits a DNS subdomain (253 characters).
 pub fn replica_set_name(deployment: &str, hash: &str) -> String {
     let max = 253usize.saturating_sub(1 + hash.len());
@@ -573,7 +573,7 @@ pub fn non_negative_int32(v: &str) -> Option<i64> {
     (n <= i32::MAX as u64).then_some(n as i64)
 }
 
-/// Upstream's getReplicaSetFraction (v1.32+: a missing, invalid or zero max-replicas
+/// Upstream's getReplicaSetFraction (v1.33+: a missing, invalid or zero max-replicas
 /// annotation falls back to the Deployment's status.replicas; when that is 0 too, nothing).
 fn replica_set_fraction(rs: &ReplicaSet, d: &Deployment) -> i64 {
     if d.replicas == 0 {
