@@ -569,6 +569,34 @@ fn scenario_terminating_replicas(t: &Target) {
     );
 }
 
+/// Emulating v1.34 (DeploymentReplicaSetTerminatingReplicas alpha, off): no
+/// `terminatingReplicas`, as upstream v1.34.
+fn scenario_terminating_replicas_v134(t: &Target) {
+    let _kcm = Kcm::start(t, "rs-terminating-134", &[CONTROLLERS, "--emulated-version=1.34"]);
+    let ns = new_ns(t, "e2e-rs-term134");
+    let admin = &ns.admin;
+    let n = ns.name.as_str();
+    let _gone = crate::common::nodes::PodsGone {
+        admin: admin.clone(),
+        ns: n.to_string(),
+    };
+    let mut o = rs_object(&REPLICASETS, "held", 2, "held");
+    o["spec"]["template"]["metadata"]["finalizers"] = json!([HOLD]);
+    let rs = create(admin, &REPLICASETS, n, o);
+    let uid = rs["metadata"]["uid"].as_str().expect("uid").to_string();
+    wait_owned(admin, n, &uid, 2);
+    scale(admin, &REPLICASETS, n, "held", 1);
+    let st = wait_status(admin, &REPLICASETS, n, "held", "1 replica", |s| {
+        int(&s["replicas"]) == 1
+    });
+    assert_eq!(terminating(admin, n, &uid).len(), 1);
+    assert!(
+        st["status"].get("terminatingReplicas").is_none(),
+        "{}",
+        st["status"]
+    );
+}
+
 #[test]
 #[ignore]
 fn bench_sandbox_300_replicasets() {
@@ -644,4 +672,5 @@ scenarios! {
     replicaset_failure_condition => scenario_replica_failure,
     replicaset_no_overcreation => scenario_no_overcreation,
     replicaset_terminating_replicas => scenario_terminating_replicas,
+    replicaset_terminating_replicas_v134 => scenario_terminating_replicas_v134,
 }
