@@ -572,7 +572,11 @@ fn scenario_terminating_replicas(t: &Target) {
 /// Emulating v1.34 (DeploymentReplicaSetTerminatingReplicas alpha, off): no
 /// `terminatingReplicas`, as upstream v1.34.
 fn scenario_terminating_replicas_v134(t: &Target) {
-    let _kcm = Kcm::start(t, "rs-terminating-134", &[CONTROLLERS, "--emulated-version=1.34"]);
+    let _kcm = Kcm::start(
+        t,
+        "rs-terminating-134",
+        &[CONTROLLERS, "--emulated-version=1.34"],
+    );
     let ns = new_ns(t, "e2e-rs-term134");
     let admin = &ns.admin;
     let n = ns.name.as_str();
