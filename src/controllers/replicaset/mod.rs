@@ -132,10 +132,16 @@ pub fn build_replicaset(
     )))
 }
 
+/// The replica controllers' metrics (one collector for both kinds, as upstream's registry).
+fn register_metrics() {
+    crate::metrics::register_collector("replicaset", std::sync::Arc::new(metrics::metric_families));
+}
+
 /// The replicationcontroller-controller's row in the controller table.
 pub fn build_replicationcontroller(
     _: &super::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<super::Runnable>> {
+    register_metrics();
     Ok(Some(super::Runnable::reconciles(
         ReplicaSetController::new(Flavor::ReplicationController),
     )))
@@ -483,6 +489,9 @@ impl ReplicaSetController {
             };
             let count = |node: &str| on_node.get(node).copied().unwrap_or(0);
             let victims = pods_to_delete_by_node(pods, count, n, cx.now);
+            if n < pods.len() {
+                metrics::observe_deletion_ages(pods, &victims, cx.now);
+            }
             let report = self.report(owner, false);
             let owner_key = obj::key(owner);
             let mut t = self.track();
