@@ -698,3 +698,5 @@ pub fn min_ready_seconds(owner: &Value) -> i64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_terminating;

@@ -9,13 +9,13 @@ use crate::controllers::testing::cx_with;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-fn t(s: &str) -> SystemTime {
+pub(super) fn t(s: &str) -> SystemTime {
     crate::compat::timefmt::parse_rfc3339(s).expect("time")
 }
 
-const NOW: &str = "2024-06-01T12:00:00Z";
+pub(super) const NOW: &str = "2024-06-01T12:00:00Z";
 
-fn rs(name: &str, replicas: i64) -> Value {
+pub(super) fn rs(name: &str, replicas: i64) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "ReplicaSet",
         "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
@@ -29,7 +29,7 @@ fn rs(name: &str, replicas: i64) -> Value {
     })
 }
 
-fn pod(name: &str, owner: Option<&Value>, labels: Value) -> Value {
+pub(super) fn pod(name: &str, owner: Option<&Value>, labels: Value) -> Value {
     let mut p = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "ns", "uid": format!("p-{name}"),
@@ -110,7 +110,7 @@ fn names(v: &[Obj]) -> Vec<String> {
     v.iter().map(|p| obj::name(p).to_string()).collect()
 }
 
-fn arcs(v: Vec<Value>) -> Vec<Obj> {
+pub(super) fn arcs(v: Vec<Value>) -> Vec<Obj> {
     v.into_iter().map(Arc::new).collect()
 }
 
@@ -253,52 +253,6 @@ fn status_counts_and_failure_condition() {
     // zero counts are omitted, replicas is always there
     let st = calculate_status(&o, &[], None, None, now);
     assert_eq!(st, json!({"replicas": 0}));
-}
-
-#[test]
-fn terminating_replicas_reported_as_a_pointer() {
-    let now = t(NOW);
-    let o = rs("web", 1);
-    let sel = json!({"app": "web", "tier": "fe"});
-    let pods = arcs(vec![pod("a", Some(&o), sel.clone())]);
-    // Reported: 0 is written, not omitted, and absent -> 0 is a change worth a write.
-    let st = calculate_status(&o, &pods, Some(0), None, now);
-    assert_eq!(st["terminatingReplicas"], 0);
-    let upd = status_update(&o, st.clone()).expect("changed");
-    assert!(status_update(&upd, st).is_none());
-    let st = calculate_status(&upd, &pods, Some(2), None, now);
-    assert_eq!(st["terminatingReplicas"], 2);
-    let upd = status_update(&upd, st).expect("2 terminating is a change");
-    // Not reported (gate off, or a ReplicationController): the field is cleared.
-    let st = calculate_status(&upd, &pods, None, None, now);
-    assert!(st.get("terminatingReplicas").is_none());
-    assert!(status_update(&upd, st).is_some(), "clearing it is a change");
-}
-
-#[test]
-fn terminating_pods() {
-    let mut p = pod("a", None, json!({}));
-    assert!(!is_pod_terminating(&p));
-    p["metadata"]["deletionTimestamp"] = json!("2024-06-01T12:00:00Z");
-    assert!(is_pod_terminating(&p));
-    p["status"]["phase"] = json!("Running");
-    assert!(is_pod_terminating(&p));
-    for terminal in ["Succeeded", "Failed"] {
-        p["status"]["phase"] = json!(terminal);
-        assert!(
-            !is_pod_terminating(&p),
-            "{terminal} pods are not terminating"
-        );
-    }
-}
-
-#[test]
-fn only_replica_sets_report_terminating_replicas() {
-    assert!(
-        Flavor::ReplicaSet.reports_terminating(),
-        "on by default at v1.37"
-    );
-    assert!(!Flavor::ReplicationController.reports_terminating());
 }
 
 #[test]
