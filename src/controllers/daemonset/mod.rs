@@ -1,6 +1,7 @@
 //! daemonset-controller: one pod of each DaemonSet on every node its template fits
 //! (nodeName, nodeSelector, required node affinity, taints against its tolerations and the
-//! daemon defaults), as upstream v1.28:
+//! daemon defaults), as upstream v1.37 (the changes since v1.28 are listed in
+//! docs/controllers/daemonset.md):
 //! - pods are made from the template with the default daemon tolerations, the
 //!   `controller-revision-hash` (and `pod-template-generation`) labels and a required node
 //!   affinity term `matchFields metadata.name In [<node>]`, at most 250 creations or deletions

@@ -4,7 +4,8 @@
 //! counts and the `ReplicaFailure` condition in status.
 //!
 //! One implementation serves both kinds, as upstream's does (the RC manager is the RS
-//! controller behind a conversion layer). Upstream v1.28 behaviour:
+//! controller behind a conversion layer). Upstream v1.37 behaviour (the changes since v1.28
+//! are listed in docs/controllers/replicaset.md):
 //! - pods are made from the template with `generateName: <owner>-`, the template's labels,
 //!   annotations, finalizers and spec, and a controller ownerReference;
 //! - at most 500 creations or deletions per sync; creations in slow-start batches (1, 2, 4,
@@ -12,7 +13,9 @@
 //! - Events `SuccessfulCreate` / `FailedCreate` / `SuccessfulDelete` / `FailedDelete` on the
 //!   owner;
 //! - while pods it created are not yet visible in the watch cache, no new decision about
-//!   replicas is taken (upstream's expectations), so a lagging watch never leads to extra pods.
+//!   replicas is taken (upstream's expectations), so a lagging watch never leads to extra pods;
+//! - ReplicaSets report `status.terminatingReplicas` (their pods being deleted) with the
+//!   DeploymentReplicaSetTerminatingReplicas gate; ReplicationControllers never do.
 //!
 //! Own writes are tracked with `kit::inflight` (its docs say how that differs in form from
 //! upstream's expectations).
