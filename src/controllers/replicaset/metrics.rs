@@ -77,7 +77,12 @@ pub fn metric_families() -> Vec<Family> {
     }
     let mut r = Family::alpha(
         "replicaset_controller_sorting_deletion_age_ratio",
-        "The ratio of chosen deleted pod's ages to the current youngest pod's age (at the time). Should be <2. The intent of this metric is to measure the rough efficacy of the sorting (and deletion) of pods when a replicaset scales down. This only considers Ready pods when calculating and reporting.",
+        concat!(
+            "The ratio of chosen deleted pod's ages to the current youngest pod's age (at the ",
+            "time). Should be <2. The intent of this metric is to measure the rough efficacy of ",
+            "the sorting (and deletion) of pods when a replicaset scales down. This only ",
+            "considers Ready pods when calculating and reporting."
+        ),
         MetricType::Histogram,
     );
     r.push_histogram(&[], age_ratios().clone());
