@@ -141,7 +141,7 @@ fn deployments(c: Client, rx: Receiver<(EventType, Value)>) {
             "apps/v1",
             &d,
             "ScalingReplicaSet",
-            format!("Scaled up replica set {name}-5d8f6c7b9 to {replicas}"),
+            format!("Scaled up replica set {name}-5d8f6c7b9 from 0 to {replicas}"),
             "deployment-controller",
         ));
         let mut cur = d;

@@ -330,6 +330,82 @@ fn scenario_rolling_update(t: &Target) {
     assert_eq!(max, Some(2));
 }
 
+/// Since v1.29-v1.34: an old pod that is not available is replaced at once and counts
+/// against maxUnavailable. maxUnavailable 2, four nodes, one old pod not ready: the update
+/// takes that one and one ready pod (v1.28 took two ready pods beside it).
+fn scenario_unavailable_counts(t: &Target) {
+    let _kcm = start_with(t, "ds-unavailable", CONTROLLERS);
+    let ns = new_ns(t, "e2e-ds");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let mut nodes = Nodes::new(admin.clone());
+    let names: Vec<String> = (0..4).map(|i| format!("{n}-{i}")).collect();
+    for nm in &names {
+        node(&mut nodes, nm, n, json!([]));
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut o = ds_object("agent", n, "registry.k8s.io/pause:3.9");
+    o["spec"]["updateStrategy"] =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}});
+    let ds = admin.create(&DAEMONSETS, Some(n), &o).expect("create");
+    let uid = ds["metadata"]["uid"].as_str().unwrap_or("").to_string();
+    let pods = wait_one_per_node(admin, n, &uid, &refs);
+    let unready = pods
+        .iter()
+        .find(|p| target(p) == names[0])
+        .map(name_of)
+        .expect("pod on node 0");
+    for p in &pods {
+        if name_of(p) != unready {
+            set_ready(admin, n, &name_of(p));
+        }
+    }
+    wait_status(
+        admin,
+        n,
+        "agent",
+        &[("numberAvailable", 3), ("numberUnavailable", 1)],
+    );
+    let old_hash = pods[0]["metadata"]["labels"][HASH]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    eventually(LIMIT, "template update", || {
+        let mut d = get(admin, &DAEMONSETS, n, "agent");
+        d["spec"]["template"]["spec"]["containers"][0]["image"] =
+            json!("registry.k8s.io/pause:3.10");
+        admin.update(&DAEMONSETS, &d).ok()
+    });
+    let new_on = |m: &BTreeMap<String, Vec<Value>>| -> Vec<String> {
+        m.iter()
+            .filter(|(_, ps)| {
+                ps.iter()
+                    .any(|p| p["metadata"]["labels"][HASH] != old_hash.as_str())
+            })
+            .map(|(node, _)| node.clone())
+            .collect()
+    };
+    let m = eventually(LIMIT, "new pods on two nodes", || {
+        let m = pods_by_node(admin, n, &uid);
+        (new_on(&m).len() == 2).then_some(m)
+    });
+    assert!(
+        new_on(&m).contains(&names[0]),
+        "the unready pod's node first: {m:?}"
+    );
+    // New pods are never made ready here: nothing more may go.
+    std::thread::sleep(Duration::from_secs(3));
+    let m = pods_by_node(admin, n, &uid);
+    assert_eq!(new_on(&m).len(), 2, "{m:?}");
+    let old_ready = m
+        .values()
+        .flatten()
+        .filter(|p| p["metadata"]["labels"][HASH] == old_hash.as_str())
+        .filter(|p| p["status"]["phase"] == "Running")
+        .count();
+    assert_eq!(old_ready, 2, "two ready old pods stay: {m:?}");
+    assert_eq!(messages(admin, n, "agent", "SuccessfulDelete").len(), 2);
+}
+
 fn scenario_failed_pod(t: &Target) {
     let _kcm = start_with(t, "ds-failed", CONTROLLERS);
     let ns = new_ns(t, "e2e-ds");
@@ -448,4 +524,5 @@ scenarios! {
     rolling_update => scenario_rolling_update,
     failed_pod => scenario_failed_pod,
     restart_nodes_added => scenario_restart_nodes_added,
+    rolling_update_unavailable_counts => scenario_unavailable_counts,
 }

@@ -475,6 +475,132 @@ fn scenario_no_overcreation(t: &Target) {
 
 /// Not a test: `cargo test --release --test e2e_replicaset bench_ -- --ignored --nocapture`
 /// prints how long 300 ReplicaSets x 5 pods take on the sandbox, and edgekcm's CPU time.
+/// The test's finalizer on the template's pods: deleted pods stay terminating until released.
+const HOLD: &str = "e2e.edgekcm.io/hold";
+
+fn terminating(admin: &Client, ns: &str, uid: &str) -> Vec<String> {
+    let pods: Vec<Value> = list(admin, &PODS, ns)
+        .into_iter()
+        .filter(|p| controller_uid(p).as_deref() == Some(uid))
+        .filter(|p| !p["metadata"]["deletionTimestamp"].is_null())
+        .collect();
+    names(&pods)
+}
+
+/// v1.33+ (beta and on from v1.35, DeploymentReplicaSetTerminatingReplicas): a ReplicaSet
+/// reports its pods being deleted in `status.terminatingReplicas` (0 written, not omitted);
+/// they do not count in `replicas` and are replaced at once. A ReplicationController reports
+/// nothing of the kind (its API has no such field).
+fn scenario_terminating_replicas(t: &Target) {
+    let _kcm = start(t, "rs-terminating");
+    let ns = new_ns(t, "e2e-rs-term");
+    let admin = &ns.admin;
+    let n = ns.name.as_str();
+    let _gone = crate::common::nodes::PodsGone {
+        admin: admin.clone(),
+        ns: n.to_string(),
+    };
+    let mut o = rs_object(&REPLICASETS, "held", 3, "held");
+    o["spec"]["template"]["metadata"]["finalizers"] = json!([HOLD]);
+    let rs = create(admin, &REPLICASETS, n, o);
+    let uid = rs["metadata"]["uid"].as_str().expect("uid").to_string();
+    wait_owned(admin, n, &uid, 3);
+    let st = wait_status(
+        admin,
+        &REPLICASETS,
+        n,
+        "held",
+        "3 replicas, 0 terminating",
+        |s| int(&s["replicas"]) == 3 && s["terminatingReplicas"] == json!(0),
+    );
+    assert_eq!(st["status"]["terminatingReplicas"], 0);
+
+    // Scale down by one: the deleted pod is held by the finalizer.
+    scale(admin, &REPLICASETS, n, "held", 2);
+    wait_status(
+        admin,
+        &REPLICASETS,
+        n,
+        "held",
+        "2 replicas, 1 terminating",
+        |s| int(&s["replicas"]) == 2 && int(&s["terminatingReplicas"]) == 1,
+    );
+    // A pod deleted by someone else: replaced at once, and terminating too.
+    let victim = names(&owned(admin, n, &uid))[0].clone();
+    crate::common::nodes::delete_pod(admin, n, &victim);
+    wait_owned(admin, n, &uid, 2);
+    wait_status(
+        admin,
+        &REPLICASETS,
+        n,
+        "held",
+        "2 replicas, 2 terminating",
+        |s| int(&s["replicas"]) == 2 && int(&s["terminatingReplicas"]) == 2,
+    );
+    assert_eq!(terminating(admin, n, &uid).len(), 2);
+    // Released: gone, and the count back to 0.
+    for p in terminating(admin, n, &uid) {
+        crate::common::nodes::release(admin, n, &p);
+    }
+    wait_status(admin, &REPLICASETS, n, "held", "0 terminating again", |s| {
+        int(&s["replicas"]) == 2 && s["terminatingReplicas"] == json!(0)
+    });
+
+    // The ReplicationController: same pods, no terminatingReplicas.
+    let mut o = rs_object(&REPLICATIONCONTROLLERS, "held-rc", 2, "held-rc");
+    o["spec"]["template"]["metadata"]["finalizers"] = json!([HOLD]);
+    let rc = create(admin, &REPLICATIONCONTROLLERS, n, o);
+    let rc_uid = rc["metadata"]["uid"].as_str().expect("uid").to_string();
+    wait_owned(admin, n, &rc_uid, 2);
+    scale(admin, &REPLICATIONCONTROLLERS, n, "held-rc", 1);
+    let st = wait_status(
+        admin,
+        &REPLICATIONCONTROLLERS,
+        n,
+        "held-rc",
+        "rc: 1 replica",
+        |s| int(&s["replicas"]) == 1,
+    );
+    assert_eq!(terminating(admin, n, &rc_uid).len(), 1);
+    assert!(
+        st["status"].get("terminatingReplicas").is_none(),
+        "{}",
+        st["status"]
+    );
+}
+
+/// Emulating v1.34 (DeploymentReplicaSetTerminatingReplicas alpha, off): no
+/// `terminatingReplicas`, as upstream v1.34.
+fn scenario_terminating_replicas_v134(t: &Target) {
+    let _kcm = Kcm::start(
+        t,
+        "rs-terminating-134",
+        &[CONTROLLERS, "--emulated-version=1.34"],
+    );
+    let ns = new_ns(t, "e2e-rs-term134");
+    let admin = &ns.admin;
+    let n = ns.name.as_str();
+    let _gone = crate::common::nodes::PodsGone {
+        admin: admin.clone(),
+        ns: n.to_string(),
+    };
+    let mut o = rs_object(&REPLICASETS, "held", 2, "held");
+    o["spec"]["template"]["metadata"]["finalizers"] = json!([HOLD]);
+    let rs = create(admin, &REPLICASETS, n, o);
+    let uid = rs["metadata"]["uid"].as_str().expect("uid").to_string();
+    wait_owned(admin, n, &uid, 2);
+    scale(admin, &REPLICASETS, n, "held", 1);
+    let st = wait_status(admin, &REPLICASETS, n, "held", "1 replica", |s| {
+        int(&s["replicas"]) == 1
+    });
+    assert_eq!(terminating(admin, n, &uid).len(), 1);
+    assert!(
+        st["status"].get("terminatingReplicas").is_none(),
+        "{}",
+        st["status"]
+    );
+}
+
 #[test]
 #[ignore]
 fn bench_sandbox_300_replicasets() {
@@ -549,4 +675,6 @@ scenarios! {
     replicationcontroller => scenario_rc,
     replicaset_failure_condition => scenario_replica_failure,
     replicaset_no_overcreation => scenario_no_overcreation,
+    replicaset_terminating_replicas => scenario_terminating_replicas,
+    replicaset_terminating_replicas_v134 => scenario_terminating_replicas_v134,
 }

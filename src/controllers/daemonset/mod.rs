@@ -1,6 +1,7 @@
 //! daemonset-controller: one pod of each DaemonSet on every node its template fits
 //! (nodeName, nodeSelector, required node affinity, taints against its tolerations and the
-//! daemon defaults), as upstream v1.28:
+//! daemon defaults), as upstream v1.37 (the changes since v1.28 are listed in
+//! docs/controllers/daemonset.md):
 //! - pods are made from the template with the default daemon tolerations, the
 //!   `controller-revision-hash` (and `pod-template-generation`) labels and a required node
 //!   affinity term `matchFields metadata.name In [<node>]`, at most 250 creations or deletions
@@ -21,6 +22,7 @@
 //! the DaemonSets that ran there (upstream waits for their pods to go).
 
 mod history;
+mod metrics;
 mod placement;
 mod sync;
 
@@ -89,6 +91,7 @@ impl Node {
 }
 
 pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
+    crate::metrics::register_collector("daemonset", std::sync::Arc::new(metrics::metric_families));
     Ok(Some(
         super::Runnable::reconciles(DaemonSetController::new()),
     ))

@@ -253,7 +253,9 @@ pub fn rolling_update(
                 }
                 (None, Some(o)) => {
                     if !available(o) {
+                        // Replaced at once, and counted against maxUnavailable (by v1.34).
                         allowed.push(obj::name(o).to_string());
+                        unavailable += 1;
                     } else if unavailable < max_unavailable {
                         candidates.push(obj::name(o).to_string());
                     }

@@ -108,7 +108,10 @@ impl DaemonSetController {
         let mut observed_gen = !act;
         if act {
             match settled {
-                Err(wait) => requeue = Some(wait),
+                Err(wait) => {
+                    super::metrics::observe_pod_skip();
+                    requeue = Some(wait);
+                }
                 Ok(()) => {
                     observed_gen = true;
                     let (acts, delay) = self.manage(cx, &ds, &nodes, &by_node, &hash);

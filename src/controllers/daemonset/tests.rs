@@ -227,6 +227,56 @@ fn rolling_update_respects_max_unavailable_and_surge() {
 }
 
 #[test]
+fn an_unavailable_old_pod_counts_against_max_unavailable() {
+    let mut d = ds("agent", "v2");
+    d["spec"]["updateStrategy"]["rollingUpdate"] = json!({"maxUnavailable": 2, "maxSurge": 0});
+    let (mut h, _hash) = setup(&d, &["n1", "n2", "n3", "n4"]);
+    h.add(PODS, pod_on(&d, "a1", "n1", "old", false));
+    for (p, n) in [("a2", "n2"), ("a3", "n3"), ("a4", "n4")] {
+        h.add(PODS, pod_on(&d, p, n, "old", true));
+    }
+    let w = h.sync("ns/agent");
+    // The unavailable old pod goes and uses one of the two: one available old pod more
+    // (v1.28 took two more, three pods down at once).
+    assert_eq!(w.deletes.len(), 2, "{w:?}");
+    assert!(w.deletes.contains(&(PODS, "ns/a1".to_string())), "{w:?}");
+}
+
+#[test]
+fn surge_keeps_pods_on_sunset_nodes_until_enough_are_available() {
+    use crate::obj::Obj;
+    use std::collections::BTreeMap;
+    let mut d = ds("agent", "v2");
+    d["spec"]["updateStrategy"]["rollingUpdate"] = json!({"maxUnavailable": 0, "maxSurge": 1});
+    let now = std::time::SystemTime::now();
+    let arc = |v: Value| -> Obj { std::sync::Arc::new(v) };
+    // n1 no longer wants a pod (say a new NoSchedule taint); n2 and n3 do.
+    let plan = |n3_ready: bool, n1_ready: bool| {
+        let mut by_node: BTreeMap<String, Vec<Obj>> = BTreeMap::new();
+        by_node.insert(
+            "n1".into(),
+            vec![arc(pod_on(&d, "a1", "n1", "old", n1_ready))],
+        );
+        by_node.insert("n2".into(), vec![arc(pod_on(&d, "a2", "n2", "old", true))]);
+        by_node.insert(
+            "n3".into(),
+            vec![arc(pod_on(&d, "b3", "n3", "new", n3_ready))],
+        );
+        placement::rolling_update(&d, &by_node, 2, "new", |n| n != "n1", now).expect("plan")
+    };
+    // Three available for two wanted: the sunset node's old pod may go; n2 surges, n1 not.
+    let r = plan(true, true);
+    assert_eq!(r.delete, ["a1"], "{r:?}");
+    assert_eq!(r.create_on, ["n2"], "{r:?}");
+    // Only two available: it stays until another becomes available.
+    let r = plan(false, true);
+    assert!(r.delete.is_empty(), "{r:?}");
+    // Not available itself: deleted at once.
+    let r = plan(false, false);
+    assert_eq!(r.delete, ["a1"], "{r:?}");
+}
+
+#[test]
 fn on_delete_replaces_nothing() {
     let mut d = ds("agent", "v2");
     d["spec"]["updateStrategy"] = json!({"type": "OnDelete"});

@@ -1,6 +1,10 @@
 //! deployment-controller: a ReplicaSet per pod template, rolled out with RollingUpdate or
 //! Recreate, scaled proportionally, with revisions, history cleanup and the Progressing /
-//! Available / ReplicaFailure conditions (upstream's pkg/controller/deployment).
+//! Available / ReplicaFailure conditions (upstream's pkg/controller/deployment), as of v1.37:
+//! `status.terminatingReplicas` summed from the ReplicaSets (gate
+//! DeploymentReplicaSetTerminatingReplicas), `ScalingReplicaSet` messages
+//! `from <old> to <new>`, ReplicaSet names cut to 253 characters (the changes since v1.28
+//! are listed in docs/controllers/deployment.md).
 //!
 //! The pass itself lives in `sync.rs` (with `rolling.rs`, `recreate.rs`, `progress.rs`); the
 //! arithmetic and typed views in `util.rs`. This file holds the watches, the ReplicaSet

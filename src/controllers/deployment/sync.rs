@@ -8,6 +8,7 @@ use super::util::*;
 use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{DEPLOYMENTS, REPLICASETS};
 use crate::cache::Cache;
+use crate::config::gates;
 use crate::controllers::{refmanager, Action, EventSpec, EventType, ObjectRef};
 use crate::obj;
 use crate::obj::At as _;
@@ -209,7 +210,7 @@ impl<'a> Plan<'a> {
             self.event(
                 EventType::Normal,
                 "ScalingReplicaSet",
-                format!("Scaled up replica set {name} to {replicas}"),
+                format!("Scaled up replica set {name} from 0 to {replicas}"),
             );
         }
         if let Some(rev) = self.rss[i].annotations.get(REVISION).cloned() {
@@ -279,7 +280,7 @@ impl<'a> Plan<'a> {
         new_revision: i64,
     ) -> Step<(Option<usize>, Vec<usize>)> {
         let hash = compute_hash(&self.d.template, self.d.status.collision_count);
-        let name = format!("{}-{}", self.d.name, hash);
+        let name = replica_set_name(&self.d.name, &hash);
         let template = template_with_label(&self.d.template, POD_TEMPLATE_HASH, &hash);
         let selector = selector_with_label(
             self.d.selector.as_ref().unwrap_or(&Value::Null),
@@ -366,8 +367,9 @@ impl<'a> Plan<'a> {
     // scaling
 
     /// Upstream's scaleReplicaSet: set the size and the replica annotations when either
-    /// differs; an Event when the size changed. Returns whether the size changed.
-    pub fn scale_rs(&mut self, i: usize, new_scale: i64, op: &str) -> bool {
+    /// differs; an Event when the size changed ("up" or "down" by this ReplicaSet's own
+    /// change, by v1.34). Returns whether the size changed.
+    pub fn scale_rs(&mut self, i: usize, new_scale: i64) -> bool {
         let desired = self.d.replicas;
         let max = self.d.replicas + self.d.max_surge();
         let rs = &mut self.rss[i];
@@ -380,6 +382,7 @@ impl<'a> Plan<'a> {
             return false;
         }
         let old = rs.replicas;
+        let op = if old < new_scale { "up" } else { "down" };
         rs.replicas = new_scale;
         set_replicas_annotations(&mut rs.annotations, desired, max);
         let patch = json!({
@@ -405,7 +408,7 @@ impl<'a> Plan<'a> {
             self.event(
                 EventType::Normal,
                 "ScalingReplicaSet",
-                format!("Scaled {op} replica set {name} to {new_scale} from {old}"),
+                format!("Scaled {op} replica set {name} from {old} to {new_scale}"),
             );
         }
         size_changes
@@ -413,12 +416,10 @@ impl<'a> Plan<'a> {
 
     /// Upstream's scaleReplicaSetAndRecordEvent.
     pub fn scale_rs_and_record(&mut self, i: usize, new_scale: i64) -> bool {
-        let cur = self.rss[i].replicas;
-        if cur == new_scale {
+        if self.rss[i].replicas == new_scale {
             return false;
         }
-        let op = if cur < new_scale { "up" } else { "down" };
-        self.scale_rs(i, new_scale, op)
+        self.scale_rs(i, new_scale)
     }
 
     /// Upstream's FindActiveOrLatest (sorts `old` newest first, as upstream does in place).
@@ -463,17 +464,11 @@ impl<'a> Plan<'a> {
             0
         };
         let to_add = allowed - total;
-        let op = match to_add.signum() {
-            1 => {
-                all.sort_by(|&a, &b| by_size_newer(&self.rss[a], &self.rss[b]));
-                "up"
-            }
-            -1 => {
-                all.sort_by(|&a, &b| by_size_older(&self.rss[a], &self.rss[b]));
-                "down"
-            }
-            _ => "",
-        };
+        match to_add.signum() {
+            1 => all.sort_by(|&a, &b| by_size_newer(&self.rss[a], &self.rss[b])),
+            -1 => all.sort_by(|&a, &b| by_size_older(&self.rss[a], &self.rss[b])),
+            _ => {}
+        }
         let mut added = 0;
         let mut sizes = Vec::with_capacity(all.len());
         for &i in &all {
@@ -491,7 +486,7 @@ impl<'a> Plan<'a> {
             if k == 0 && to_add != 0 {
                 size = (size + to_add - added).max(0);
             }
-            self.scale_rs(i, size, op);
+            self.scale_rs(i, size);
         }
     }
 
@@ -554,6 +549,9 @@ impl<'a> Plan<'a> {
             unavailable_replicas: (total - available).max(0),
             conditions: self.d.status.conditions.clone(),
             collision_count: self.d.status.collision_count,
+            terminating_replicas: gates::enabled("DeploymentReplicaSetTerminatingReplicas")
+                .then(|| terminating_replicas(all.iter().map(|&i| &self.rss[i])))
+                .flatten(),
         };
         let c = if available >= self.d.replicas - self.d.max_unavailable() {
             Condition::new(

@@ -40,7 +40,8 @@ struct Ranked<'a> {
     ready: bool,
     ready_time: Option<SystemTime>,
     cost: i32,
-    restarts: i64,
+    /// The most restarts of a regular container, then of a sidecar (v1.31+).
+    restarts: (i64, i64),
     created: Option<SystemTime>,
     uid: &'a str,
 }
@@ -62,15 +63,7 @@ impl<'a> Ranked<'a> {
         } else {
             None
         };
-        let restarts = pod
-            .at("/status/containerStatuses")
-            .and_then(Value::as_array)
-            .map(|cs| {
-                cs.iter()
-                    .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
-                    .fold(0, i64::max)
-            })
-            .unwrap_or(0);
+        let restarts = max_restarts(pod);
         Ranked {
             pod,
             rank,
@@ -85,6 +78,45 @@ impl<'a> Ranked<'a> {
             uid: obj::uid(pod),
         }
     }
+}
+
+/// Upstream's maxContainerRestarts: the most restarts of any regular container, and of any
+/// sidecar (an init container with `restartPolicy: Always`); the sidecars' count breaks a
+/// tie of the first (upstream's compareMaxContainerRestarts, v1.31+).
+fn max_restarts(pod: &Value) -> (i64, i64) {
+    let most = |statuses: &str, only: Option<&[&str]>| {
+        pod.at(statuses)
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .filter(|c| {
+                        only.is_none_or(|names| {
+                            c.get("name")
+                                .and_then(Value::as_str)
+                                .is_some_and(|n| names.contains(&n))
+                        })
+                    })
+                    .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                    .fold(0, i64::max)
+            })
+            .unwrap_or(0)
+    };
+    let sidecars: Vec<&str> = pod
+        .at("/spec/initContainers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always"))
+                .filter_map(|c| c.get("name").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    let sidecar = if sidecars.is_empty() {
+        0
+    } else {
+        most("/status/initContainerStatuses", Some(&sidecars))
+    };
+    (most("/status/containerStatuses", None), sidecar)
 }
 
 /// t1 after t2, a missing (zero) time counting as after any other.
@@ -142,6 +174,7 @@ fn delete_first(a: &Ranked, b: &Ranked, now: SystemTime) -> bool {
         return newer_first(a, b, a.ready_time, b.ready_time, now);
     }
     if a.restarts != b.restarts {
+        // Tuples compare the regular count first, then the sidecars'.
         return a.restarts > b.restarts;
     }
     if a.created != b.created {

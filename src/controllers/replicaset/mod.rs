@@ -4,7 +4,8 @@
 //! counts and the `ReplicaFailure` condition in status.
 //!
 //! One implementation serves both kinds, as upstream's does (the RC manager is the RS
-//! controller behind a conversion layer). Upstream v1.28 behaviour:
+//! controller behind a conversion layer). Upstream v1.37 behaviour (the changes since v1.28
+//! are listed in docs/controllers/replicaset.md):
 //! - pods are made from the template with `generateName: <owner>-`, the template's labels,
 //!   annotations, finalizers and spec, and a controller ownerReference;
 //! - at most 500 creations or deletions per sync; creations in slow-start batches (1, 2, 4,
@@ -12,14 +13,17 @@
 //! - Events `SuccessfulCreate` / `FailedCreate` / `SuccessfulDelete` / `FailedDelete` on the
 //!   owner;
 //! - while pods it created are not yet visible in the watch cache, no new decision about
-//!   replicas is taken (upstream's expectations), so a lagging watch never leads to extra pods.
+//!   replicas is taken (upstream's expectations), so a lagging watch never leads to extra pods;
+//! - ReplicaSets report `status.terminatingReplicas` (their pods being deleted) with the
+//!   DeploymentReplicaSetTerminatingReplicas gate; ReplicationControllers never do.
 //!
 //! Own writes are tracked with `kit::inflight` (its docs say how that differs in form from
 //! upstream's expectations).
 
+mod metrics;
 mod status;
 
-pub use status::{calculate_status, status_update};
+pub use status::{calculate_status, is_pod_terminating, status_update};
 
 use super::kit::inflight::InFlight;
 use super::kit::pod::{
@@ -59,6 +63,14 @@ impl Flavor {
             Flavor::ReplicaSet => REPLICASETS,
             Flavor::ReplicationController => REPLICATIONCONTROLLERS,
         }
+    }
+
+    /// Whether `status.terminatingReplicas` is reported: ReplicaSets with the
+    /// DeploymentReplicaSetTerminatingReplicas gate on (beta, on from v1.35); never for a
+    /// ReplicationController, whose API has no such field (upstream's RC adapter turns it off).
+    pub fn reports_terminating(self) -> bool {
+        self == Flavor::ReplicaSet
+            && crate::config::gates::enabled("DeploymentReplicaSetTerminatingReplicas")
     }
 
     /// The owner's selector as a `metav1.LabelSelector`; None selects nothing.
@@ -117,15 +129,22 @@ fn label_pair(key: &str, value: &str) -> u64 {
 pub fn build_replicaset(
     _: &super::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<super::Runnable>> {
+    crate::metrics::register_collector("replicaset", std::sync::Arc::new(metrics::metric_families));
     Ok(Some(super::Runnable::reconciles(
         ReplicaSetController::new(Flavor::ReplicaSet),
     )))
+}
+
+/// The replica controllers' metrics (one collector for both kinds, as upstream's registry).
+fn register_metrics() {
+    crate::metrics::register_collector("replicaset", std::sync::Arc::new(metrics::metric_families));
 }
 
 /// The replicationcontroller-controller's row in the controller table.
 pub fn build_replicationcontroller(
     _: &super::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<super::Runnable>> {
+    register_metrics();
     Ok(Some(super::Runnable::reconciles(
         ReplicaSetController::new(Flavor::ReplicationController),
     )))
@@ -199,6 +218,16 @@ impl ReplicaSetController {
             }
         }
 
+        // Upstream's terminating pods: controlled by this owner, selected by it, being deleted
+        // and not terminal (pods it deleted itself count as soon as the watch shows them so).
+        let terminating = self.flavor.reports_terminating().then(|| {
+            pods.by_owner(&uid)
+                .into_iter()
+                .filter(|p| obj::namespace(p) == ns && is_pod_terminating(p))
+                .filter(|p| refmanager::claim(&owner, selector.as_ref(), p) == Claim::Owned)
+                .count()
+        });
+
         let replicas = spec_replicas(&owner);
         // The outcome of the previous attempt is what status reports (see `applied`).
         let mut manage_err = self.track().manage_err.get(key).cloned();
@@ -211,6 +240,9 @@ impl ReplicaSetController {
                     "{}: {key}: waiting for created pods to be observed",
                     self.name()
                 );
+                if self.flavor == Flavor::ReplicaSet {
+                    metrics::observe_pod_skip();
+                }
                 requeue = Some(wait);
             }
             Ok(()) if !obj::is_deleting(&owner) => {
@@ -232,7 +264,7 @@ impl ReplicaSetController {
 
         // After creates or deletes the status follows those writes (see `sync`).
         let status = (!status_after_writes)
-            .then(|| calculate_status(&owner, &claimed, manage_err.as_deref(), cx.now))
+            .then(|| calculate_status(&owner, &claimed, terminating, manage_err.as_deref(), cx.now))
             .and_then(|st| status_update(&owner, st));
         if let Some(updated) = status {
             actions.push(Action::UpdateSubresource {
@@ -460,6 +492,9 @@ impl ReplicaSetController {
             };
             let count = |node: &str| on_node.get(node).copied().unwrap_or(0);
             let victims = pods_to_delete_by_node(pods, count, n, cx.now);
+            if n < pods.len() {
+                metrics::observe_deletion_ages(pods, &victims, cx.now);
+            }
             let report = self.report(owner, false);
             let owner_key = obj::key(owner);
             let mut t = self.track();
@@ -666,3 +701,5 @@ pub fn min_ready_seconds(owner: &Value) -> i64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_terminating;

@@ -17,11 +17,20 @@ fn status_i64(owner: &Value, field: &str) -> i64 {
         .unwrap_or(0)
 }
 
-/// The status upstream's `calculateStatus` computes from the owner's active claimed pods and
-/// the error of the last attempt to create or delete pods.
+/// Whether a pod is terminating (upstream's `IsPodTerminating`): being deleted and not yet
+/// Succeeded or Failed.
+pub fn is_pod_terminating(p: &Value) -> bool {
+    let phase = p.at("/status/phase").and_then(Value::as_str).unwrap_or("");
+    obj::is_deleting(p) && phase != "Succeeded" && phase != "Failed"
+}
+
+/// The status upstream's `calculateStatus` computes from the owner's active claimed pods,
+/// the number of its terminating pods (None: `terminatingReplicas` is not reported, so it is
+/// cleared) and the error of the last attempt to create or delete pods.
 pub fn calculate_status(
     owner: &Value,
     pods: &[Obj],
+    terminating: Option<usize>,
     manage_err: Option<&str>,
     now: SystemTime,
 ) -> Value {
@@ -93,6 +102,15 @@ pub fn calculate_status(
     set("fullyLabeledReplicas", fully, false);
     set("readyReplicas", ready, false);
     set("availableReplicas", available, false);
+    match terminating {
+        // A pointer upstream: 0 is written, not omitted.
+        Some(n) => {
+            status.insert("terminatingReplicas".into(), json!(n));
+        }
+        None => {
+            status.remove("terminatingReplicas");
+        }
+    }
     if conditions.is_empty() {
         status.remove("conditions");
     } else {
@@ -102,7 +120,8 @@ pub fn calculate_status(
 }
 
 /// The owner with its new status to PUT, or None when nothing changed (upstream's
-/// comparison: the four counts, observedGeneration == generation, and the conditions).
+/// comparison: the four counts, `terminatingReplicas` (absent and 0 differ),
+/// observedGeneration == generation, and the conditions).
 pub fn status_update(owner: &Value, new_status: Value) -> Option<Value> {
     let generation = owner
         .at("/metadata/generation")
@@ -122,6 +141,12 @@ pub fn status_update(owner: &Value, new_status: Value) -> Option<Value> {
     ]
     .iter()
     .all(|f| status_i64(owner, f) == new_status.get(*f).and_then(Value::as_i64).unwrap_or(0))
+        && owner
+            .at("/status/terminatingReplicas")
+            .and_then(Value::as_i64)
+            == new_status
+                .get("terminatingReplicas")
+                .and_then(Value::as_i64)
         && status_i64(owner, "observedGeneration") == generation
         && conds(owner.get("status")) == conds(Some(&new_status));
     if same {

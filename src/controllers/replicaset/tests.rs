@@ -9,13 +9,13 @@ use crate::controllers::testing::cx_with;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-fn t(s: &str) -> SystemTime {
+pub(super) fn t(s: &str) -> SystemTime {
     crate::compat::timefmt::parse_rfc3339(s).expect("time")
 }
 
-const NOW: &str = "2024-06-01T12:00:00Z";
+pub(super) const NOW: &str = "2024-06-01T12:00:00Z";
 
-fn rs(name: &str, replicas: i64) -> Value {
+pub(super) fn rs(name: &str, replicas: i64) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "ReplicaSet",
         "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
@@ -29,7 +29,7 @@ fn rs(name: &str, replicas: i64) -> Value {
     })
 }
 
-fn pod(name: &str, owner: Option<&Value>, labels: Value) -> Value {
+pub(super) fn pod(name: &str, owner: Option<&Value>, labels: Value) -> Value {
     let mut p = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "ns", "uid": format!("p-{name}"),
@@ -110,7 +110,7 @@ fn names(v: &[Obj]) -> Vec<String> {
     v.iter().map(|p| obj::name(p).to_string()).collect()
 }
 
-fn arcs(v: Vec<Value>) -> Vec<Obj> {
+pub(super) fn arcs(v: Vec<Value>) -> Vec<Obj> {
     v.into_iter().map(Arc::new).collect()
 }
 
@@ -163,6 +163,28 @@ fn ranking_rules_in_order() {
     crashy["status"]["containerStatuses"] = json!([{"restartCount": 1}, {"restartCount": 4}]);
     let pods = arcs(vec![base("calm"), crashy]);
     assert_eq!(names(&pods_to_delete(&pods, &[], 1, now)), ["crashy"]);
+    // ... and on a tie, more sidecar restarts first (v1.31+); a plain init container's
+    // restarts do not count.
+    let with_init = |name: &str, policy: Option<&str>, restarts: i64| {
+        let mut p = base(name);
+        p["spec"]["initContainers"] = json!([{"name": "side", "image": "i"}]);
+        if let Some(rp) = policy {
+            p["spec"]["initContainers"][0]["restartPolicy"] = json!(rp);
+        }
+        p["status"]["initContainerStatuses"] = json!([{"name": "side", "restartCount": restarts}]);
+        p
+    };
+    let pods = arcs(vec![
+        with_init("calm-sidecar", Some("Always"), 0),
+        with_init("init", None, 9),
+        with_init("crashy-sidecar", Some("Always"), 3),
+    ]);
+    assert_eq!(
+        names(&pods_to_delete(&pods, &[], 1, now)),
+        ["crashy-sidecar"]
+    );
+    let pods = arcs(vec![base("calm"), with_init("init", None, 9)]);
+    assert_eq!(names(&pods_to_delete(&pods, &[], 1, now)), ["calm"]);
     // 8. newer first; within one log bucket the UID decides
     let mut young = base("young");
     young["metadata"]["creationTimestamp"] = json!("2024-06-01T11:59:50Z");
@@ -203,7 +225,7 @@ fn status_counts_and_failure_condition() {
         ready(pod("b", Some(&o), sel.clone()), "2024-06-01T11:59:50Z"),
         pod("c", Some(&o), json!({"app": "web"})),
     ]);
-    let st = calculate_status(&o, &pods, None, now);
+    let st = calculate_status(&o, &pods, None, None, now);
     assert_eq!(st["replicas"], 3);
     assert_eq!(st["fullyLabeledReplicas"], 2);
     assert_eq!(st["readyReplicas"], 2);
@@ -212,7 +234,7 @@ fn status_counts_and_failure_condition() {
     assert_eq!(upd["status"]["observedGeneration"], 2);
     assert!(status_update(&upd, st).is_none(), "no change, no write");
 
-    let st = calculate_status(&o, &pods[..1], Some("quota exceeded"), now);
+    let st = calculate_status(&o, &pods[..1], None, Some("quota exceeded"), now);
     let c = &st["conditions"][0];
     assert_eq!(c["type"], "ReplicaFailure");
     assert_eq!(c["status"], "True");
@@ -221,15 +243,15 @@ fn status_counts_and_failure_condition() {
     // healthy again: the condition goes
     let mut failed = o.clone();
     failed["status"] = st;
-    let st = calculate_status(&failed, &pods, None, now);
+    let st = calculate_status(&failed, &pods, None, None, now);
     assert!(st.get("conditions").is_none());
     // too many pods failing to go: FailedDelete
     let mut one = o.clone();
     one["spec"]["replicas"] = json!(1);
-    let st = calculate_status(&one, &pods, Some("unable to delete pods: x"), now);
+    let st = calculate_status(&one, &pods, None, Some("unable to delete pods: x"), now);
     assert_eq!(st["conditions"][0]["reason"], "FailedDelete");
     // zero counts are omitted, replicas is always there
-    let st = calculate_status(&o, &[], None, now);
+    let st = calculate_status(&o, &[], None, None, now);
     assert_eq!(st, json!({"replicas": 0}));
 }
 

@@ -203,7 +203,7 @@ fn new_deployment_creates_its_replica_set() {
     assert_eq!(
         events(&out),
         [format!(
-            "ScalingReplicaSet Scaled up replica set web-{h} to 3"
+            "ScalingReplicaSet Scaled up replica set web-{h} from 0 to 3"
         )]
     );
     let st = status_update(&out).expect("status update");
@@ -339,7 +339,7 @@ fn rolling_update_surge_one_unavailable_zero() {
     assert_eq!(scales(&out), [("web-old".to_string(), 2)]);
     assert_eq!(
         events(&out),
-        ["ScalingReplicaSet Scaled down replica set web-old to 2 from 3"]
+        ["ScalingReplicaSet Scaled down replica set web-old from 3 to 2"]
     );
 
     // Step 4: old scaled to 2, but its third pod not deleted yet: the new one waits, so
@@ -365,7 +365,7 @@ fn rolling_update_surge_one_unavailable_zero() {
     assert_eq!(
         events(&out),
         [format!(
-            "ScalingReplicaSet Scaled up replica set {new_name} to 2 from 1"
+            "ScalingReplicaSet Scaled up replica set {new_name} from 1 to 2"
         )]
     );
 }
@@ -475,7 +475,7 @@ fn proportional_scaling_during_a_rollout() {
         }
     }
     assert!(events(&out)
-        .contains(&"ScalingReplicaSet Scaled up replica set web-old to 11 from 8".to_string()));
+        .contains(&"ScalingReplicaSet Scaled up replica set web-old from 8 to 11".to_string()));
     // No new ReplicaSet, no rollout step in a scaling pass.
     assert!(creates(&out).is_empty());
 }
@@ -516,7 +516,7 @@ fn proportional_leftover_goes_to_the_largest() {
     assert_eq!(
         events(&out),
         [format!(
-            "ScalingReplicaSet Scaled up replica set {newest} to 2 from 1"
+            "ScalingReplicaSet Scaled up replica set {newest} from 1 to 2"
         )]
     );
     // The others get the new annotations only.
@@ -527,7 +527,7 @@ fn proportional_leftover_goes_to_the_largest() {
     assert_eq!(down, [("web-r0".to_string(), 0)]);
     assert_eq!(
         events(&out),
-        ["ScalingReplicaSet Scaled down replica set web-r0 to 0 from 1"]
+        ["ScalingReplicaSet Scaled down replica set web-r0 from 1 to 0"]
     );
 }
 

@@ -195,6 +195,9 @@ pub struct DeploymentStatus {
     pub unavailable_replicas: i64,
     pub conditions: Vec<Condition>,
     pub collision_count: Option<i64>,
+    /// Pods of its ReplicaSets being deleted (v1.33+, DeploymentReplicaSetTerminatingReplicas):
+    /// None when not reported, or when a ReplicaSet the controller synced does not report it.
+    pub terminating_replicas: Option<i64>,
 }
 
 fn int_at(v: &Value, ptr: &str) -> i64 {
@@ -219,6 +222,7 @@ impl DeploymentStatus {
             unavailable_replicas: int_at(d, "/status/unavailableReplicas"),
             conditions: conditions_of(d),
             collision_count: d.at("/status/collisionCount").and_then(Value::as_i64),
+            terminating_replicas: d.at("/status/terminatingReplicas").and_then(Value::as_i64),
         }
     }
 
@@ -244,6 +248,10 @@ impl DeploymentStatus {
         }
         if let Some(c) = self.collision_count {
             m.insert("collisionCount".into(), json!(c));
+        }
+        // A pointer upstream: 0 is written, not omitted.
+        if let Some(t) = self.terminating_replicas {
+            m.insert("terminatingReplicas".into(), json!(t));
         }
         Value::Object(m)
     }
@@ -421,6 +429,8 @@ pub struct ReplicaSet {
     pub available_replicas: i64,
     pub observed_generation: i64,
     pub conditions: Vec<Condition>,
+    /// `status.terminatingReplicas` as the replicaset-controller reports it (None: absent).
+    pub terminating_replicas: Option<i64>,
 }
 
 impl ReplicaSet {
@@ -446,6 +456,7 @@ impl ReplicaSet {
             available_replicas: int_at(o, "/status/availableReplicas"),
             observed_generation: int_at(o, "/status/observedGeneration"),
             conditions: conditions_of(o),
+            terminating_replicas: o.at("/status/terminatingReplicas").and_then(Value::as_i64),
         }
     }
 
@@ -457,8 +468,11 @@ impl ReplicaSet {
         }
     }
 
+    /// A replica count annotation as upstream reads it since v1.33
+    /// (`getNonNegativeInt32FromAnnotation`): a plain decimal in 0..=2^31-1; a sign, a
+    /// negative or larger number, or anything else reads as absent.
     fn int_annotation(&self, key: &str) -> Option<i64> {
-        self.annotations.get(key)?.parse().ok()
+        non_negative_int32(self.annotations.get(key)?)
     }
 
     pub fn desired_replicas_annotation(&self) -> Option<i64> {
@@ -536,13 +550,40 @@ fn round(a: f64) -> i64 {
     }
 }
 
-/// Upstream's getReplicaSetFraction.
+/// Upstream's generateReplicaSetName (v1.34+): `<deployment>-<hash>`, the Deployment's name
+/// cut so that the whole fits a DNS subdomain (253 characters).
+pub fn replica_set_name(deployment: &str, hash: &str) -> String {
+    let max = 253usize.saturating_sub(1 + hash.len());
+    let base = if deployment.len() > max && max > 0 {
+        // Names are DNS subdomains: ASCII, so any byte index is a character boundary.
+        deployment.get(..max).unwrap_or(deployment)
+    } else {
+        deployment
+    };
+    format!("{base}-{hash}")
+}
+
+/// Go's `strconv.ParseUint(v, 10, 32)` bounded to int32: digits only (no sign), at most
+/// 2^31-1.
+pub fn non_negative_int32(v: &str) -> Option<i64> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = v.parse().ok()?;
+    (n <= i32::MAX as u64).then_some(n as i64)
+}
+
+/// Upstream's getReplicaSetFraction (v1.33+: a missing, invalid or zero max-replicas
+/// annotation falls back to the Deployment's status.replicas; when that is 0 too, nothing).
 fn replica_set_fraction(rs: &ReplicaSet, d: &Deployment) -> i64 {
     if d.replicas == 0 {
         return -rs.replicas;
     }
     let deployment_replicas = d.replicas + d.max_surge();
-    let annotated = rs.int_annotation(MAX_REPLICAS).unwrap_or(d.status.replicas);
+    let annotated = match rs.int_annotation(MAX_REPLICAS) {
+        Some(n) if n != 0 => n,
+        _ => d.status.replicas,
+    };
     if annotated == 0 {
         return 0;
     }
@@ -567,6 +608,21 @@ pub fn proportion(rs: &ReplicaSet, d: &Deployment, to_add: i64, added: i64) -> i
 
 // ---------------------------------------------------------------------------------------------
 // progress
+
+/// Upstream's GetTerminatingReplicaCountForReplicaSets: the sum of the ReplicaSets'
+/// `terminatingReplicas`; a ReplicaSet never synced (observedGeneration 0, no count) adds
+/// nothing, and one synced without a count makes the sum unknown (None).
+pub fn terminating_replicas<'a>(rss: impl IntoIterator<Item = &'a ReplicaSet>) -> Option<i64> {
+    let mut sum = 0;
+    for rs in rss {
+        match rs.terminating_replicas {
+            Some(n) => sum += n,
+            None if rs.observed_generation == 0 => {}
+            None => return None,
+        }
+    }
+    Some(sum)
+}
 
 /// Upstream's DeploymentComplete.
 pub fn deployment_complete(d: &Deployment, s: &DeploymentStatus) -> bool {

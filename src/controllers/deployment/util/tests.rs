@@ -334,6 +334,80 @@ fn proportions() {
 }
 
 #[test]
+fn replica_annotations_read_as_non_negative_int32() {
+    assert_eq!(non_negative_int32("0"), Some(0));
+    assert_eq!(non_negative_int32("13"), Some(13));
+    assert_eq!(non_negative_int32("2147483647"), Some(i32::MAX as i64));
+    for bad in [
+        "",
+        "-3",
+        "+3",
+        " 3",
+        "3.0",
+        "x",
+        "2147483648",
+        "99999999999999999999",
+    ] {
+        assert_eq!(non_negative_int32(bad), None, "{bad:?}");
+    }
+    // A zero, negative or invalid max-replicas annotation falls back to status.replicas.
+    let mut d = rolling(15, json!(3), json!(2));
+    d.status.replicas = 13;
+    for bad in ["0", "-13", "x"] {
+        let mut a = rs("a", "t1", 8, None);
+        a.annotations.insert(MAX_REPLICAS.into(), bad.into());
+        assert_eq!(proportion(&a, &d, 5, 0), 3, "{bad:?}");
+    }
+    // ... and with no status replicas either, the ReplicaSet gets nothing.
+    d.status.replicas = 0;
+    let mut a = rs("a", "t1", 8, None);
+    a.annotations.insert(MAX_REPLICAS.into(), "0".into());
+    assert_eq!(proportion(&a, &d, 5, 0), 0);
+    // desired-replicas: a negative value is no annotation.
+    a.annotations.insert(DESIRED_REPLICAS.into(), "-1".into());
+    assert_eq!(a.desired_replicas_annotation(), None);
+}
+
+#[test]
+fn replica_set_names_fit_a_dns_subdomain() {
+    assert_eq!(replica_set_name("web", "5d4f8b"), "web-5d4f8b");
+    let long = "a".repeat(253);
+    let name = replica_set_name(&long, "5d4f8b");
+    assert_eq!(name.len(), 253);
+    assert!(name.ends_with("a-5d4f8b"));
+    let exact = "b".repeat(246);
+    assert_eq!(
+        replica_set_name(&exact, "5d4f8b"),
+        format!("{exact}-5d4f8b")
+    );
+}
+
+#[test]
+fn terminating_replicas_sum() {
+    let mut a = rs("a", "t1", 2, None);
+    let mut b = rs("b", "t2", 2, None);
+    // Neither synced yet: nothing to add, the sum is 0.
+    assert_eq!(terminating_replicas([&a, &b]), Some(0));
+    a.terminating_replicas = Some(2);
+    b.terminating_replicas = Some(1);
+    assert_eq!(terminating_replicas([&a, &b]), Some(3));
+    // A synced ReplicaSet without the count (its controller does not report it): unknown.
+    b.terminating_replicas = None;
+    b.observed_generation = 1;
+    assert_eq!(terminating_replicas([&a, &b]), None);
+    // The JSON form writes 0 and omits None.
+    let st = DeploymentStatus {
+        terminating_replicas: Some(0),
+        ..DeploymentStatus::default()
+    };
+    assert_eq!(st.to_json()["terminatingReplicas"], 0);
+    assert!(DeploymentStatus::default()
+        .to_json()
+        .get("terminatingReplicas")
+        .is_none());
+}
+
+#[test]
 fn conditions_follow_upstream_rules() {
     let mut s = DeploymentStatus::default();
     s.set_condition(Condition::new(
