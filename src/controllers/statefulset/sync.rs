@@ -28,11 +28,11 @@ pub fn seq(list: Vec<Action>) -> Option<Action> {
 }
 
 /// A slot of the ordinal range: the pod there, or the one to create.
-struct Slot {
-    ord: i64,
-    pod: Option<Obj>,
+pub(super) struct Slot {
+    pub(super) ord: i64,
+    pub(super) pod: Option<Obj>,
     /// The pod a missing one would be: its revision's template, labelled.
-    revision: String,
+    pub(super) revision: String,
 }
 
 pub struct Sync<'a> {
@@ -96,7 +96,7 @@ impl<'a> Sync<'a> {
                     success_prefix: "",
                     failure_reason: failed_reason(verb),
                     failure_prefix: format!(
-                        "{verb} Pod {pod} in StatefulSet {} failed error: ",
+                        "{title} Pod {pod} in StatefulSet {} failed error: ",
                         self.name
                     )
                     .into(),
@@ -105,7 +105,7 @@ impl<'a> Sync<'a> {
             self.event(
                 EventType::Normal,
                 &format!("Successful{title}"),
-                format!("{verb} Pod {pod} in StatefulSet {} successful", self.name),
+                format!("{title} Pod {pod} in StatefulSet {} successful", self.name),
             ),
         ]
     }
@@ -357,17 +357,17 @@ impl<'a> Sync<'a> {
             };
             s.revision = if below { current_name } else { update_name }.to_string();
         }
-        // The first unhealthy pod, in range first (a missing pod is unhealthy), then past it
-        // from the lowest ordinal.
+        // The first unavailable pod, in range first (a missing pod is unavailable), then past
+        // it from the lowest ordinal.
         let first_unhealthy: Option<String> = slots
             .iter()
-            .find(|s| s.pod.as_ref().is_none_or(|p| !id::is_healthy(p)))
+            .find(|s| id::is_unavailable(s.pod.as_deref(), min_ready, now))
             .map(|s| id::pod_name(set, s.ord))
             .or_else(|| {
                 condemned
                     .iter()
                     .rev()
-                    .find(|p| !id::is_healthy(p))
+                    .find(|p| id::is_unavailable(Some(p), min_ready, now))
                     .map(|p| obj::name(p).to_string())
             });
 
@@ -434,29 +434,31 @@ impl<'a> Sync<'a> {
         if update_strategy(set) == "OnDelete" {
             return;
         }
-        // Rolling update: from the highest ordinal down to the partition, one pod at a time.
-        let update_min = partition.unwrap_or(0).max(0) as usize;
-        for i in (update_min..slots.len()).rev() {
-            let s = &slots[i];
-            let Some(p) = &s.pod else {
-                return;
-            };
-            if plan.replaced.contains(obj::name(p)) {
+        // A failed pod being replaced counts as missing.
+        for s in &mut slots {
+            if s.pod
+                .as_ref()
+                .is_some_and(|p| plan.replaced.contains(obj::name(p)))
+            {
+                s.pod = None;
+            }
+        }
+        let gate = crate::config::gates::enabled("MaxUnavailableStatefulSet");
+        let deletions = match rolling_targets(set, &slots, update_name, gate, now) {
+            Ok(d) => d,
+            Err(e) => {
+                log::warn!("{}: {}/{}: {e}", self.ctrl.name(), self.ns, self.name);
                 return;
             }
-            if id::revision_of(p) != update_name && !id::is_terminating(p) {
-                log::debug!(
-                    "{}: pod {} is terminating for update",
-                    self.ctrl.name(),
-                    obj::key(p)
-                );
-                plan.steps.extend(self.delete_pod(obj::name(p)));
-                plan.current_less += 1;
-                return;
-            }
-            if !id::is_healthy(p) {
-                return;
-            }
+        };
+        for name in deletions {
+            log::debug!(
+                "{}: pod {}/{name} is terminating for update",
+                self.ctrl.name(),
+                self.ns
+            );
+            plan.steps.extend(self.delete_pod(&name));
+            plan.current_less += 1;
         }
     }
 
@@ -474,18 +476,8 @@ impl<'a> Sync<'a> {
         let set = self.set;
         let name = id::pod_name(set, s.ord);
         let mut acts = Vec::new();
-        let Some(pod) = s.pod.as_ref().filter(|p| !id::is_failed(p)) else {
+        let Some(pod) = s.pod.as_ref().filter(|p| !id::is_terminal(p)) else {
             if let Some(failed) = &s.pod {
-                acts.push(self.event(
-                    EventType::Warning,
-                    "RecreatingFailedPod",
-                    format!(
-                        "StatefulSet {}/{} is recreating failed Pod {}",
-                        self.ns,
-                        self.name,
-                        obj::name(failed)
-                    ),
-                ));
                 plan.replaced.insert(obj::name(failed).to_string());
                 if !id::is_terminating(failed) {
                     acts.extend(self.delete_pod(obj::name(failed)));
@@ -553,7 +545,7 @@ impl<'a> Sync<'a> {
             acts.push(self.event(
                 EventType::Normal,
                 "SuccessfulUpdate",
-                format!("update Pod {name} in StatefulSet {} successful", self.name),
+                format!("Update Pod {name} in StatefulSet {} successful", self.name),
             ));
         }
         (acts, false)
@@ -602,7 +594,7 @@ impl<'a> Sync<'a> {
                 success_prefix: "",
                 failure_reason: "FailedCreate",
                 failure_prefix: format!(
-                    "create Claim {cname} for Pod {pod} in StatefulSet {} failed error: ",
+                    "Create Claim {cname} for Pod {pod} in StatefulSet {} failed error: ",
                     self.name
                 )
                 .into(),
@@ -620,7 +612,7 @@ impl<'a> Sync<'a> {
                     EventType::Normal,
                     "SuccessfulCreate",
                     format!(
-                        "create Claim {cname} Pod {pod} in StatefulSet {} success",
+                        "Create Claim {cname} Pod {pod} in StatefulSet {} success",
                         self.name
                     ),
                 ),
@@ -632,19 +624,38 @@ impl<'a> Sync<'a> {
         })
     }
 
-    /// Updates of the pod's claims whose owner references do not fit the retention policy.
+    /// Updates of the pod's claims whose owner references do not fit the retention policy,
+    /// each after upstream's `ConflictingController` Warning when another controller holds
+    /// the claim (our references are then only removed).
     fn fix_claims(&self, update_set: &Value, pod: &Value) -> Vec<Action> {
         let store = self.cx.cache.store(PERSISTENTVOLUMECLAIMS);
-        id::claims_for(update_set, id::ordinal(pod))
-            .into_iter()
-            .filter_map(|(_, c)| store.get_in(&self.ns, obj::name(&c)))
-            .filter(|pvc| !id::claim_refs_match(update_set, pvc, pod))
-            .filter_map(|pvc| id::fix_claim_refs(update_set, &pvc, pod))
-            .map(|object| Action::Update {
-                kind: PERSISTENTVOLUMECLAIMS,
-                object,
-            })
-            .collect()
+        let mut out = Vec::new();
+        for (_, c) in id::claims_for(update_set, id::ordinal(pod)) {
+            let Some(pvc) = store.get_in(&self.ns, obj::name(&c)) else {
+                continue;
+            };
+            if id::claim_refs_match(update_set, &pvc, pod) {
+                continue;
+            }
+            if id::has_unexpected_controller(update_set, &pvc, pod) {
+                out.push(self.event(
+                    EventType::Warning,
+                    "ConflictingController",
+                    format!(
+                        "PersistentVolumeClaim {} has a conflicting OwnerReference that acts as \
+                         a manging controller, the retention policy is ignored for this claim",
+                        obj::name(&pvc)
+                    ),
+                ));
+            }
+            if let Some(object) = id::fix_claim_refs(update_set, &pvc, pod) {
+                out.push(Action::Update {
+                    kind: PERSISTENTVOLUMECLAIMS,
+                    object,
+                });
+            }
+        }
+        out
     }
 
     fn delete_pod(&self, pod: &str) -> Vec<Action> {
@@ -685,4 +696,78 @@ fn failed_reason(verb: &str) -> &'static str {
         "update" => "FailedUpdate",
         _ => "FailedDelete",
     }
+}
+
+/// The pods a rolling update deletes in this sync, highest ordinal first (upstream's tail of
+/// `updateStatefulSet`, and `updateStatefulSetAfterInvariantEstablished` when
+/// MaxUnavailableStatefulSet is on). Slots without a pod are unavailable and never deleted.
+pub(super) fn rolling_targets(
+    set: &Value,
+    slots: &[Slot],
+    update_name: &str,
+    max_unavailable_gate: bool,
+    now: std::time::SystemTime,
+) -> std::result::Result<Vec<String>, String> {
+    let min_ready = set
+        .at("/spec/minReadySeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let update_min = partition(set).unwrap_or(0).max(0) as usize;
+    let unavailable = |p: Option<&Obj>| id::is_unavailable(p.map(|p| &**p), min_ready, now);
+    let old = |p: &Obj| id::revision_of(p) != update_name;
+    let in_scope = || slots.iter().skip(update_min).rev();
+    let mut out = Vec::new();
+    if !max_unavailable_gate {
+        // One pod at a time: the highest old one, once every pod above it is available.
+        for s in in_scope() {
+            let Some(p) = &s.pod else {
+                break;
+            };
+            if old(p) && !id::is_terminating(p) {
+                out.push(obj::name(p).to_string());
+                break;
+            }
+            if unavailable(Some(p)) {
+                break;
+            }
+        }
+        return Ok(out);
+    }
+    let max = id::max_unavailable(set, id::replicas(set))?;
+    let parallel = set.at("/spec/podManagementPolicy").and_then(Value::as_str) == Some("Parallel");
+    let unavailable_count = slots.iter().filter(|s| unavailable(s.pod.as_ref())).count() as i64;
+    let needing_update = slots
+        .iter()
+        .filter_map(|s| s.pod.as_ref())
+        .filter(|p| parallel && unavailable(Some(p)) && old(p) && !id::is_terminating(p))
+        .count();
+    if unavailable_count >= max && needing_update == 0 {
+        return Ok(out);
+    }
+    let pods = || in_scope().filter_map(|s| s.pod.as_ref());
+    if parallel {
+        // Old pods already unavailable first, then available old ones within the budget.
+        for p in pods() {
+            if old(p) && !id::is_running_and_available(p, min_ready, now) && !id::is_terminating(p)
+            {
+                out.push(obj::name(p).to_string());
+            }
+        }
+        let budget = (max - unavailable_count).max(0) as usize;
+        out.extend(
+            pods()
+                .filter(|p| old(p) && !unavailable(Some(p)))
+                .take(budget)
+                .map(|p| obj::name(p).to_string()),
+        );
+        return Ok(out);
+    }
+    let budget = (max - unavailable_count).max(0) as usize;
+    out.extend(
+        pods()
+            .filter(|p| old(p) && !id::is_terminating(p))
+            .take(budget)
+            .map(|p| obj::name(p).to_string()),
+    );
+    Ok(out)
 }
