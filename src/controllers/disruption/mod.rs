@@ -30,7 +30,8 @@
 //!   deleted nor terminal has the condition set to False, without reason or message, 2
 //!   minutes after its transition: the eviction that set it did not go through; with the
 //!   pod's generation as `observedGeneration` (PodObservedGenerationTracking).
-//! - Events from `controllermanager`, as upstream's recorder; one worker.
+//! - Events from `controllermanager`, as upstream's recorder; `--concurrent-disruption-syncs`
+//!   workers (1).
 //!
 //! Unlike upstream: a pod change queues every budget that selects the pod (upstream queues one
 //! of them, chosen arbitrarily; both record a `MultiplePodDisruptionBudgets` Warning on the
