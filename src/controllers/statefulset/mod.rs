@@ -21,6 +21,7 @@
 //!   an existing pod's volumes is refused by the API server: volumes are immutable);
 
 mod identity;
+mod metrics;
 mod revisions;
 mod sync;
 #[cfg(test)]
@@ -45,6 +46,7 @@ pub const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/nodeName", "/status"])
 
 /// The statefulset-controller's row in the controller table.
 pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
+    crate::metrics::register_collector("statefulset", std::sync::Arc::new(metrics::families));
     Ok(Some(super::Runnable::reconciles(
         StatefulSetController::new(),
     )))

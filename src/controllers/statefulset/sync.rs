@@ -228,6 +228,11 @@ impl<'a> Sync<'a> {
     ) -> Option<Action> {
         let set = self.set;
         let replicas = id::replicas(set);
+        if crate::config::gates::enabled("MaxUnavailableStatefulSet") {
+            if let Ok(max) = id::max_unavailable(set, replicas) {
+                super::metrics::set_max_unavailable(&self.ns, &self.name, policy(set), max);
+            }
+        }
         let rolling = update_strategy(set) == "RollingUpdate";
         let (mut current_out, mut current_revision) = (counts.current, current_name);
         if rolling
@@ -444,6 +449,13 @@ impl<'a> Sync<'a> {
             }
         }
         let gate = crate::config::gates::enabled("MaxUnavailableStatefulSet");
+        if gate {
+            let unavailable = slots
+                .iter()
+                .filter(|s| id::is_unavailable(s.pod.as_deref(), min_ready, now))
+                .count();
+            super::metrics::set_unavailable(&self.ns, &self.name, policy(set), unavailable as i64);
+        }
         let deletions = match rolling_targets(set, &slots, update_name, gate, now) {
             Ok(d) => d,
             Err(e) => {
@@ -680,6 +692,13 @@ struct Plan {
     replaced: BTreeSet<String>,
     /// Pods deleted for the rolling update (upstream's `status.CurrentReplicas--`).
     current_less: i64,
+}
+
+/// `spec.podManagementPolicy` as stored (the metrics' label).
+fn policy(set: &Value) -> &str {
+    set.at("/spec/podManagementPolicy")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 fn title(verb: &str) -> String {

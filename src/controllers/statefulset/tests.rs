@@ -483,3 +483,48 @@ fn identity_labels_are_repaired() {
     );
     assert_eq!(w.events[0].1, "SuccessfulUpdate");
 }
+
+#[test]
+fn max_unavailable_gauges_follow_the_syncs() {
+    let mut s = set(4);
+    s["metadata"]["name"] = json!("gauged");
+    s["spec"]["selector"] = json!({"matchLabels": {"app": "gauged"}});
+    s["spec"]["template"]["metadata"]["labels"] = json!({"app": "gauged"});
+    s["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = json!("50%");
+    let rev = revision_of(&s);
+    let rn = obj::name(&rev).to_string();
+    let mut objs = vec![(STATEFULSETS, s.clone()), (CONTROLLERREVISIONS, rev)];
+    for o in 0..4 {
+        objs.push((PODS, pod(&s, o, &rn, o != 3)));
+    }
+    harness(&objs).sync("ns/gauged");
+    let series = |family: &str| -> Vec<f64> {
+        metrics::families()
+            .into_iter()
+            .filter(|f| f.name == family)
+            .flat_map(|f| f.samples)
+            .filter(|x| {
+                x.labels
+                    .iter()
+                    .any(|(k, v)| k == "statefulset_name" && v == "gauged")
+            })
+            .map(|x| match x.value {
+                crate::metrics::SampleValue::Scalar(v) => v,
+                _ => f64::NAN,
+            })
+            .collect()
+    };
+    assert_eq!(
+        series("statefulset_controller_statefulset_max_unavailable"),
+        [2.0]
+    );
+    // web-3 is not ready: one unavailable. (OrderedReady stops at it before the rolling
+    // update, so the gauge is only set once the range is healthy.)
+    let mut objs = objs.clone();
+    objs[5] = (PODS, pod(&s, 3, &rn, true));
+    harness(&objs).sync("ns/gauged");
+    assert_eq!(
+        series("statefulset_controller_statefulset_unavailable_replicas"),
+        [0.0]
+    );
+}
