@@ -421,6 +421,38 @@ fn scenario_retention(t: &Target) {
     wait_pods(admin, n, &["kv-0"]);
 }
 
+/// A claim that was there before its pod gets the retention policy's controller reference
+/// as soon as the pod is made, although the OrderedReady set waits for the pod (v1.37 fixes
+/// the claims of a new and of a Pending pod).
+fn scenario_retention_existing_claim(t: &Target) {
+    let _kcm = start_with(t, "sts-retention-existing", CONTROLLERS);
+    let ns = new_ns(t, "e2e-sts");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    admin
+        .create(
+            &PERSISTENTVOLUMECLAIMS,
+            Some(n),
+            &json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data-ex-0", "labels": {"app": "ex"}},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}),
+        )
+        .expect("claim");
+    let mut o = sts("ex", 1, "OrderedReady");
+    o["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    let set = admin.create(&STATEFULSETS, Some(n), &o).expect("create");
+    wait_pods(admin, n, &["ex-0"]);
+    let c = eventually(LIMIT, "the set's reference on the old claim", || {
+        get(admin, &PERSISTENTVOLUMECLAIMS, n, "data-ex-0")
+            .filter(|c| c["metadata"]["ownerReferences"][0]["uid"] == set["metadata"]["uid"])
+    });
+    assert_eq!(c["metadata"]["ownerReferences"][0]["controller"], true);
+    // The pod is still Pending: nobody made it Ready.
+    let p = get(admin, &PODS, n, "ex-0").expect("ex-0");
+    assert_ne!(p["status"]["phase"], "Running");
+}
+
 /// The API server goes away in the middle of a scale-up (sandbox: it stops listening and
 /// its watch history expires, so the watches come back with 410 Gone; real: it is
 /// restarted): afterwards every pod and claim exists exactly once and status is right.
@@ -504,5 +536,6 @@ scenarios! {
     statefulset_rolling => scenario_rolling,
     statefulset_max_unavailable => scenario_max_unavailable,
     statefulset_retention => scenario_retention,
+    statefulset_retention_existing_claim => scenario_retention_existing_claim,
     statefulset_restart_mid_scale => scenario_restart_mid_scale,
 }

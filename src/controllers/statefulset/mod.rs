@@ -23,6 +23,7 @@
 mod identity;
 mod metrics;
 mod revisions;
+mod rolling;
 mod sync;
 #[cfg(test)]
 mod tests;

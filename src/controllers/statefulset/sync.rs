@@ -403,7 +403,7 @@ impl<'a> Sync<'a> {
 
         // Past the range: claims' references for the retention policy, then deletions.
         for p in &condemned {
-            plan.steps.extend(self.fix_claims(&update_set, p));
+            plan.steps.extend(self.fix_claims(&update_set, p, false));
         }
         for p in &condemned {
             let pname = obj::name(p).to_string();
@@ -456,7 +456,7 @@ impl<'a> Sync<'a> {
                 .count();
             super::metrics::set_unavailable(&self.ns, &self.name, policy(set), unavailable as i64);
         }
-        let deletions = match rolling_targets(set, &slots, update_name, gate, now) {
+        let deletions = match super::rolling::rolling_targets(set, &slots, update_name, gate, now) {
             Ok(d) => d,
             Err(e) => {
                 log::warn!("{}: {}/{}: {e}", self.ctrl.name(), self.ns, self.name);
@@ -513,6 +513,9 @@ impl<'a> Sync<'a> {
                 Ok(c) => acts.extend(c),
                 Err(()) => return (acts, true),
             }
+            // Claims that were there already get the retention policy's references right
+            // after the pod is made (upstream's `CreateStatefulPod`).
+            let existing = self.fix_claims(update_set, &pod, true);
             acts.extend(self.pod_write(
                 "create",
                 &name,
@@ -522,13 +525,18 @@ impl<'a> Sync<'a> {
                     object: pod,
                 },
             ));
+            acts.extend(existing);
             return (acts, monotonic);
         };
-        if id::is_pending(pod) {
+        // A Pending pod: its missing claims made and its claims' references fixed on every
+        // sync (upstream's `createMissingPersistentVolumeClaims`).
+        let pending = id::is_pending(pod);
+        if pending {
             match self.create_claims(set, s.ord, &name) {
                 Ok(c) => acts.extend(c),
                 Err(()) => return (acts, true),
             }
+            acts.extend(self.fix_claims(update_set, pod, true));
         }
         if monotonic
             && (id::is_terminating(pod)
@@ -537,7 +545,11 @@ impl<'a> Sync<'a> {
         {
             return (acts, true);
         }
-        let claims = self.fix_claims(update_set, pod);
+        let claims = if pending {
+            Vec::new()
+        } else {
+            self.fix_claims(update_set, pod, false)
+        };
         let claims_fixed = !claims.is_empty();
         acts.extend(claims);
         if !id::identity_matches(set, pod) {
@@ -638,15 +650,18 @@ impl<'a> Sync<'a> {
 
     /// Updates of the pod's claims whose owner references do not fit the retention policy,
     /// each after upstream's `ConflictingController` Warning when another controller holds
-    /// the claim (our references are then only removed).
-    fn fix_claims(&self, update_set: &Value, pod: &Value) -> Vec<Action> {
+    /// the claim (our references are then only removed). `always`: upstream's
+    /// `UpdatePodClaimForRetentionPolicy` called without checking first (after a create, for
+    /// a Pending pod), which warns about such a claim even when nothing is to be fixed.
+    fn fix_claims(&self, update_set: &Value, pod: &Value, always: bool) -> Vec<Action> {
         let store = self.cx.cache.store(PERSISTENTVOLUMECLAIMS);
         let mut out = Vec::new();
         for (_, c) in id::claims_for(update_set, id::ordinal(pod)) {
             let Some(pvc) = store.get_in(&self.ns, obj::name(&c)) else {
                 continue;
             };
-            if id::claim_refs_match(update_set, &pvc, pod) {
+            let fits = id::claim_refs_match(update_set, &pvc, pod);
+            if fits && !always {
                 continue;
             }
             if id::has_unexpected_controller(update_set, &pvc, pod) {
@@ -659,6 +674,9 @@ impl<'a> Sync<'a> {
                         obj::name(&pvc)
                     ),
                 ));
+            }
+            if fits {
+                continue;
             }
             if let Some(object) = id::fix_claim_refs(update_set, &pvc, pod) {
                 out.push(Action::Update {
@@ -715,78 +733,4 @@ fn failed_reason(verb: &str) -> &'static str {
         "update" => "FailedUpdate",
         _ => "FailedDelete",
     }
-}
-
-/// The pods a rolling update deletes in this sync, highest ordinal first (upstream's tail of
-/// `updateStatefulSet`, and `updateStatefulSetAfterInvariantEstablished` when
-/// MaxUnavailableStatefulSet is on). Slots without a pod are unavailable and never deleted.
-pub(super) fn rolling_targets(
-    set: &Value,
-    slots: &[Slot],
-    update_name: &str,
-    max_unavailable_gate: bool,
-    now: std::time::SystemTime,
-) -> std::result::Result<Vec<String>, String> {
-    let min_ready = set
-        .at("/spec/minReadySeconds")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let update_min = partition(set).unwrap_or(0).max(0) as usize;
-    let unavailable = |p: Option<&Obj>| id::is_unavailable(p.map(|p| &**p), min_ready, now);
-    let old = |p: &Obj| id::revision_of(p) != update_name;
-    let in_scope = || slots.iter().skip(update_min).rev();
-    let mut out = Vec::new();
-    if !max_unavailable_gate {
-        // One pod at a time: the highest old one, once every pod above it is available.
-        for s in in_scope() {
-            let Some(p) = &s.pod else {
-                break;
-            };
-            if old(p) && !id::is_terminating(p) {
-                out.push(obj::name(p).to_string());
-                break;
-            }
-            if unavailable(Some(p)) {
-                break;
-            }
-        }
-        return Ok(out);
-    }
-    let max = id::max_unavailable(set, id::replicas(set))?;
-    let parallel = set.at("/spec/podManagementPolicy").and_then(Value::as_str) == Some("Parallel");
-    let unavailable_count = slots.iter().filter(|s| unavailable(s.pod.as_ref())).count() as i64;
-    let needing_update = slots
-        .iter()
-        .filter_map(|s| s.pod.as_ref())
-        .filter(|p| parallel && unavailable(Some(p)) && old(p) && !id::is_terminating(p))
-        .count();
-    if unavailable_count >= max && needing_update == 0 {
-        return Ok(out);
-    }
-    let pods = || in_scope().filter_map(|s| s.pod.as_ref());
-    if parallel {
-        // Old pods already unavailable first, then available old ones within the budget.
-        for p in pods() {
-            if old(p) && !id::is_running_and_available(p, min_ready, now) && !id::is_terminating(p)
-            {
-                out.push(obj::name(p).to_string());
-            }
-        }
-        let budget = (max - unavailable_count).max(0) as usize;
-        out.extend(
-            pods()
-                .filter(|p| old(p) && !unavailable(Some(p)))
-                .take(budget)
-                .map(|p| obj::name(p).to_string()),
-        );
-        return Ok(out);
-    }
-    let budget = (max - unavailable_count).max(0) as usize;
-    out.extend(
-        pods()
-            .filter(|p| old(p) && !id::is_terminating(p))
-            .take(budget)
-            .map(|p| obj::name(p).to_string()),
-    );
-    Ok(out)
 }

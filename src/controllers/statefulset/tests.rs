@@ -528,3 +528,39 @@ fn max_unavailable_gauges_follow_the_syncs() {
         [0.0]
     );
 }
+
+#[test]
+fn existing_claims_of_new_and_pending_pods_get_their_references() {
+    let mut s = set(1);
+    s["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    let rev = revision_of(&s);
+    let rn = obj::name(&rev).to_string();
+    let claim = json!({"metadata": {"name": "data-web-0", "namespace": "ns", "uid": "c0"}});
+    let want = json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
+        "uid": "uid-web", "controller": true, "blockOwnerDeletion": true}]);
+    let claim_update = |w: &Writes| {
+        w.updates
+            .iter()
+            .find(|u| u.0 == PERSISTENTVOLUMECLAIMS)
+            .map(|u| u.2["metadata"]["ownerReferences"].clone())
+    };
+    // The pod is made: the claim that was there gets the set's reference.
+    let w = harness(&[
+        (STATEFULSETS, s.clone()),
+        (CONTROLLERREVISIONS, rev.clone()),
+        (PERSISTENTVOLUMECLAIMS, claim.clone()),
+    ])
+    .sync("ns/web");
+    assert_eq!(created(&w, PODS), vec!["web-0"]);
+    assert_eq!(claim_update(&w), Some(want.clone()));
+    // A Pending pod (OrderedReady waits for it): fixed too.
+    let w = harness(&[
+        (STATEFULSETS, s.clone()),
+        (CONTROLLERREVISIONS, rev),
+        (PODS, pod(&s, 0, &rn, false)),
+        (PERSISTENTVOLUMECLAIMS, claim),
+    ])
+    .sync("ns/web");
+    assert_eq!(claim_update(&w), Some(want));
+}

@@ -2,7 +2,8 @@
 //! `updateStatefulSetAfterInvariantEstablished`), with MaxUnavailableStatefulSet on and off.
 
 use super::identity::{self as id, max_unavailable};
-use super::sync::{rolling_targets, Slot};
+use super::rolling::rolling_targets;
+use super::sync::Slot;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
