@@ -133,6 +133,8 @@ fn stored_status(hpa: &Value) -> Value {
 pub struct Synced {
     pub actions: Vec<Action>,
     pub error: Option<String>,
+    /// The reconciliation's `action` label: scale_up or scale_down after a rescale, else none.
+    pub action: &'static str,
 }
 
 fn finish(run: Run, new_status: Value, events_first: bool, error: Option<String>) -> Synced {
@@ -166,7 +168,11 @@ fn finish(run: Run, new_status: Value, events_first: bool, error: Option<String>
         actions.extend(update);
         actions.extend(run.events);
     }
-    Synced { actions, error }
+    Synced {
+        actions,
+        error,
+        action: "none",
+    }
 }
 
 /// `reconcileAutoscaler`.
@@ -307,8 +313,13 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
         desired = current;
     }
     let st = status(&run, current, desired, last_scale, statuses, observed);
+    super::monitor::set_desired(ns, crate::obj::name(hpa), desired);
     // Events were recorded as they happened, before the status write.
-    finish(run, st, true, error)
+    let mut done = finish(run, st, true, error);
+    if rescale {
+        done.action = super::monitor::action(desired, current);
+    }
+    done
 }
 
 /// What the sync decides before writing: the bounds, zero, or the metrics (Err: no metric

@@ -656,3 +656,51 @@ fn new_hpas_and_spec_changes_sync_at_once() {
     assert!(!super::at_once(&d(DeltaKind::Updated, at(2), at(2)), true));
     assert!(!super::at_once(&d(DeltaKind::Updated, at(1), at(2)), false));
 }
+
+#[test]
+fn monitor_metrics_count_reconciliations_and_computations() {
+    let value = |family: &str, label: (&str, &str)| -> f64 {
+        monitor::families()
+            .into_iter()
+            .filter(|f| f.name == format!("horizontal_pod_autoscaler_controller_{family}"))
+            .flat_map(|f| f.samples)
+            .filter(|x| x.labels.iter().any(|(k, v)| k == label.0 && v == label.1))
+            .map(|x| match x.value {
+                crate::metrics::SampleValue::Scalar(v) => v,
+                _ => 0.0,
+            })
+            .sum()
+    };
+    let mut h = hpa(json!({}));
+    h["metadata"]["name"] = json!("monitored");
+    let before = value("reconciliations_total", ("action", "scale_up"));
+    let hs = harness(h, &[pod("p1", true), pod("p2", true)]);
+    let f = Fake {
+        scale: Some(scale(2, 2)),
+        pod_metrics: Ok(vec![usage("p1", "100m"), usage("p2", "100m")]),
+        ..Fake::default()
+    };
+    let cx = crate::controller::Cx {
+        cache: &hs.cache,
+        now: hs.now,
+        client: &hs.client,
+    };
+    hs.ctrl.sync_with(&cx, "ns/monitored", &f);
+    assert_eq!(*f.updated.borrow(), [4]);
+    assert_eq!(
+        value("reconciliations_total", ("action", "scale_up")),
+        before + 1.0
+    );
+    assert!(value("metric_computation_total", ("metric_type", "Resource")) >= 1.0);
+    assert_eq!(value("desired_replicas", ("hpa_name", "monitored")), 4.0);
+    // The HPA was counted when the harness added it (other tests add theirs too).
+    let num = monitor::families()
+        .into_iter()
+        .find(|f| f.name == "horizontal_pod_autoscaler_controller_num_horizontal_pod_autoscalers")
+        .expect("the gauge");
+    assert!(num.help.starts_with("[ALPHA] "));
+    assert!(matches!(
+        num.samples[0].value,
+        crate::metrics::SampleValue::Scalar(v) if v >= 1.0
+    ));
+}
