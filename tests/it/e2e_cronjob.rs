@@ -237,7 +237,10 @@ fn scenario_due_time_starts_a_job_and_tracks_it(t: &Target) {
     assert!(active_names(&done).is_empty(), "{done}");
     assert_eq!(done["status"]["lastSuccessfulTime"], rfc3339(now).as_str());
     let e = wait_event(admin, n, "backup", "SawCompletedJob");
-    assert_eq!(e.2, format!("Saw completed job: {name}, status: Complete"));
+    assert_eq!(
+        e.2,
+        format!("Saw completed job: {name}, condition: Complete")
+    );
 }
 
 /// A running Job in the active list: `Forbid` starts nothing (JobAlreadyActive); `Replace`
@@ -486,6 +489,39 @@ fn scenario_time_zone(t: &Target) {
     assert!(s.ends_with("+05:30"), "{s}");
 }
 
+/// Jobs are the CronJob's by the controller reference's UID (v1.37): a finished Job of an
+/// earlier CronJob of the same name is neither counted in the history nor deleted.
+fn scenario_jobs_by_controller_uid(t: &Target) {
+    let ns = Ns::with_cleanup(t, "e2e-cron-uid", &[JOBS, CRONJOBS]);
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let cj = create_due_cronjob(
+        admin,
+        n,
+        "same",
+        "* * * * *",
+        json!({"suspend": true, "successfulJobsHistoryLimit": 0}),
+    );
+    let mut earlier = cj.clone();
+    earlier["metadata"]["uid"] = json!("0b3a4d9e-0000-4000-8000-00000000e411");
+    let now = now_secs();
+    for (name, owner) in [("same-mine", &cj), ("same-earlier", &earlier)] {
+        create_owned_job(admin, n, owner, name, None);
+        set_job_status(admin, n, name, now - 300, Some(("Complete", now - 200)));
+    }
+    let _kcm = start_with(t, "cron-uid", CRONJOB);
+    eventually(LIMIT, "its own Job deleted", || {
+        (names(&jobs(admin, n)) == ["same-earlier"]).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(names(&jobs(admin, n)), ["same-earlier"]);
+    let deleted: Vec<String> = events_about(admin, n, "same")
+        .into_iter()
+        .filter(|e| e.1 == "SuccessfulDelete")
+        .map(|e| e.2)
+        .collect();
+    assert_eq!(deleted, ["Deleted job same-mine"]);
+}
+
 scenarios! {
     due_time_starts_a_job_and_tracks_it => scenario_due_time_starts_a_job_and_tracks_it,
     forbid_and_replace => scenario_forbid_and_replace,
@@ -493,4 +529,5 @@ scenarios! {
     ttl_after_finished => scenario_ttl_after_finished,
     apiserver_restart => scenario_apiserver_restart,
     time_zone => scenario_time_zone,
+    jobs_by_controller_uid => scenario_jobs_by_controller_uid,
 }

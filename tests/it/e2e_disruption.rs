@@ -329,6 +329,11 @@ fn scenario_stale_disruption_target_reset(t: &Target) {
     assert!(c.get("message").is_none(), "{c}");
     assert_ne!(c["lastTransitionTime"], long_ago.as_str());
     let p = get_pod(admin, n, "evicted").expect("pod");
+    // The pod's generation on the condition (PodObservedGenerationTracking, GA in 1.35); the
+    // sandbox keeps no pod generation.
+    if let Some(g) = p["metadata"]["generation"].as_i64() {
+        assert_eq!(c["observedGeneration"], g, "{c}");
+    }
     assert_eq!(p["status"]["conditions"][0]["type"], "Ready");
     std::thread::sleep(Duration::from_secs(2));
     let k = get_pod(admin, n, "kubelet").expect("pod");

@@ -318,8 +318,83 @@ fn scenario_external_and_pods_metrics(t: &Target) {
     );
 }
 
+/// v1.37: scale to zero with an External metric (HPAScaleToZero) and back once the queue
+/// fills, with the `ScaledToZero` condition and `observedGeneration` (HPAGeneration); and a
+/// per-direction tolerance (HPAConfigurableTolerance) holding a scale-up until the spec
+/// lowers it, which is synced at once.
+fn scenario_scale_to_zero_and_tolerance(t: &Target) {
+    let ns = Ns::with_cleanup(t, "hpa-zero", &[HPAS, REPLICASETS, PODS]);
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let metrics = feed(t);
+    replicaset(admin, n, "worker", 2);
+    for p in ["worker-a", "worker-b"] {
+        ready_pod(admin, n, "worker", p);
+    }
+    metrics.set_external(n, "queue-depth", &[(&[("queue", "jobs")], "0")]);
+    hpa(
+        admin,
+        n,
+        "worker",
+        "worker",
+        json!({"minReplicas": 0, "maxReplicas": 5, "metrics": [{"type": "External",
+            "external": {"metric": {"name": "queue-depth"},
+                "target": {"type": "Value", "value": "10"}}}],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}}}),
+    );
+    replicaset(admin, n, "api", 2);
+    for p in ["api-a", "api-b"] {
+        ready_pod(admin, n, "api", p);
+        metrics.set_pod_cpu(n, p, "70m");
+    }
+    hpa(
+        admin,
+        n,
+        "api",
+        "api",
+        json!({"metrics": cpu(50), "behavior": {"scaleUp": {"tolerance": "0.5"}}}),
+    );
+    let _kcm = start(t, "hpa-zero");
+    wait_replicas(admin, n, "worker", 0);
+    let h = wait_hpa(admin, n, "worker", "ScaledToZero", |h| {
+        condition(h, "ScaledToZero") == ("True".into(), "ScaledToZero".into())
+    });
+    assert_eq!(
+        h["status"]["observedGeneration"],
+        h["metadata"]["generation"]
+    );
+    wait_event(
+        admin,
+        n,
+        "worker",
+        "SuccessfulRescale",
+        "New size: 0; reason: All metrics below target",
+    );
+    // The queue fills: 25 against 10 from zero pods is 3.
+    metrics.set_external(n, "queue-depth", &[(&[("queue", "jobs")], "25")]);
+    wait_replicas(admin, n, "worker", 3);
+    wait_hpa(admin, n, "worker", "NotScaledToZero", |h| {
+        condition(h, "ScaledToZero") == ("False".into(), "NotScaledToZero".into())
+    });
+
+    // 70 % against 50 % is within a scale-up tolerance of 0.5.
+    let h = wait_hpa(admin, n, "api", "a metric read", |h| {
+        h["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 70
+    });
+    assert_eq!(h["status"]["desiredReplicas"], 2);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(replicas(admin, n, "api"), 2);
+    eventually(LIMIT, "lower the tolerance", || {
+        let mut h = admin.get(&HPAS, Some(n), "api").ok()?;
+        h["spec"]["behavior"]["scaleUp"]["tolerance"] = json!("0.1");
+        admin.update(&HPAS, &h).ok()
+    });
+    wait_replicas(admin, n, "api", 3);
+    dump(admin, n);
+}
+
 scenarios! {
     cpu_scale_up_and_limited_down => scenario_cpu_scale_up_and_limited_down,
     failures_are_reported => scenario_failures_are_reported,
     external_and_pods_metrics => scenario_external_and_pods_metrics,
+    scale_to_zero_and_tolerance => scenario_scale_to_zero_and_tolerance,
 }

@@ -191,9 +191,9 @@ fn scenario_ordered(t: &Target) {
         let m = messages(admin, n, "SuccessfulCreate");
         (m.len() == 6).then_some(m)
     });
-    assert!(created.contains(&"create Pod web-1 in StatefulSet web successful".to_string()));
+    assert!(created.contains(&"Create Pod web-1 in StatefulSet web successful".to_string()));
     assert!(created
-        .contains(&"create Claim data-web-2 Pod web-2 in StatefulSet web success".to_string()));
+        .contains(&"Create Claim data-web-2 Pod web-2 in StatefulSet web success".to_string()));
 
     // Scale down to one: the highest ordinal goes first; claims stay.
     update_spec(admin, n, "web", |o| o["spec"]["replicas"] = json!(1));
@@ -210,8 +210,8 @@ fn scenario_ordered(t: &Target) {
     assert_eq!(
         deleted,
         strings(&[
-            "delete Pod web-1 in StatefulSet web successful",
-            "delete Pod web-2 in StatefulSet web successful"
+            "Delete Pod web-1 in StatefulSet web successful",
+            "Delete Pod web-2 in StatefulSet web successful"
         ])
     );
 }
@@ -307,6 +307,79 @@ fn scenario_rolling(t: &Target) {
     });
 }
 
+/// `rollingUpdate.maxUnavailable` (MaxUnavailableStatefulSet, on in v1.37): an OrderedReady
+/// set of four with maxUnavailable 2 replaces its two highest pods at once, then the next two
+/// once those are available; v1.28 replaced one at a time.
+fn scenario_max_unavailable(t: &Target) {
+    let _kcm = start_with(t, "sts-maxunavailable", CONTROLLERS);
+    let ns = new_ns(t, "e2e-sts");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let mut s = sts("mu", 4, "OrderedReady");
+    s["spec"]["updateStrategy"] =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}});
+    admin.create(&STATEFULSETS, Some(n), &s).expect("create");
+    let all = ["mu-0", "mu-1", "mu-2", "mu-3"];
+    for (i, p) in all.iter().enumerate() {
+        wait_pods(admin, n, &all[..=i]);
+        set_ready(admin, n, p);
+    }
+    let old = wait_status(admin, n, "mu", "4 ready", |s| {
+        int(&s["readyReplicas"]) == 4 && int(&s["availableReplicas"]) == 4
+    })["status"]["updateRevision"]
+        .as_str()
+        .expect("rev")
+        .to_string();
+    update_spec(admin, n, "mu", |o| {
+        o["spec"]["template"]["metadata"]["annotations"] = json!({"v": "2"});
+    });
+    let new = wait_status(admin, n, "mu", "an update revision", |s| {
+        s["updateRevision"].as_str().is_some_and(|r| r != old)
+    })["status"]["updateRevision"]
+        .as_str()
+        .expect("rev")
+        .to_string();
+    let rev_of = |name: &str| {
+        get(admin, &PODS, n, name)
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .and_then(|p| {
+                p["metadata"]["labels"]["controller-revision-hash"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+    };
+    // mu-3 and mu-2 were deleted together: mu-2 comes back on the new revision while mu-3,
+    // gone too, waits for it (OrderedReady); one at a time, mu-2 would stay old until a new
+    // mu-3 was Ready.
+    eventually(LIMIT, "mu-2 replaced", || {
+        (rev_of("mu-2")? == new).then_some(())
+    });
+    assert_eq!(rev_of("mu-3"), None);
+    // Two unavailable: mu-1 and mu-0 are left alone.
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(rev_of("mu-1").as_deref(), Some(old.as_str()));
+    assert_eq!(rev_of("mu-0").as_deref(), Some(old.as_str()));
+    set_ready(admin, n, "mu-2");
+    eventually(LIMIT, "mu-3 made on the new revision", || {
+        (rev_of("mu-3")? == new).then_some(())
+    });
+    set_ready(admin, n, "mu-3");
+    // Both available again: the last two go together.
+    eventually(LIMIT, "mu-0 replaced", || {
+        (rev_of("mu-0")? == new).then_some(())
+    });
+    assert_eq!(rev_of("mu-1"), None);
+    set_ready(admin, n, "mu-0");
+    eventually(LIMIT, "mu-1 made", || {
+        (rev_of("mu-1")? == new).then_some(())
+    });
+    set_ready(admin, n, "mu-1");
+    wait_status(admin, n, "mu", "rolled out", |s| {
+        s["currentRevision"] == new.as_str()
+            && int(&s["currentReplicas"]) == 4
+            && int(&s["readyReplicas"]) == 4
+    });
+}
+
 /// persistentVolumeClaimRetentionPolicy: claims carry the references the garbage collector
 /// needs (the set's while in range under whenDeleted=Delete, the pod's once scaled away
 /// under whenScaled=Delete).
@@ -324,7 +397,12 @@ fn scenario_retention(t: &Target) {
             .filter(|c| c["metadata"]["ownerReferences"][0]["uid"] == set["metadata"]["uid"])
     });
     assert_eq!(c["metadata"]["ownerReferences"][0]["kind"], "StatefulSet");
-    assert!(c["metadata"]["ownerReferences"][0]["controller"].is_null());
+    // A controller reference since v1.32 (v1.28 wrote a plain one).
+    assert_eq!(c["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(
+        c["metadata"]["ownerReferences"][0]["blockOwnerDeletion"],
+        true
+    );
     set_ready(admin, n, "kv-0");
     set_ready(admin, n, "kv-1");
     let pod1 = get(admin, &PODS, n, "kv-1").expect("kv-1");
@@ -341,6 +419,38 @@ fn scenario_retention(t: &Target) {
         pod1["metadata"]["uid"]
     );
     wait_pods(admin, n, &["kv-0"]);
+}
+
+/// A claim that was there before its pod gets the retention policy's controller reference
+/// as soon as the pod is made, although the OrderedReady set waits for the pod (v1.37 fixes
+/// the claims of a new and of a Pending pod).
+fn scenario_retention_existing_claim(t: &Target) {
+    let _kcm = start_with(t, "sts-retention-existing", CONTROLLERS);
+    let ns = new_ns(t, "e2e-sts");
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    admin
+        .create(
+            &PERSISTENTVOLUMECLAIMS,
+            Some(n),
+            &json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data-ex-0", "labels": {"app": "ex"}},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}),
+        )
+        .expect("claim");
+    let mut o = sts("ex", 1, "OrderedReady");
+    o["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    let set = admin.create(&STATEFULSETS, Some(n), &o).expect("create");
+    wait_pods(admin, n, &["ex-0"]);
+    let c = eventually(LIMIT, "the set's reference on the old claim", || {
+        get(admin, &PERSISTENTVOLUMECLAIMS, n, "data-ex-0")
+            .filter(|c| c["metadata"]["ownerReferences"][0]["uid"] == set["metadata"]["uid"])
+    });
+    assert_eq!(c["metadata"]["ownerReferences"][0]["controller"], true);
+    // The pod is still Pending: nobody made it Ready.
+    let p = get(admin, &PODS, n, "ex-0").expect("ex-0");
+    assert_ne!(p["status"]["phase"], "Running");
 }
 
 /// The API server goes away in the middle of a scale-up (sandbox: it stops listening and
@@ -424,6 +534,8 @@ fn scenario_restart_mid_scale(t: &Target) {
 scenarios! {
     statefulset_ordered => scenario_ordered,
     statefulset_rolling => scenario_rolling,
+    statefulset_max_unavailable => scenario_max_unavailable,
     statefulset_retention => scenario_retention,
+    statefulset_retention_existing_claim => scenario_retention_existing_claim,
     statefulset_restart_mid_scale => scenario_restart_mid_scale,
 }

@@ -6,6 +6,7 @@
 //!   CronJob's `timeZone` (IANA names; [`gotime`]) or, without one, the process's own zone. A
 //!   schedule naming `TZ`/`CRON_TZ` itself is used as written, with an `UnsupportedSchedule`
 //!   warning (the apiserver refuses it only together with `timeZone`).
+//! - Its Jobs are those whose controller reference carries its UID (v1.37).
 //! - One sync: Jobs beyond `successfulJobsHistoryLimit`/`failedJobsHistoryLimit` are deleted
 //!   (oldest start first, `SuccessfulDelete`); finished Jobs leave the active list
 //!   (`SawCompletedJob`) and move `lastSuccessfulTime`; active Jobs that are gone are dropped
@@ -230,13 +231,15 @@ impl Controller for CronJobController {
         let Some(cj) = cx.cache.store(CRONJOBS).get(key) else {
             return Ok(Outcome::none());
         };
-        let (ns, name) = (obj::namespace(&cj), obj::name(&cj));
+        let ns = obj::namespace(&cj);
         let jobs: Vec<Value> = cx
             .cache
             .store_for(&JOB_WATCH)
             .list_namespace(ns)
             .into_iter()
-            .filter(|j| obj::controller_ref(j).is_some_and(|r| r.name == name))
+            // Its Jobs by the controller reference's UID (v1.37; before, by name, so a Job of an
+            // earlier CronJob of the same name was taken too).
+            .filter(|j| obj::controller_ref(j).is_some_and(|r| r.uid == obj::uid(&cj)))
             .map(|j| (*j).clone())
             .collect();
         let plan = sync::plan(&cj, &jobs, now_ns(cx), cx.client)?;

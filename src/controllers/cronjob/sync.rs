@@ -343,7 +343,7 @@ pub fn plan(cj: &Value, jobs: &[Value], now: i64, live: &dyn Live) -> crate::Res
                     cj,
                     EventType::Normal,
                     "SawCompletedJob",
-                    format!("Saw completed job: {}, status: {status}", obj::name(j)),
+                    format!("Saw completed job: {}, condition: {status}", obj::name(j)),
                 ));
                 update = true;
             }

@@ -670,6 +670,24 @@ fn a_sync_creates_then_writes_the_status_with_the_new_job() {
 }
 
 #[test]
+fn a_job_of_an_earlier_cronjob_of_the_same_name_is_not_ours() {
+    let mut h = Harness::new(CronJobController::new()).at("2024-01-01T00:01:05Z");
+    let mut cj = cronjob("c", "* * * * *");
+    cj["spec"]["successfulJobsHistoryLimit"] = 0.into();
+    cj["spec"]["suspend"] = true.into();
+    h.add(CRONJOBS, cj.clone());
+    let mut earlier = job(&cj, "c-1", Some("Complete"), "2024-01-01T00:00:00Z");
+    earlier["metadata"]["ownerReferences"][0]["uid"] = "cj-c-before".into();
+    h.add(JOBS, earlier);
+    h.add(
+        JOBS,
+        job(&cj, "c-2", Some("Complete"), "2024-01-01T00:00:00Z"),
+    );
+    let w = crate::controllers::testing::Writes::of(&h.outcome("ns/c"));
+    assert_eq!(w.deletes, [(JOBS, "ns/c-2".to_string())]);
+}
+
+#[test]
 fn a_failed_create_is_reported_and_a_taken_name_of_another_owner_is_left() {
     let mut h = Harness::new(CronJobController::new()).at("2024-01-01T00:01:05Z");
     h.add(CRONJOBS, cronjob("c", "* * * * *"));

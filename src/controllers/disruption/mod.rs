@@ -1,7 +1,7 @@
 //! disruption-controller: the status of every PodDisruptionBudget, and the reset of stale
 //! `DisruptionTarget` pod conditions (upstream's `pkg/controller/disruption`).
 //!
-//! As upstream v1.28:
+//! As upstream v1.37 (its v1.29-v1.37 changes are listed in `docs/controllers/disruption.md`):
 //! - A budget's pods are those of its namespace its `spec.selector` selects (policy/v1: an
 //!   empty selector selects every pod, a missing one none). None: a Normal `NoPods` Event
 //!   ("No matching pods found") on every sync.
@@ -28,8 +28,10 @@
 //!   the budget or one of its pods changes, as upstream.
 //! - A pod with `DisruptionTarget=True` (not set by the kubelet) that is neither being
 //!   deleted nor terminal has the condition set to False, without reason or message, 2
-//!   minutes after its transition: the eviction that set it did not go through.
-//! - Events from `controllermanager`, as upstream's recorder; one worker.
+//!   minutes after its transition: the eviction that set it did not go through; with the
+//!   pod's generation as `observedGeneration` (PodObservedGenerationTracking).
+//! - Events from `controllermanager`, as upstream's recorder; `--concurrent-disruption-syncs`
+//!   workers (1).
 //!
 //! Unlike upstream: a pod change queues every budget that selects the pod (upstream queues one
 //! of them, chosen arbitrarily; both record a `MultiplePodDisruptionBudgets` Warning on the
@@ -356,9 +358,10 @@ impl DisruptionController {
                     reason: "",
                     message: "",
                 };
-                let Some(status) = pod_status_patch(&pod, &cond, cx.now) else {
+                let Some(mut status) = pod_status_patch(&pod, &cond, cx.now) else {
                     return Ok(Outcome::none());
                 };
+                observe_generation(&mut status, &pod);
                 log::info!("{NAME}: reset stale DisruptionTarget condition to False for pod {key}");
                 Ok(Outcome::with(vec![Action::Patch {
                     kind: PODS,
@@ -444,3 +447,36 @@ impl Controller for DisruptionController {
 
 #[cfg(test)]
 mod tests;
+
+/// The reset condition's `observedGeneration`: the pod's `metadata.generation` while
+/// PodObservedGenerationTracking is on (beta 1.34, GA 1.35) or the condition had one before
+/// (upstream's `CalculatePodConditionObservedGeneration`).
+fn observe_generation(status: &mut serde_json::Map<String, Value>, pod: &Value) {
+    use crate::obj::At as _;
+    let generation = pod
+        .at("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let had = pod
+        .at("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c["type"] == decide::DISRUPTION_TARGET
+                && c["observedGeneration"].as_i64().unwrap_or(0) != 0
+        });
+    let tracked = crate::config::gates::enabled("PodObservedGenerationTracking") || had;
+    if !tracked || generation == 0 {
+        return;
+    }
+    for c in status
+        .get_mut("conditions")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter(|c| c["type"] == decide::DISRUPTION_TARGET)
+    {
+        c["observedGeneration"] = json!(generation);
+    }
+}

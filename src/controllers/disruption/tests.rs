@@ -405,6 +405,16 @@ fn a_stale_disruption_target_is_reset_after_two_minutes() {
             },
         })
     );
+    // A pod with a generation: the reset condition observes it (PodObservedGenerationTracking).
+    let mut g = harness().at("2024-01-01T00:02:00Z");
+    let mut p = disrupted_pod("EvictionByEvictionAPI", T0);
+    p["metadata"]["generation"] = json!(3);
+    g.add(PODS, p);
+    let w = g.sync("pod:ns/a");
+    assert_eq!(
+        w.patches[0].2["status"]["conditions"][0]["observedGeneration"],
+        3
+    );
 }
 
 #[test]

@@ -21,10 +21,30 @@ pub struct PodMetric {
 
 pub type PodMetrics = BTreeMap<String, PodMetric>;
 
-/// The calculator's settings (the controller's flags).
+/// How far a usage ratio may be from 1 before the replicas change, below and above
+/// (upstream's `Tolerances`; both `--horizontal-pod-autoscaler-tolerance` unless the HPA's
+/// `behavior` sets its own, v1.33 on).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerances {
+    pub down: f64,
+    pub up: f64,
+}
+
+impl Tolerances {
+    pub fn both(t: f64) -> Self {
+        Tolerances { down: t, up: t }
+    }
+
+    /// Upstream's `isWithin`: the change would be too small.
+    pub fn within(&self, ratio: f64) -> bool {
+        1.0 - self.down <= ratio && ratio <= 1.0 + self.up
+    }
+}
+
+/// The calculator's settings (the controller's flags, and an HPA's own tolerances).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Calc {
-    pub tolerance: f64,
+    pub tolerance: Tolerances,
     pub cpu_initialization_period: Duration,
     pub initial_readiness_delay: Duration,
 }
@@ -95,21 +115,99 @@ fn group_pods(
     g
 }
 
-/// Sum of the pods' requests of `resource` (in the named container only, when given).
+/// Each pod's request of `resource` (upstream's `calculateRequests`): the pod-level request
+/// when the pod sets one and no container is named (PodLevelResources, beta and on from
+/// v1.34), else the sum over its containers and restartable init containers (sidecars,
+/// v1.29 on), or the named container's.
 fn pod_requests(
     pods: &[&Value],
     container: &str,
     resource: &str,
 ) -> Result<BTreeMap<String, i64>, String> {
+    let pod_level = crate::config::gates::enabled("PodLevelResources");
     let mut out = BTreeMap::new();
     for p in pods {
-        let mut sum = 0i64;
-        let containers = p.at("/spec/containers").and_then(Value::as_array);
-        for ct in containers.into_iter().flatten() {
-            let cname = ct.get("name").and_then(Value::as_str).unwrap_or("");
-            if !container.is_empty() && container != cname {
-                continue;
+        let request = if pod_level && container.is_empty() && pod_level_requests_set(p) {
+            pod_level_request(p, resource)?
+        } else {
+            container_requests(p, container, resource)?
+        };
+        out.insert(crate::obj::name(p).to_string(), request);
+    }
+    Ok(out)
+}
+
+/// A resource requests can be set for at the pod level (`IsSupportedPodLevelResource`).
+fn pod_level_resource(name: &str) -> bool {
+    matches!(name, "cpu" | "memory") || name.starts_with("hugepages-")
+}
+
+fn pod_level_requests_set(p: &Value) -> bool {
+    p.at("/spec/resources/requests")
+        .and_then(Value::as_object)
+        .is_some_and(|r| r.keys().any(|k| pod_level_resource(k)))
+}
+
+/// The containers requests are summed over: the regular ones, then the restartable init
+/// containers.
+fn request_containers(p: &Value) -> Vec<&Value> {
+    let list = |path: &str| p.at(path).and_then(Value::as_array).into_iter().flatten();
+    list("/spec/containers")
+        .chain(list("/spec/initContainers").filter(|c| c["restartPolicy"] == "Always"))
+        .collect()
+}
+
+/// `resourcehelpers.PodRequests` for one resource: the pod-level request, else the
+/// containers' (their sum, or the largest plain init container's when that is more), plus
+/// the pod's overhead.
+fn pod_level_request(p: &Value, resource: &str) -> Result<i64, String> {
+    let req = |c: &Value| -> Option<i64> {
+        c.at("/resources/requests")
+            .and_then(|r| r.get(resource))
+            .map(super::spec::milli)
+    };
+    let pod = p
+        .at("/spec/resources/requests")
+        .and_then(|r| r.get(resource))
+        .filter(|_| pod_level_resource(resource));
+    let mut value = match pod {
+        Some(q) => Some(super::spec::milli(q)),
+        None => {
+            let found: Vec<i64> = request_containers(p).into_iter().filter_map(req).collect();
+            let init_max = p
+                .at("/spec/initContainers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|c| c["restartPolicy"] != "Always")
+                .filter_map(req)
+                .max();
+            match (found.is_empty(), init_max) {
+                (true, None) => None,
+                _ => Some(found.iter().sum::<i64>().max(init_max.unwrap_or(0))),
             }
+        }
+    };
+    if let (Some(v), Some(o)) = (
+        value.as_mut(),
+        p.at("/spec/overhead").and_then(|o| o.get(resource)),
+    ) {
+        *v += super::spec::milli(o);
+    }
+    value.ok_or_else(|| {
+        format!(
+            "missing pod-level request for {resource} in Pod {}",
+            crate::obj::name(p)
+        )
+    })
+}
+
+/// `calculatePodRequestsFromContainers`.
+fn container_requests(p: &Value, container: &str, resource: &str) -> Result<i64, String> {
+    let mut sum = 0i64;
+    for ct in request_containers(p) {
+        let cname = ct.get("name").and_then(Value::as_str).unwrap_or("");
+        if container.is_empty() || container == cname {
             match ct.at("/resources/requests").and_then(|r| r.get(resource)) {
                 Some(q) => sum += super::spec::milli(q),
                 None => {
@@ -120,9 +218,17 @@ fn pod_requests(
                 }
             }
         }
-        out.insert(crate::obj::name(p).to_string(), sum);
+        if container == cname {
+            return Ok(sum);
+        }
     }
-    Ok(out)
+    if !container.is_empty() {
+        return Err(format!(
+            "container {container} not found in Pod {}",
+            crate::obj::name(p)
+        ));
+    }
+    Ok(sum)
 }
 
 /// `GetResourceUtilizationRatio`: (ratio, utilization %, average value).
@@ -182,7 +288,7 @@ pub fn resource_replicas(
     let (ratio, util, raw) = utilization_ratio(&metrics, &requests, target_utilization)?;
     let up_with_unready = !g.unready.is_empty() && ratio > 1.0;
     if !up_with_unready && g.missing.is_empty() {
-        if (1.0 - ratio).abs() <= c.tolerance {
+        if c.tolerance.within(ratio) {
             return Ok((current, util, raw));
         }
         return Ok((ceil(ratio * g.ready as f64), util, raw));
@@ -223,7 +329,7 @@ fn zero(value: i64) -> PodMetric {
 
 /// The end of both calculators once unready and missing pods are counted in.
 fn settle(c: &Calc, current: i32, ratio: f64, new_ratio: f64, n: usize) -> i32 {
-    if (1.0 - new_ratio).abs() <= c.tolerance
+    if c.tolerance.within(new_ratio)
         || (ratio < 1.0 && new_ratio > 1.0)
         || (ratio > 1.0 && new_ratio < 1.0)
     {
@@ -260,7 +366,7 @@ pub fn plain_replicas(
     let (ratio, usage) = usage_ratio(&metrics, target);
     let up_with_unready = !g.unready.is_empty() && ratio > 1.0;
     if !up_with_unready && g.missing.is_empty() {
-        if (1.0 - ratio).abs() <= c.tolerance {
+        if c.tolerance.within(ratio) {
             return Ok((current, usage));
         }
         return Ok((ceil(ratio * g.ready as f64), usage));
@@ -301,7 +407,7 @@ pub fn usage_ratio_replicas(
     if current == 0 {
         return Ok(ceil(ratio));
     }
-    if (1.0 - ratio).abs() <= c.tolerance {
+    if c.tolerance.within(ratio) {
         return Ok(current);
     }
     let ready = ready_count(pods).map_err(|e| format!("unable to calculate ready pods: {e}"))?;
@@ -313,7 +419,7 @@ pub fn usage_ratio_replicas(
 pub fn per_pod_replicas(c: &Calc, status_replicas: i32, target: i64, usage: i64) -> (i32, i64) {
     let mut replicas = status_replicas;
     let ratio = usage as f64 / (target as f64 * status_replicas as f64);
-    if (1.0 - ratio).abs() > c.tolerance {
+    if !c.tolerance.within(ratio) {
         replicas = ceil(usage as f64 / target as f64);
     }
     let per_pod = (usage as f64 / status_replicas as f64).ceil();
@@ -324,4 +430,37 @@ pub fn per_pod_replicas(c: &Calc, status_replicas: i32, target: i64, usage: i64)
         i64::MIN
     };
     (replicas, per_pod)
+}
+
+#[cfg(test)]
+mod request_tests {
+    use super::pod_requests;
+    use serde_json::json;
+
+    #[test]
+    fn requests_count_sidecars_and_pod_level_values() {
+        let p = json!({"metadata": {"name": "p"}, "spec": {
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}}],
+            "initContainers": [
+                {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "50m"}}},
+                {"name": "setup", "resources": {"requests": {"cpu": "900m"}}}]}});
+        let r = |p: &serde_json::Value, c: &str| pod_requests(&[p], c, "cpu").map(|m| m["p"]);
+        // The sidecar counts; the plain init container does not.
+        assert_eq!(r(&p, ""), Ok(150));
+        assert_eq!(r(&p, "side"), Ok(50));
+        assert_eq!(
+            r(&p, "nope"),
+            Err("container nope not found in Pod p".into())
+        );
+        // Pod-level requests win when no container is named; overhead is added.
+        let mut q = p.clone();
+        q["spec"]["resources"] = json!({"requests": {"cpu": "400m"}});
+        q["spec"]["overhead"] = json!({"cpu": "10m"});
+        assert_eq!(r(&q, ""), Ok(410));
+        assert_eq!(r(&q, "a"), Ok(100));
+        // Pod-level memory only: CPU comes from the containers (here the init container's
+        // 900m is more than their 150m).
+        q["spec"]["resources"] = json!({"requests": {"memory": "1Gi"}});
+        assert_eq!(r(&q, ""), Ok(910));
+    }
 }

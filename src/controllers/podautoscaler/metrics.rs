@@ -85,7 +85,19 @@ pub fn compute(run: &mut Run, scale: &Value, spec_replicas: i32) -> Proposal {
             spec_replicas,
             status_replicas,
         };
-        match cx.one(m) {
+        let started = std::time::Instant::now();
+        let result = cx.one(m);
+        let current = hpa
+            .at("/status/currentReplicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0) as i32;
+        let (action, error) = match &result {
+            Ok((r, _, _)) => (super::monitor::action(*r, current), "none"),
+            Err(("InvalidMetricSourceType", _, _)) => ("none", "spec"),
+            Err(_) => ("none", "internal"),
+        };
+        super::monitor::observe_metric(action, error, started.elapsed(), s(m, "/type"));
+        match result {
             Ok((r, name, st)) => {
                 statuses.push(st);
                 if replicas == 0 || r > replicas {

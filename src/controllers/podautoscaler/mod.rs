@@ -1,9 +1,11 @@
 //! `horizontal-pod-autoscaler-controller`: scales any target with a `scale` subresource from
 //! the resource, custom and external metrics APIs, as upstream's `pkg/controller/podautoscaler`.
 //!
-//! Each HPA is synced every `--horizontal-pod-autoscaler-sync-period` (15 s): a new or changed
-//! HPA waits for the period too, as upstream's fixed-interval queue makes it wait, and a failed
-//! sync is not retried sooner. A sync reads the target's Scale live, computes one proposal per
+//! Each HPA is synced every `--horizontal-pod-autoscaler-sync-period` (15 s), upstream's
+//! fixed-interval queue: a new HPA and a spec change (HPAGeneration) are synced at once, other
+//! changes wait for the period, and a failed sync is not retried sooner. v1.37's per-HPA
+//! tolerances, scale to zero and `observedGeneration` follow their gates at the emulated
+//! version (`docs/controllers/horizontalpodautoscaler.md` lists the v1.29-v1.37 changes). A sync reads the target's Scale live, computes one proposal per
 //! metric ([`metrics`], [`calc`]), stabilises and limits it ([`normalize`]), PUTs the Scale
 //! when the count changes (live, in the sync: the status and Events depend on its answer),
 //! and returns the status update and Events as actions. Pods come from the shared cache
@@ -13,11 +15,12 @@
 //!
 //! Differences: the custom metrics API is asked at `v1beta2` only (upstream discovers
 //! `v1beta1` servers too); a target kind's resource is looked up in the version its
-//! `apiVersion` names (upstream's mapper tries every version of the group); the
-//! `horizontal_pod_autoscaler_controller_*` metrics are not kept.
+//! `apiVersion` names (upstream's mapper tries every version of the group). Its metrics are
+//! upstream's ([`monitor`]).
 
 pub mod calc;
 pub mod metrics;
+pub mod monitor;
 pub mod normalize;
 pub mod source;
 pub mod spec;
@@ -31,12 +34,12 @@ use crate::cache::{Cache, Delta, DeltaKind};
 use crate::controller::BuildCx;
 use crate::controller::{Action, Controller, Cx, OnError, Outcome, Watch};
 use crate::controllers::Runnable;
-use crate::obj::Obj;
+use crate::obj::{At as _, Obj};
 use crate::queue::RateLimiter;
 use crate::Result;
 use normalize::History;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The controller's flags.
@@ -52,7 +55,7 @@ impl Default for Options {
         Options {
             sync_period: Duration::from_secs(15),
             calc: calc::Calc {
-                tolerance: 0.1,
+                tolerance: calc::Tolerances::both(0.1),
                 cpu_initialization_period: Duration::from_secs(300),
                 initial_readiness_delay: Duration::from_secs(30),
             },
@@ -90,7 +93,7 @@ impl Options {
             .get("horizontal-pod-autoscaler-tolerance")
             .and_then(|v| v.trim().parse::<f64>().ok())
         {
-            o.calc.tolerance = t;
+            o.calc.tolerance = calc::Tolerances::both(t);
         }
         o
     }
@@ -107,13 +110,23 @@ pub fn build(cx: &BuildCx<'_, crate::config::Config>) -> Result<Option<Runnable>
             );
         }
     }
+    crate::metrics::register_collector("horizontal-pod-autoscaler", Arc::new(monitor::families));
     Ok(Some(Runnable::reconciles(Hpa::new(Options::from_given(
         &cx.cfg.given,
     )))))
 }
 
 const HPA_WATCH: Watch = Watch::full(HPAS);
-const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/containers", "/status"]);
+const POD_WATCH: Watch = Watch::fields(
+    PODS,
+    &[
+        "/spec/containers",
+        "/spec/initContainers",
+        "/spec/resources",
+        "/spec/overhead",
+        "/status",
+    ],
+);
 
 pub struct Hpa {
     opts: Options,
@@ -132,6 +145,21 @@ impl RateLimiter<String> for FixedInterval {
     fn forget(&mut self, _k: &String) {}
     fn num_requeues(&self, _k: &String) -> u32 {
         1
+    }
+}
+
+/// Whether an HPA change is synced at once rather than after the period.
+fn at_once(d: &Delta, generation_gate: bool) -> bool {
+    let generation = |o: &Option<Obj>| {
+        o.as_ref().and_then(|o| {
+            o.at("/metadata/generation")
+                .and_then(serde_json::Value::as_i64)
+        })
+    };
+    match d.kind {
+        DeltaKind::Added => true,
+        DeltaKind::Updated => generation_gate && generation(&d.old) != generation(&d.new),
+        DeltaKind::Deleted => false,
     }
 }
 
@@ -187,12 +215,13 @@ impl Hpa {
         let input = sync::Input {
             hpa: &hpa,
             now: cx.now,
-            calc: self.opts.calc,
+            calc: spec::with_tolerances(&hpa, self.opts.calc),
             downscale_window: self.opts.downscale_stabilization,
             pods: &pods,
             selecting: &selecting,
             source,
         };
+        let started = std::time::Instant::now();
         let mut history = self
             .histories
             .lock()
@@ -200,6 +229,14 @@ impl Hpa {
             .remove(key)
             .unwrap_or_default();
         let done = sync::sync(&input, &mut history);
+        // Upstream's `spec` label comes only from an unparseable `scaleTargetRef.apiVersion`,
+        // which fails here as reading the scale does: `internal`.
+        let error = if done.error.is_some() {
+            "internal"
+        } else {
+            "none"
+        };
+        monitor::observe_reconciliation(done.action, error, started.elapsed());
         self.histories
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -227,10 +264,15 @@ impl Controller for Hpa {
         }
         let key = crate::obj::key(d.object());
         if d.kind == DeltaKind::Deleted {
-            self.selectors().remove(&key);
+            if self.selectors().remove(&key).is_some() {
+                monitor::hpa_deleted();
+            }
             return Vec::new();
         }
-        self.selectors().entry(key.clone()).or_insert(None);
+        if let std::collections::btree_map::Entry::Vacant(e) = self.selectors().entry(key.clone()) {
+            e.insert(None);
+            monitor::hpa_added();
+        }
         vec![key]
     }
 
@@ -240,6 +282,23 @@ impl Controller for Hpa {
         } else {
             Duration::ZERO
         }
+    }
+
+    /// A new HPA is synced at once, and so is a spec change (a new `metadata.generation`,
+    /// while HPAGeneration is on); other changes, the controller's own status writes among
+    /// them, wait for the period (v1.37's `enqueueHPA` and `updateHPA`; v1.28 made every
+    /// change wait).
+    fn delayed_keys_for(&self, w: &Watch, d: &Delta, cache: &Cache) -> Vec<(String, Duration)> {
+        let at_once = w.kind == HPAS && at_once(d, crate::config::gates::enabled("HPAGeneration"));
+        let delay = if at_once {
+            Duration::ZERO
+        } else {
+            self.key_delay(w)
+        };
+        self.keys_for(w, d, cache)
+            .into_iter()
+            .map(|k| (k, delay))
+            .collect()
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {

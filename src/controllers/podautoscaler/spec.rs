@@ -136,6 +136,42 @@ pub fn behavior(hpa: &Value, downscale_window_seconds: i32) -> Option<Behavior> 
     Some(Behavior { up, down })
 }
 
+/// The calculator for this HPA: `behavior.scaleDown.tolerance` and `scaleUp.tolerance`
+/// (quantities) over the flag's, while HPAConfigurableTolerance is on (upstream's
+/// `tolerancesForHpa`).
+pub fn with_tolerances(hpa: &Value, mut calc: super::calc::Calc) -> super::calc::Calc {
+    if !crate::config::gates::enabled("HPAConfigurableTolerance") {
+        return calc;
+    }
+    let q = |p: &str| {
+        hpa.at(p)
+            .and_then(|v| match v {
+                Value::String(s) => crate::compat::quantity::Quantity::parse(s),
+                Value::Number(n) => crate::compat::quantity::Quantity::parse(&n.to_string()),
+                _ => None,
+            })
+            .map(|q| q.as_f64())
+    };
+    if let Some(t) = q("/spec/behavior/scaleDown/tolerance") {
+        calc.tolerance.down = t;
+    }
+    if let Some(t) = q("/spec/behavior/scaleUp/tolerance") {
+        calc.tolerance.up = t;
+    }
+    calc
+}
+
+/// Whether a metric is of type Object or External (upstream's `hasObjectOrExternalMetrics`:
+/// only those can bring a target back from zero).
+pub fn has_object_or_external_metrics(hpa: &Value) -> bool {
+    hpa.at("/spec/metrics")
+        .and_then(Value::as_array)
+        .is_some_and(|m| {
+            m.iter()
+                .any(|m| matches!(m["type"].as_str(), Some("Object" | "External")))
+        })
+}
+
 pub fn min_replicas(hpa: &Value) -> i32 {
     int(hpa.at("/spec/minReplicas")).unwrap_or(1)
 }

@@ -16,6 +16,9 @@ use crate::obj::{At as _, Obj};
 use serde_json::{json, Map, Value};
 use std::time::{Duration, SystemTime};
 
+/// The condition saying this controller scaled the target to zero (v1.37, HPAScaleToZero).
+pub const SCALED_TO_ZERO: &str = "ScaledToZero";
+
 /// What a sync reads besides the HPA and its source.
 pub struct Input<'a> {
     pub hpa: &'a Value,
@@ -52,6 +55,18 @@ impl<'a> Run<'a> {
         );
     }
 
+    /// Upstream's `removeCondition`.
+    pub fn remove(&mut self, type_: &str) {
+        self.conditions.retain(|c| c["type"] != type_);
+    }
+
+    fn has_true(&self, type_: &str) -> bool {
+        self.conditions
+            .iter()
+            .find(|c| c["type"] == type_)
+            .is_some_and(|c| c["status"] == "True")
+    }
+
     pub fn event(&mut self, warning: bool, reason: &str, message: String) {
         self.events.push(Action::Event(EventSpec {
             involved: ObjectRef::of(&HPAS, self.input.hpa),
@@ -66,15 +81,21 @@ impl<'a> Run<'a> {
     }
 }
 
-/// The new status, as upstream's `setStatus` builds it.
+/// The new status, as upstream's `setStatus` builds it (`observed`: `observedGeneration`,
+/// the HPA's generation there while HPAGeneration is on; as it was on the paths that keep
+/// the old status).
 fn status(
     run: &Run,
     current: i32,
     desired: i32,
     last_scale: Option<Value>,
     metrics: Option<Vec<Value>>,
+    observed: Option<Value>,
 ) -> Value {
     let mut s = Map::new();
+    if let Some(g) = observed {
+        s.insert("observedGeneration".into(), g);
+    }
     if current != 0 {
         s.insert("currentReplicas".into(), json!(current));
     }
@@ -99,7 +120,7 @@ fn stored_status(hpa: &Value) -> Value {
             let omitted = v.is_null()
                 || v.as_array().is_some_and(Vec::is_empty)
                 || (k == "currentReplicas" && v.as_i64() == Some(0));
-            !omitted && k != "observedGeneration"
+            !omitted
         });
         m.entry("desiredReplicas").or_insert(json!(0));
     }
@@ -112,6 +133,8 @@ fn stored_status(hpa: &Value) -> Value {
 pub struct Synced {
     pub actions: Vec<Action>,
     pub error: Option<String>,
+    /// The reconciliation's `action` label: scale_up or scale_down after a rescale, else none.
+    pub action: &'static str,
 }
 
 fn finish(run: Run, new_status: Value, events_first: bool, error: Option<String>) -> Synced {
@@ -145,7 +168,11 @@ fn finish(run: Run, new_status: Value, events_first: bool, error: Option<String>
         actions.extend(update);
         actions.extend(run.events);
     }
-    Synced { actions, error }
+    Synced {
+        actions,
+        error,
+        action: "none",
+    }
 }
 
 /// `reconcileAutoscaler`.
@@ -177,6 +204,16 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
         .at("/status/currentMetrics")
         .and_then(Value::as_array)
         .cloned();
+    let old_observed = hpa
+        .at("/status/observedGeneration")
+        .filter(|v| !v.is_null())
+        .cloned();
+    let observed = crate::config::gates::enabled("HPAGeneration").then(|| {
+        json!(hpa
+            .at("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0))
+    });
     let ns = crate::obj::namespace(hpa);
     let (api_version, kind, name) = spec::target(hpa);
     let reference = format!("{kind}/{ns}/{name}");
@@ -191,7 +228,14 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
                 "FailedGetScale",
                 &format!("the HPA controller was unable to get the target's current scale: {e}"),
             );
-            let st = status(&run, old_current, old_desired, old_last_scale, old_metrics);
+            let st = status(
+                &run,
+                old_current,
+                old_desired,
+                old_last_scale,
+                old_metrics,
+                old_observed,
+            );
             // Upstream records the Event before the status write here.
             return finish(
                 run,
@@ -216,51 +260,44 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
     h.record_initial(current, input.now);
     let min = spec::min_replicas(hpa);
     let max = spec::max_replicas(hpa);
-    let mut rescale = true;
-    let mut desired = 0;
-    let mut reason = String::new();
-    let mut statuses = None;
-    let mut error = None;
-
-    if current == 0 && min != 0 {
-        rescale = false;
-        run.set(
-            "ScalingActive",
-            "False",
-            "ScalingDisabled",
-            "scaling is disabled since the replica count of the target is zero",
-        );
-    } else if current > max {
-        reason = "Current number of replicas above Spec.MaxReplicas".into();
-        desired = max;
-    } else if current < min {
-        reason = "Current number of replicas below Spec.MinReplicas".into();
-        desired = min;
-    } else {
-        match from_metrics(&mut run, h, &scale, current, min, max) {
-            Ok(d) => {
-                (desired, reason, statuses, error) = (d.replicas, d.reason, d.statuses, d.error);
-                rescale = desired != current;
-            }
-            Err(e) => {
-                let st = status(&run, current, old_desired, old_last_scale, old_metrics);
-                run.event(true, "FailedComputeMetricsReplicas", e.clone());
-                return finish(
-                    run,
-                    st,
-                    false,
-                    Some(format!(
-                        "failed to compute desired number of replicas based on listed metrics for {reference}: {e}"
-                    )),
-                );
-            }
+    let to_zero_gate = crate::config::gates::enabled("HPAScaleToZero");
+    let object_or_external = spec::has_object_or_external_metrics(hpa);
+    let d = match decide(&mut run, h, &scale, current, min, max) {
+        Ok(d) => d,
+        Err(e) => {
+            let st = status(
+                &run,
+                current,
+                old_desired,
+                old_last_scale,
+                old_metrics,
+                old_observed,
+            );
+            run.event(true, "FailedComputeMetricsReplicas", e.clone());
+            return finish(
+                run,
+                st,
+                false,
+                Some(format!(
+                    "failed to compute desired number of replicas based on listed metrics for {reference}: {e}"
+                )),
+            );
         }
-    }
+    };
+    let (rescale, mut desired, reason, statuses, error) =
+        (d.rescale, d.replicas, d.reason, d.statuses, d.error);
 
     let mut last_scale = old_last_scale.clone();
     if rescale {
         if let Err(e) = write_scale(&mut run, h, &mut scale, &path, current, desired, &reason) {
-            let st = status(&run, current, old_desired, old_last_scale, old_metrics);
+            let st = status(
+                &run,
+                current,
+                old_desired,
+                old_last_scale,
+                old_metrics,
+                old_observed,
+            );
             return finish(
                 run,
                 st,
@@ -269,16 +306,104 @@ pub fn sync(input: &Input, h: &mut History) -> Synced {
             );
         }
         last_scale = Some(json!(crate::compat::timefmt::rfc3339(input.now)));
+        // Set on every rescale, so that it is never stale.
+        let to_zero = current > 0 && desired == 0 && min == 0 && object_or_external;
+        mark_scaled_to_zero(&mut run, to_zero_gate, to_zero);
     } else {
         desired = current;
     }
-    let st = status(&run, current, desired, last_scale, statuses);
+    let st = status(&run, current, desired, last_scale, statuses, observed);
+    super::monitor::set_desired(ns, crate::obj::name(hpa), desired);
     // Events were recorded as they happened, before the status write.
-    finish(run, st, true, error)
+    let mut done = finish(run, st, true, error);
+    if rescale {
+        done.action = super::monitor::action(desired, current);
+    }
+    done
+}
+
+/// What the sync decides before writing: the bounds, zero, or the metrics (Err: no metric
+/// could be computed).
+fn decide(
+    run: &mut Run,
+    h: &mut History,
+    scale: &Value,
+    current: i32,
+    min: i32,
+    max: i32,
+) -> Result<Desired, String> {
+    let hpa = run.input.hpa;
+    let mut d = Desired {
+        rescale: true,
+        replicas: 0,
+        reason: String::new(),
+        statuses: None,
+        error: None,
+    };
+    // Scale to zero (HPAScaleToZero): a target at zero is brought back by the metrics only
+    // when this controller put it there (the ScaledToZero condition) and an Object or
+    // External metric can see load without pods, or minReplicas was raised since.
+    let to_zero_gate = crate::config::gates::enabled("HPAScaleToZero");
+    let scaled_to_zero = to_zero_gate && run.has_true(SCALED_TO_ZERO);
+    if current == 0 {
+        let from_zero = scaled_to_zero && (min != 0 || spec::has_object_or_external_metrics(hpa));
+        if !from_zero {
+            d.rescale = false;
+            run.set(
+                "ScalingActive",
+                "False",
+                "ScalingDisabled",
+                "scaling is disabled since the replica count of the target is zero",
+            );
+            if !to_zero_gate {
+                run.remove(SCALED_TO_ZERO);
+            }
+            return Ok(d);
+        }
+    } else if current > max {
+        d.reason = "Current number of replicas above Spec.MaxReplicas".into();
+        d.replicas = max;
+        return Ok(d);
+    } else if current < min {
+        d.reason = "Current number of replicas below Spec.MinReplicas".into();
+        d.replicas = min;
+        return Ok(d);
+    }
+    let mut d = from_metrics(run, h, scale, current, min, max)?;
+    if current == 0 && min != 0 && scaled_to_zero && d.replicas < min {
+        d.replicas = min;
+        if d.reason.is_empty() {
+            d.reason = "Current number of replicas below Spec.MinReplicas".into();
+        }
+    }
+    d.rescale = d.replicas != current;
+    Ok(d)
+}
+
+/// The `ScaledToZero` condition after a rescale (removed while its gate is off).
+fn mark_scaled_to_zero(run: &mut Run, gate: bool, to_zero: bool) {
+    if !gate {
+        run.remove(SCALED_TO_ZERO);
+    } else if to_zero {
+        run.set(
+            SCALED_TO_ZERO,
+            "True",
+            "ScaledToZero",
+            "the HPA controller scaled the workload to zero",
+        );
+    } else {
+        run.set(
+            SCALED_TO_ZERO,
+            "False",
+            "NotScaledToZero",
+            "the HPA controller did not scale the workload to zero",
+        );
+    }
 }
 
 /// The replicas the metrics ask for, normalised, and why.
 struct Desired {
+    rescale: bool,
     replicas: i32,
     reason: String,
     statuses: Option<Vec<Value>>,
@@ -333,6 +458,7 @@ fn from_metrics(
         n.limit.1,
     );
     Ok(Desired {
+        rescale: true,
         replicas: n.replicas,
         reason,
         statuses: p.statuses,

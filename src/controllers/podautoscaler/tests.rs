@@ -513,6 +513,194 @@ fn options_from_flags() {
     given.insert("horizontal-pod-autoscaler-tolerance", "0.2".to_string());
     let o = Options::from_given(&given);
     assert_eq!(o.sync_period, Duration::from_secs(30));
-    assert_eq!(o.calc.tolerance, 0.2);
+    assert_eq!(o.calc.tolerance, calc::Tolerances::both(0.2));
     assert_eq!(o.downscale_stabilization, Duration::from_secs(300));
+}
+
+#[test]
+fn tolerances_per_direction_from_behavior() {
+    let t = calc::Tolerances {
+        down: 0.5,
+        up: 0.05,
+    };
+    assert!(t.within(0.5) && t.within(1.05) && !t.within(1.06) && !t.within(0.49));
+    let h = hpa(json!({"behavior": {"scaleUp": {"tolerance": "50m"},
+        "scaleDown": {"tolerance": "0.5"}}}));
+    let c = spec::with_tolerances(&h, Options::default().calc);
+    assert_eq!(
+        c.tolerance,
+        calc::Tolerances {
+            down: 0.5,
+            up: 0.05
+        }
+    );
+    // Unset: the flag's.
+    let c = spec::with_tolerances(&hpa(json!({})), Options::default().calc);
+    assert_eq!(c.tolerance, calc::Tolerances::both(0.1));
+}
+
+#[test]
+fn a_configured_tolerance_holds_a_change_the_default_would_make() {
+    let run = |extra: Value, cpu: &str| {
+        let h = harness(hpa(extra), &[pod("p1", true), pod("p2", true)]);
+        let f = Fake {
+            scale: Some(scale(2, 2)),
+            pod_metrics: Ok(vec![usage("p1", cpu), usage("p2", cpu)]),
+            ..Fake::default()
+        };
+        sync(&h, &f);
+        let u = f.updated.borrow().clone();
+        u
+    };
+    let b = json!({"behavior": {"scaleUp": {"tolerance": "0.5"},
+        "scaleDown": {"stabilizationWindowSeconds": 0, "tolerance": "0.5"}}});
+    // 70 % against 50 %: ratio 1.4.
+    assert_eq!(run(json!({}), "70m"), [3]);
+    assert!(run(b.clone(), "70m").is_empty());
+    // 20 % against 50 %: ratio 0.4, one pod.
+    let mut down = json!({"behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}}});
+    assert_eq!(run(down.clone(), "20m"), [1]);
+    down["behavior"]["scaleDown"]["tolerance"] = json!("0.7");
+    assert!(run(down.clone(), "20m").is_empty());
+    // The scale-up tolerance does not hold a scale-down.
+    down["behavior"]["scaleDown"]["tolerance"] = json!("0.1");
+    down["behavior"]["scaleUp"] = json!({"tolerance": "0.9"});
+    assert_eq!(run(down, "20m"), [1]);
+}
+
+/// minReplicas 0 with an External metric against a total Value of 10, no scale-down window.
+fn to_zero_hpa(status: Value) -> Value {
+    let mut h = hpa(json!({"minReplicas": 0, "metrics": [{"type": "External",
+            "external": {"metric": {"name": "queue"}, "target": {"type": "Value", "value": "10"}}}],
+        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}}}));
+    h["metadata"]["generation"] = json!(2);
+    h["status"] = status;
+    h
+}
+
+#[test]
+fn scale_to_zero_and_back_with_an_external_metric() {
+    let h = harness(to_zero_hpa(json!({})), &[pod("p1", true), pod("p2", true)]);
+    let f = Fake {
+        scale: Some(scale(2, 2)),
+        external: vec![json!({"value": "0"})],
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [0]);
+    let st = status_of(&o);
+    assert_eq!(
+        cond(&st, "ScaledToZero"),
+        ("True".into(), "ScaledToZero".into())
+    );
+    assert_eq!(st["observedGeneration"], 2);
+    // At zero with the condition: the metric brings it back (25 against 10: 3).
+    let h = harness(to_zero_hpa(st.clone()), &[]);
+    let f = Fake {
+        scale: Some(scale(0, 0)),
+        external: vec![json!({"value": "25"})],
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [3]);
+    assert_eq!(
+        cond(&status_of(&o), "ScaledToZero"),
+        ("False".into(), "NotScaledToZero".into())
+    );
+    // At zero without it (scaled to zero by hand): disabled, as before.
+    let h = harness(to_zero_hpa(json!({})), &[]);
+    let f = Fake {
+        scale: Some(scale(0, 0)),
+        external: vec![json!({"value": "25"})],
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert!(f.updated.borrow().is_empty());
+    assert_eq!(
+        cond(&status_of(&o), "ScalingActive"),
+        ("False".into(), "ScalingDisabled".into())
+    );
+}
+
+#[test]
+fn a_raised_min_brings_a_zeroed_target_up_to_it() {
+    let mut st = json!({"conditions": [{"type": "ScaledToZero", "status": "True",
+        "reason": "ScaledToZero", "message": "m", "lastTransitionTime": LONG_AGO}]});
+    st["desiredReplicas"] = json!(0);
+    let mut h0 = to_zero_hpa(st);
+    h0["spec"]["minReplicas"] = json!(2);
+    let h = harness(h0, &[]);
+    let f = Fake {
+        scale: Some(scale(0, 0)),
+        external: vec![json!({"value": "0"})],
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    assert_eq!(*f.updated.borrow(), [2]);
+    assert_eq!(
+        events(&o)[0].2,
+        "New size: 2; reason: Current number of replicas below Spec.MinReplicas"
+    );
+}
+
+#[test]
+fn new_hpas_and_spec_changes_sync_at_once() {
+    use crate::cache::{Delta, DeltaKind};
+    use std::sync::Arc;
+    let at = |g: i64| Some(Arc::new(json!({"metadata": {"generation": g}})));
+    let d = |kind, old, new| Delta { kind, old, new };
+    assert!(super::at_once(&d(DeltaKind::Added, None, at(1)), true));
+    assert!(super::at_once(&d(DeltaKind::Updated, at(1), at(2)), true));
+    // A status write (same generation) waits for the period; so does every update with
+    // HPAGeneration off.
+    assert!(!super::at_once(&d(DeltaKind::Updated, at(2), at(2)), true));
+    assert!(!super::at_once(&d(DeltaKind::Updated, at(1), at(2)), false));
+}
+
+#[test]
+fn monitor_metrics_count_reconciliations_and_computations() {
+    let value = |family: &str, label: (&str, &str)| -> f64 {
+        monitor::families()
+            .into_iter()
+            .filter(|f| f.name == format!("horizontal_pod_autoscaler_controller_{family}"))
+            .flat_map(|f| f.samples)
+            .filter(|x| x.labels.iter().any(|(k, v)| k == label.0 && v == label.1))
+            .map(|x| match x.value {
+                crate::metrics::SampleValue::Scalar(v) => v,
+                _ => 0.0,
+            })
+            .sum()
+    };
+    let mut h = hpa(json!({}));
+    h["metadata"]["name"] = json!("monitored");
+    let before = value("reconciliations_total", ("action", "scale_up"));
+    let hs = harness(h, &[pod("p1", true), pod("p2", true)]);
+    let f = Fake {
+        scale: Some(scale(2, 2)),
+        pod_metrics: Ok(vec![usage("p1", "100m"), usage("p2", "100m")]),
+        ..Fake::default()
+    };
+    let cx = crate::controller::Cx {
+        cache: &hs.cache,
+        now: hs.now,
+        client: &hs.client,
+    };
+    hs.ctrl.sync_with(&cx, "ns/monitored", &f);
+    assert_eq!(*f.updated.borrow(), [4]);
+    assert_eq!(
+        value("reconciliations_total", ("action", "scale_up")),
+        before + 1.0
+    );
+    assert!(value("metric_computation_total", ("metric_type", "Resource")) >= 1.0);
+    assert_eq!(value("desired_replicas", ("hpa_name", "monitored")), 4.0);
+    // The HPA was counted when the harness added it (other tests add theirs too).
+    let num = monitor::families()
+        .into_iter()
+        .find(|f| f.name == "horizontal_pod_autoscaler_controller_num_horizontal_pod_autoscalers")
+        .expect("the gauge");
+    assert!(num.help.starts_with("[ALPHA] "));
+    assert!(matches!(
+        num.samples[0].value,
+        crate::metrics::SampleValue::Scalar(v) if v >= 1.0
+    ));
 }

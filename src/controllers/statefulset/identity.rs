@@ -79,8 +79,10 @@ pub fn is_created(pod: &Value) -> bool {
 pub fn is_pending(pod: &Value) -> bool {
     phase(pod) == "Pending"
 }
-pub fn is_failed(pod: &Value) -> bool {
-    phase(pod) == "Failed"
+/// Failed or Succeeded: the pod is deleted and made again (v1.28 already did this; v1.37
+/// records no Event for it).
+pub fn is_terminal(pod: &Value) -> bool {
+    matches!(phase(pod), "Failed" | "Succeeded")
 }
 pub fn is_terminating(pod: &Value) -> bool {
     obj::is_deleting(pod)
@@ -91,8 +93,10 @@ pub fn is_running_and_ready(pod: &Value) -> bool {
 pub fn is_running_and_available(pod: &Value, min_ready: i64, now: SystemTime) -> bool {
     is_pod_available(pod, min_ready, now)
 }
-pub fn is_healthy(pod: &Value) -> bool {
-    is_running_and_ready(pod) && !is_terminating(pod)
+/// Upstream's `isUnavailable` (v1.31 on): not available for `minReadySeconds`, or
+/// terminating. A pod not made yet is unavailable.
+pub fn is_unavailable(pod: Option<&Value>, min_ready: i64, now: SystemTime) -> bool {
+    pod.is_none_or(|p| !is_pod_available(p, min_ready, now) || is_terminating(p))
 }
 
 /// The claim templates of the set.
@@ -237,13 +241,68 @@ fn has_owner(claim: &Value, uid: &str) -> bool {
     !uid.is_empty() && obj::owner_ref_views(claim).any(|r| r.uid == uid)
 }
 
-/// A reference naming the pod but another UID (upstream's `hasStaleOwnerRef`).
-pub fn has_stale_owner(claim: &Value, pod_name: &str, pod_uid: &str) -> bool {
-    obj::owner_ref_views(claim).any(|r| r.name == pod_name && r.uid != pod_uid)
+fn owner_refs(claim: &Value) -> &[Value] {
+    claim
+        .at("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
-/// What references the claim of `pod` should have: (the set's wanted, the pod's wanted),
-/// each None when the reference is left alone (upstream's `claimOwnerMatchesSetAndPod`).
+/// Upstream's `matchesRef`: same API version, kind and name (any UID).
+fn matches_ref(r: &Value, api_version: &str, kind: &str, name: &str) -> bool {
+    r["apiVersion"] == api_version && r["kind"] == kind && r["name"] == name
+}
+
+fn is_set_ref(r: &Value, set: &Value) -> bool {
+    matches_ref(r, "apps/v1", "StatefulSet", obj::name(set))
+}
+
+fn is_pod_ref(r: &Value, pod: &Value) -> bool {
+    matches_ref(r, "v1", "Pod", obj::name(pod))
+}
+
+/// Upstream's `hasStaleOwnerRef`: the first reference to the object (by kind and name) has
+/// another UID.
+fn stale_ref(claim: &Value, is_ref: impl Fn(&Value) -> bool, uid: &str) -> bool {
+    owner_refs(claim)
+        .iter()
+        .find(|r| is_ref(r))
+        .is_some_and(|r| r["uid"] != uid)
+}
+
+/// A reference to the pod named `pod_name` with another UID (upstream's `hasStaleOwnerRef`
+/// for a pod about to be made: any UID is stale).
+pub fn has_stale_owner(claim: &Value, pod_name: &str, pod_uid: &str) -> bool {
+    stale_ref(claim, |r| matches_ref(r, "v1", "Pod", pod_name), pod_uid)
+}
+
+/// Upstream's `hasUnexpectedController`: under a deleting policy, a controller reference
+/// that is neither the set nor the pod, or a reference to either with another UID.
+pub fn has_unexpected_controller(set: &Value, claim: &Value, pod: &Value) -> bool {
+    if retention(set) == (false, false) {
+        return false;
+    }
+    owner_refs(claim).iter().any(|r| {
+        if is_set_ref(r, set) {
+            return r["uid"] != obj::uid(set);
+        }
+        if is_pod_ref(r, pod) {
+            return r["uid"] != obj::uid(pod);
+        }
+        r["controller"] == true
+    })
+}
+
+/// Upstream's `hasNonControllerOwner`: the set or the pod referenced without `controller`.
+fn has_non_controller_owner(set: &Value, claim: &Value, pod: &Value) -> bool {
+    owner_refs(claim).iter().any(|r| {
+        (r["uid"] == obj::uid(set) || r["uid"] == obj::uid(pod)) && r["controller"] != true
+    })
+}
+
+/// What references the claim of a pod at `pod_ord` should have under the retention policy:
+/// (the set's, the pod's).
 fn wanted_refs(set: &Value, pod_ord: i64) -> (bool, bool) {
     let (when_deleted, when_scaled) = retention(set);
     let scaled_down = !in_range(set, pod_ord);
@@ -255,38 +314,50 @@ fn wanted_refs(set: &Value, pod_ord: i64) -> (bool, bool) {
     }
 }
 
-/// Whether the claim's owner references fit the retention policy for this pod.
+/// Whether the claim's owner references fit the retention policy for this pod (upstream's
+/// `isClaimOwnerUpToDate`): a claim held by an earlier set or pod, or by another controller
+/// without ours, is left alone; our references must be controller references.
 pub fn claim_refs_match(set: &Value, claim: &Value, pod: &Value) -> bool {
+    if stale_ref(claim, |r| is_set_ref(r, set), obj::uid(set))
+        || stale_ref(claim, |r| is_pod_ref(r, pod), obj::uid(pod))
+    {
+        return true;
+    }
+    let (has_set, has_pod) = (
+        has_owner(claim, obj::uid(set)),
+        has_owner(claim, obj::uid(pod)),
+    );
+    if has_unexpected_controller(set, claim, pod) {
+        return !(has_set || has_pod);
+    }
+    if has_non_controller_owner(set, claim, pod) {
+        return false;
+    }
     let (want_set, want_pod) = wanted_refs(set, ordinal(pod));
-    has_owner(claim, obj::uid(set)) == want_set && has_owner(claim, obj::uid(pod)) == want_pod
+    has_set == want_set && has_pod == want_pod
 }
 
 /// The claim's owner references fixed for the retention policy (upstream's
-/// `updateClaimOwnerRefForSetAndPod`); None when nothing changes.
+/// `updateClaimOwnerRefForSetAndPod`: ours scrubbed, then the wanted ones added as
+/// controller references unless another controller holds the claim); None when nothing
+/// changes.
 pub fn fix_claim_refs(set: &Value, claim: &Value, pod: &Value) -> Option<Value> {
-    let (want_set, want_pod) = wanted_refs(set, ordinal(pod));
-    let mut refs: Vec<Value> = claim
-        .at("/metadata/ownerReferences")
-        .and_then(Value::as_array)
+    let unexpected = has_unexpected_controller(set, claim, pod);
+    let before = owner_refs(claim).to_vec();
+    let mut refs: Vec<Value> = before
+        .iter()
+        .filter(|r| !is_set_ref(r, set) && !is_pod_ref(r, pod))
         .cloned()
-        .unwrap_or_default();
-    let before = refs.clone();
-    let mut fix = |uid: &str, want: bool, r: Value| {
-        let has = refs
-            .iter()
-            .any(|x| x.get("uid").and_then(Value::as_str) == Some(uid));
-        if want && !has && !uid.is_empty() {
-            refs.push(r);
-        } else if !want && has {
-            refs.retain(|x| x.get("uid").and_then(Value::as_str) != Some(uid));
+        .collect();
+    if !unexpected {
+        let (want_set, want_pod) = wanted_refs(set, ordinal(pod));
+        if want_pod && !obj::uid(pod).is_empty() {
+            refs.push(controller_ref("v1", "Pod", pod));
         }
-    };
-    fix(obj::uid(set), want_set, set_ref(set));
-    fix(
-        obj::uid(pod),
-        want_pod,
-        json!({"apiVersion": "v1", "kind": "Pod", "name": obj::name(pod), "uid": obj::uid(pod)}),
-    );
+        if want_set {
+            refs.push(set_ref(set));
+        }
+    }
     if refs == before {
         return None;
     }
@@ -295,9 +366,15 @@ pub fn fix_claim_refs(set: &Value, claim: &Value, pod: &Value) -> Option<Value> 
     Some(out)
 }
 
-/// The (non-controller) reference a retained-until-deleted claim gets to its set.
+fn controller_ref(api_version: &str, kind: &str, owner: &Value) -> Value {
+    json!({"apiVersion": api_version, "kind": kind, "name": obj::name(owner),
+        "uid": obj::uid(owner), "controller": true, "blockOwnerDeletion": true})
+}
+
+/// The controller reference a claim deleted with its set gets (v1.32 on: a controller
+/// reference; v1.28 wrote a plain one).
 pub fn set_ref(set: &Value) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": obj::name(set), "uid": obj::uid(set)})
+    controller_ref("apps/v1", "StatefulSet", set)
 }
 
 /// The owner references a new claim of a new pod starts with (what upstream's create and
@@ -334,6 +411,24 @@ pub fn update_strategy(set: &Value) -> &str {
     set.at("/spec/updateStrategy/type")
         .and_then(Value::as_str)
         .unwrap_or("RollingUpdate")
+}
+
+/// `rollingUpdate.maxUnavailable` for `replicas` pods (upstream's
+/// `getStatefulSetMaxUnavailable`): 1 when unset, a percentage rounded down, never below 1.
+pub fn max_unavailable(set: &Value, replicas: i64) -> Result<i64, String> {
+    let n = match set.at("/spec/updateStrategy/rollingUpdate/maxUnavailable") {
+        None | Some(Value::Null) => 1,
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(1),
+        Some(Value::String(s)) => {
+            let pct = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<i64>().ok())
+                .ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
+            pct * replicas.max(0) / 100
+        }
+        Some(other) => return Err(format!("invalid value for IntOrString: {other}")),
+    };
+    Ok(n.max(1))
 }
 
 /// `rollingUpdate.partition` when the strategy has a `rollingUpdate` block.

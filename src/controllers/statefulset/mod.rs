@@ -5,11 +5,11 @@
 //! `persistentVolumeClaimRetentionPolicy` so the garbage collector deletes them when the
 //! policy says), OrderedReady and Parallel pod management, `.spec.ordinals.start`,
 //! `minReadySeconds`, RollingUpdate with `partition` and OnDelete, the template's history as
-//! ControllerRevisions (`kit::history`), and the status upstream v1.28 writes.
+//! ControllerRevisions (`kit::history`), and the status upstream v1.37 writes.
 //!
-//! Upstream v1.28 behaviour, with its default feature gates (StatefulSetAutoDeletePVC,
-//! StatefulSetStartOrdinal and PodIndexLabel on, MaxUnavailableStatefulSet off, so
-//! `rollingUpdate.maxUnavailable` is ignored). Where this differs in form:
+//! Upstream v1.37 behaviour with its default feature gates (MaxUnavailableStatefulSet read at
+//! the emulated version; the v1.29-v1.37 changes are listed in
+//! `docs/controllers/statefulset.md`). Where this differs in form:
 //! - a sync returns its writes in upstream's order as one sequence that stops at the first
 //!   failure (creating a revision, then claims before their pod, then the pod), followed
 //!   by the status write and the history truncation, which upstream also makes after a
@@ -19,13 +19,16 @@
 //! - a pod whose identity labels are wrong is patched (labels only) instead of PUT whole; a
 //!   pod whose claim volumes differ from the templates is not rewritten (upstream's PUT of
 //!   an existing pod's volumes is refused by the API server: volumes are immutable);
-//! - a failed pod is deleted in one sync and re-created in a later one, once it is gone.
 
 mod identity;
+mod metrics;
 mod revisions;
+mod rolling;
 mod sync;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_rolling;
 
 pub use identity::{POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL};
 
@@ -44,6 +47,7 @@ pub const POD_WATCH: Watch = Watch::fields(PODS, &["/spec/nodeName", "/status"])
 
 /// The statefulset-controller's row in the controller table.
 pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
+    crate::metrics::register_collector("statefulset", std::sync::Arc::new(metrics::families));
     Ok(Some(super::Runnable::reconciles(
         StatefulSetController::new(),
     )))

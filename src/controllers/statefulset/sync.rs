@@ -28,11 +28,11 @@ pub fn seq(list: Vec<Action>) -> Option<Action> {
 }
 
 /// A slot of the ordinal range: the pod there, or the one to create.
-struct Slot {
-    ord: i64,
-    pod: Option<Obj>,
+pub(super) struct Slot {
+    pub(super) ord: i64,
+    pub(super) pod: Option<Obj>,
     /// The pod a missing one would be: its revision's template, labelled.
-    revision: String,
+    pub(super) revision: String,
 }
 
 pub struct Sync<'a> {
@@ -96,7 +96,7 @@ impl<'a> Sync<'a> {
                     success_prefix: "",
                     failure_reason: failed_reason(verb),
                     failure_prefix: format!(
-                        "{verb} Pod {pod} in StatefulSet {} failed error: ",
+                        "{title} Pod {pod} in StatefulSet {} failed error: ",
                         self.name
                     )
                     .into(),
@@ -105,7 +105,7 @@ impl<'a> Sync<'a> {
             self.event(
                 EventType::Normal,
                 &format!("Successful{title}"),
-                format!("{verb} Pod {pod} in StatefulSet {} successful", self.name),
+                format!("{title} Pod {pod} in StatefulSet {} successful", self.name),
             ),
         ]
     }
@@ -228,6 +228,11 @@ impl<'a> Sync<'a> {
     ) -> Option<Action> {
         let set = self.set;
         let replicas = id::replicas(set);
+        if crate::config::gates::enabled("MaxUnavailableStatefulSet") {
+            if let Ok(max) = id::max_unavailable(set, replicas) {
+                super::metrics::set_max_unavailable(&self.ns, &self.name, policy(set), max);
+            }
+        }
         let rolling = update_strategy(set) == "RollingUpdate";
         let (mut current_out, mut current_revision) = (counts.current, current_name);
         if rolling
@@ -357,17 +362,17 @@ impl<'a> Sync<'a> {
             };
             s.revision = if below { current_name } else { update_name }.to_string();
         }
-        // The first unhealthy pod, in range first (a missing pod is unhealthy), then past it
-        // from the lowest ordinal.
+        // The first unavailable pod, in range first (a missing pod is unavailable), then past
+        // it from the lowest ordinal.
         let first_unhealthy: Option<String> = slots
             .iter()
-            .find(|s| s.pod.as_ref().is_none_or(|p| !id::is_healthy(p)))
+            .find(|s| id::is_unavailable(s.pod.as_deref(), min_ready, now))
             .map(|s| id::pod_name(set, s.ord))
             .or_else(|| {
                 condemned
                     .iter()
                     .rev()
-                    .find(|p| !id::is_healthy(p))
+                    .find(|p| id::is_unavailable(Some(p), min_ready, now))
                     .map(|p| obj::name(p).to_string())
             });
 
@@ -398,7 +403,7 @@ impl<'a> Sync<'a> {
 
         // Past the range: claims' references for the retention policy, then deletions.
         for p in &condemned {
-            plan.steps.extend(self.fix_claims(&update_set, p));
+            plan.steps.extend(self.fix_claims(&update_set, p, false));
         }
         for p in &condemned {
             let pname = obj::name(p).to_string();
@@ -434,29 +439,38 @@ impl<'a> Sync<'a> {
         if update_strategy(set) == "OnDelete" {
             return;
         }
-        // Rolling update: from the highest ordinal down to the partition, one pod at a time.
-        let update_min = partition.unwrap_or(0).max(0) as usize;
-        for i in (update_min..slots.len()).rev() {
-            let s = &slots[i];
-            let Some(p) = &s.pod else {
-                return;
-            };
-            if plan.replaced.contains(obj::name(p)) {
+        // A failed pod being replaced counts as missing.
+        for s in &mut slots {
+            if s.pod
+                .as_ref()
+                .is_some_and(|p| plan.replaced.contains(obj::name(p)))
+            {
+                s.pod = None;
+            }
+        }
+        let gate = crate::config::gates::enabled("MaxUnavailableStatefulSet");
+        if gate {
+            let unavailable = slots
+                .iter()
+                .filter(|s| id::is_unavailable(s.pod.as_deref(), min_ready, now))
+                .count();
+            super::metrics::set_unavailable(&self.ns, &self.name, policy(set), unavailable as i64);
+        }
+        let deletions = match super::rolling::rolling_targets(set, &slots, update_name, gate, now) {
+            Ok(d) => d,
+            Err(e) => {
+                log::warn!("{}: {}/{}: {e}", self.ctrl.name(), self.ns, self.name);
                 return;
             }
-            if id::revision_of(p) != update_name && !id::is_terminating(p) {
-                log::debug!(
-                    "{}: pod {} is terminating for update",
-                    self.ctrl.name(),
-                    obj::key(p)
-                );
-                plan.steps.extend(self.delete_pod(obj::name(p)));
-                plan.current_less += 1;
-                return;
-            }
-            if !id::is_healthy(p) {
-                return;
-            }
+        };
+        for name in deletions {
+            log::debug!(
+                "{}: pod {}/{name} is terminating for update",
+                self.ctrl.name(),
+                self.ns
+            );
+            plan.steps.extend(self.delete_pod(&name));
+            plan.current_less += 1;
         }
     }
 
@@ -474,18 +488,8 @@ impl<'a> Sync<'a> {
         let set = self.set;
         let name = id::pod_name(set, s.ord);
         let mut acts = Vec::new();
-        let Some(pod) = s.pod.as_ref().filter(|p| !id::is_failed(p)) else {
+        let Some(pod) = s.pod.as_ref().filter(|p| !id::is_terminal(p)) else {
             if let Some(failed) = &s.pod {
-                acts.push(self.event(
-                    EventType::Warning,
-                    "RecreatingFailedPod",
-                    format!(
-                        "StatefulSet {}/{} is recreating failed Pod {}",
-                        self.ns,
-                        self.name,
-                        obj::name(failed)
-                    ),
-                ));
                 plan.replaced.insert(obj::name(failed).to_string());
                 if !id::is_terminating(failed) {
                     acts.extend(self.delete_pod(obj::name(failed)));
@@ -509,6 +513,9 @@ impl<'a> Sync<'a> {
                 Ok(c) => acts.extend(c),
                 Err(()) => return (acts, true),
             }
+            // Claims that were there already get the retention policy's references right
+            // after the pod is made (upstream's `CreateStatefulPod`).
+            let existing = self.fix_claims(update_set, &pod, true);
             acts.extend(self.pod_write(
                 "create",
                 &name,
@@ -518,13 +525,18 @@ impl<'a> Sync<'a> {
                     object: pod,
                 },
             ));
+            acts.extend(existing);
             return (acts, monotonic);
         };
-        if id::is_pending(pod) {
+        // A Pending pod: its missing claims made and its claims' references fixed on every
+        // sync (upstream's `createMissingPersistentVolumeClaims`).
+        let pending = id::is_pending(pod);
+        if pending {
             match self.create_claims(set, s.ord, &name) {
                 Ok(c) => acts.extend(c),
                 Err(()) => return (acts, true),
             }
+            acts.extend(self.fix_claims(update_set, pod, true));
         }
         if monotonic
             && (id::is_terminating(pod)
@@ -533,7 +545,11 @@ impl<'a> Sync<'a> {
         {
             return (acts, true);
         }
-        let claims = self.fix_claims(update_set, pod);
+        let claims = if pending {
+            Vec::new()
+        } else {
+            self.fix_claims(update_set, pod, false)
+        };
         let claims_fixed = !claims.is_empty();
         acts.extend(claims);
         if !id::identity_matches(set, pod) {
@@ -553,7 +569,7 @@ impl<'a> Sync<'a> {
             acts.push(self.event(
                 EventType::Normal,
                 "SuccessfulUpdate",
-                format!("update Pod {name} in StatefulSet {} successful", self.name),
+                format!("Update Pod {name} in StatefulSet {} successful", self.name),
             ));
         }
         (acts, false)
@@ -602,7 +618,7 @@ impl<'a> Sync<'a> {
                 success_prefix: "",
                 failure_reason: "FailedCreate",
                 failure_prefix: format!(
-                    "create Claim {cname} for Pod {pod} in StatefulSet {} failed error: ",
+                    "Create Claim {cname} for Pod {pod} in StatefulSet {} failed error: ",
                     self.name
                 )
                 .into(),
@@ -620,7 +636,7 @@ impl<'a> Sync<'a> {
                     EventType::Normal,
                     "SuccessfulCreate",
                     format!(
-                        "create Claim {cname} Pod {pod} in StatefulSet {} success",
+                        "Create Claim {cname} Pod {pod} in StatefulSet {} success",
                         self.name
                     ),
                 ),
@@ -632,19 +648,44 @@ impl<'a> Sync<'a> {
         })
     }
 
-    /// Updates of the pod's claims whose owner references do not fit the retention policy.
-    fn fix_claims(&self, update_set: &Value, pod: &Value) -> Vec<Action> {
+    /// Updates of the pod's claims whose owner references do not fit the retention policy,
+    /// each after upstream's `ConflictingController` Warning when another controller holds
+    /// the claim (our references are then only removed). `always`: upstream's
+    /// `UpdatePodClaimForRetentionPolicy` called without checking first (after a create, for
+    /// a Pending pod), which warns about such a claim even when nothing is to be fixed.
+    fn fix_claims(&self, update_set: &Value, pod: &Value, always: bool) -> Vec<Action> {
         let store = self.cx.cache.store(PERSISTENTVOLUMECLAIMS);
-        id::claims_for(update_set, id::ordinal(pod))
-            .into_iter()
-            .filter_map(|(_, c)| store.get_in(&self.ns, obj::name(&c)))
-            .filter(|pvc| !id::claim_refs_match(update_set, pvc, pod))
-            .filter_map(|pvc| id::fix_claim_refs(update_set, &pvc, pod))
-            .map(|object| Action::Update {
-                kind: PERSISTENTVOLUMECLAIMS,
-                object,
-            })
-            .collect()
+        let mut out = Vec::new();
+        for (_, c) in id::claims_for(update_set, id::ordinal(pod)) {
+            let Some(pvc) = store.get_in(&self.ns, obj::name(&c)) else {
+                continue;
+            };
+            let fits = id::claim_refs_match(update_set, &pvc, pod);
+            if fits && !always {
+                continue;
+            }
+            if id::has_unexpected_controller(update_set, &pvc, pod) {
+                out.push(self.event(
+                    EventType::Warning,
+                    "ConflictingController",
+                    format!(
+                        "PersistentVolumeClaim {} has a conflicting OwnerReference that acts as \
+                         a manging controller, the retention policy is ignored for this claim",
+                        obj::name(&pvc)
+                    ),
+                ));
+            }
+            if fits {
+                continue;
+            }
+            if let Some(object) = id::fix_claim_refs(update_set, &pvc, pod) {
+                out.push(Action::Update {
+                    kind: PERSISTENTVOLUMECLAIMS,
+                    object,
+                });
+            }
+        }
+        out
     }
 
     fn delete_pod(&self, pod: &str) -> Vec<Action> {
@@ -669,6 +710,13 @@ struct Plan {
     replaced: BTreeSet<String>,
     /// Pods deleted for the rolling update (upstream's `status.CurrentReplicas--`).
     current_less: i64,
+}
+
+/// `spec.podManagementPolicy` as stored (the metrics' label).
+fn policy(set: &Value) -> &str {
+    set.at("/spec/podManagementPolicy")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 fn title(verb: &str) -> String {

@@ -131,11 +131,11 @@ fn first_sync_makes_the_revision_the_claim_and_pod_zero_only() {
     assert_eq!(reasons, vec!["SuccessfulCreate", "SuccessfulCreate"]);
     assert_eq!(
         w.events[1].2,
-        "create Pod web-0 in StatefulSet web successful"
+        "Create Pod web-0 in StatefulSet web successful"
     );
     assert_eq!(
         w.events[0].2,
-        "create Claim data-web-0 Pod web-0 in StatefulSet web success"
+        "Create Claim data-web-0 Pod web-0 in StatefulSet web success"
     );
     let st = status(&w);
     assert_eq!(st["updateRevision"], obj::name(rev));
@@ -200,7 +200,7 @@ fn scale_down_deletes_the_highest_ordinal_first_and_keeps_claims() {
     assert!(deleted(&w, PERSISTENTVOLUMECLAIMS).is_empty());
     assert_eq!(
         w.events.last().expect("event").2,
-        "delete Pod web-2 in StatefulSet web successful"
+        "Delete Pod web-2 in StatefulSet web successful"
     );
 
     let mut p = s.clone();
@@ -298,7 +298,8 @@ fn retention_policy_sets_claim_owners() {
         .1;
     assert_eq!(
         claim["metadata"]["ownerReferences"],
-        json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "uid-web"}])
+        json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "uid-web",
+            "controller": true, "blockOwnerDeletion": true}])
     );
     // A condemned pod's claim moves from the set to the pod.
     let rev = revision_of(&s);
@@ -321,9 +322,88 @@ fn retention_policy_sets_claim_owners() {
         .expect("claim update");
     assert_eq!(
         upd.2["metadata"]["ownerReferences"],
-        json!([{"apiVersion": "v1", "kind": "Pod", "name": "web-1", "uid": "p-1"}])
+        json!([{"apiVersion": "v1", "kind": "Pod", "name": "web-1", "uid": "p-1",
+            "controller": true, "blockOwnerDeletion": true}])
     );
     assert_eq!(deleted(&w, PODS), vec!["ns/web-1"]);
+}
+
+#[test]
+fn claim_references_as_v1_37_keeps_them() {
+    let mut s = set(1);
+    s["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    let p = pod(&s, 0, "r", true);
+    let claim = |refs: Value| json!({"metadata": {"name": "data-web-0", "ownerReferences": refs}});
+    let set_ref = |controller: bool| {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+        "name": "web", "uid": "uid-web", "controller": controller, "blockOwnerDeletion": true})
+    };
+    // v1.28's plain reference is made a controller reference.
+    let plain = claim(
+        json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
+        "uid": "uid-web"}]),
+    );
+    assert!(!identity::claim_refs_match(&s, &plain, &p));
+    let fixed = identity::fix_claim_refs(&s, &plain, &p).expect("fixed");
+    assert_eq!(fixed["metadata"]["ownerReferences"], json!([set_ref(true)]));
+    assert!(identity::claim_refs_match(&s, &fixed, &p));
+    // Another controller: ours are removed and none added.
+    let other = json!({"apiVersion": "x/v1", "kind": "Keeper", "name": "k", "uid": "k",
+        "controller": true});
+    let c = claim(json!([other.clone(), set_ref(true)]));
+    assert!(identity::has_unexpected_controller(&s, &c, &p));
+    assert!(!identity::claim_refs_match(&s, &c, &p));
+    let fixed = identity::fix_claim_refs(&s, &c, &p).expect("fixed");
+    assert_eq!(fixed["metadata"]["ownerReferences"], json!([other.clone()]));
+    assert!(identity::claim_refs_match(&s, &fixed, &p));
+    // A reference to an earlier set of the same name: left alone.
+    let mut old = set_ref(true);
+    old["uid"] = json!("earlier");
+    assert!(identity::claim_refs_match(&s, &claim(json!([old])), &p));
+}
+
+#[test]
+fn a_claim_held_by_another_controller_gets_a_warning() {
+    let mut s = set(1);
+    s["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Delete"});
+    let rev = revision_of(&s);
+    let rn = obj::name(&rev).to_string();
+    let claim = json!({"metadata": {"name": "data-web-0", "namespace": "ns", "uid": "c0",
+        "ownerReferences": [
+            {"apiVersion": "x/v1", "kind": "Keeper", "name": "k", "uid": "k", "controller": true},
+            {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "uid-web",
+                "controller": true, "blockOwnerDeletion": true}]}});
+    let p0 = pod(&s, 0, &rn, true);
+    let w = harness(&[
+        (STATEFULSETS, s),
+        (CONTROLLERREVISIONS, rev),
+        (PODS, p0),
+        (PERSISTENTVOLUMECLAIMS, claim),
+    ])
+    .sync("ns/web");
+    let e = w
+        .events
+        .iter()
+        .find(|e| e.1 == "ConflictingController")
+        .expect("event");
+    assert_eq!(
+        e.2,
+        "PersistentVolumeClaim data-web-0 has a conflicting OwnerReference that acts as a \
+         manging controller, the retention policy is ignored for this claim"
+    );
+    let upd = w
+        .updates
+        .iter()
+        .find(|u| u.0 == PERSISTENTVOLUMECLAIMS)
+        .expect("update");
+    assert_eq!(
+        upd.2["metadata"]["ownerReferences"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
 }
 
 #[test]
@@ -361,19 +441,21 @@ fn a_pod_change_queues_its_set() {
 }
 
 #[test]
-fn a_failed_pod_is_deleted_with_an_event() {
-    let s = set(1);
-    let rev = revision_of(&s);
-    let rn = obj::name(&rev).to_string();
-    let mut p = pod(&s, 0, &rn, false);
-    p["status"]["phase"] = json!("Failed");
-    let w = harness(&[(STATEFULSETS, s), (CONTROLLERREVISIONS, rev), (PODS, p)]).sync("ns/web");
-    assert_eq!(deleted(&w, PODS), vec!["ns/web-0"]);
-    assert_eq!(w.events[0].1, "RecreatingFailedPod");
-    assert_eq!(
-        w.events[0].2,
-        "StatefulSet ns/web is recreating failed Pod web-0"
-    );
+fn failed_and_succeeded_pods_are_deleted_without_an_event() {
+    // v1.28 recorded `RecreatingFailedPod`; v1.37 deletes quietly and makes the pod again
+    // once it is gone.
+    for phase in ["Failed", "Succeeded"] {
+        let s = set(1);
+        let rev = revision_of(&s);
+        let rn = obj::name(&rev).to_string();
+        let mut p = pod(&s, 0, &rn, false);
+        p["status"]["phase"] = json!(phase);
+        let w = harness(&[(STATEFULSETS, s), (CONTROLLERREVISIONS, rev), (PODS, p)]).sync("ns/web");
+        assert_eq!(deleted(&w, PODS), vec!["ns/web-0"], "{phase}");
+        assert!(created(&w, PODS).is_empty(), "{phase}");
+        let reasons: Vec<&str> = w.events.iter().map(|e| e.1.as_str()).collect();
+        assert_eq!(reasons, vec!["SuccessfulDelete"], "{phase}");
+    }
 }
 
 #[test]
@@ -400,4 +482,85 @@ fn identity_labels_are_repaired() {
         "web-0"
     );
     assert_eq!(w.events[0].1, "SuccessfulUpdate");
+}
+
+#[test]
+fn max_unavailable_gauges_follow_the_syncs() {
+    let mut s = set(4);
+    s["metadata"]["name"] = json!("gauged");
+    s["spec"]["selector"] = json!({"matchLabels": {"app": "gauged"}});
+    s["spec"]["template"]["metadata"]["labels"] = json!({"app": "gauged"});
+    s["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = json!("50%");
+    let rev = revision_of(&s);
+    let rn = obj::name(&rev).to_string();
+    let mut objs = vec![(STATEFULSETS, s.clone()), (CONTROLLERREVISIONS, rev)];
+    for o in 0..4 {
+        objs.push((PODS, pod(&s, o, &rn, o != 3)));
+    }
+    harness(&objs).sync("ns/gauged");
+    let series = |family: &str| -> Vec<f64> {
+        metrics::families()
+            .into_iter()
+            .filter(|f| f.name == family)
+            .flat_map(|f| f.samples)
+            .filter(|x| {
+                x.labels
+                    .iter()
+                    .any(|(k, v)| k == "statefulset_name" && v == "gauged")
+            })
+            .map(|x| match x.value {
+                crate::metrics::SampleValue::Scalar(v) => v,
+                _ => f64::NAN,
+            })
+            .collect()
+    };
+    assert_eq!(
+        series("statefulset_controller_statefulset_max_unavailable"),
+        [2.0]
+    );
+    // web-3 is not ready: one unavailable. (OrderedReady stops at it before the rolling
+    // update, so the gauge is only set once the range is healthy.)
+    let mut objs = objs.clone();
+    objs[5] = (PODS, pod(&s, 3, &rn, true));
+    harness(&objs).sync("ns/gauged");
+    assert_eq!(
+        series("statefulset_controller_statefulset_unavailable_replicas"),
+        [0.0]
+    );
+}
+
+#[test]
+fn existing_claims_of_new_and_pending_pods_get_their_references() {
+    let mut s = set(1);
+    s["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    let rev = revision_of(&s);
+    let rn = obj::name(&rev).to_string();
+    let claim = json!({"metadata": {"name": "data-web-0", "namespace": "ns", "uid": "c0"}});
+    let want = json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
+        "uid": "uid-web", "controller": true, "blockOwnerDeletion": true}]);
+    let claim_update = |w: &Writes| {
+        w.updates
+            .iter()
+            .find(|u| u.0 == PERSISTENTVOLUMECLAIMS)
+            .map(|u| u.2["metadata"]["ownerReferences"].clone())
+    };
+    // The pod is made: the claim that was there gets the set's reference.
+    let w = harness(&[
+        (STATEFULSETS, s.clone()),
+        (CONTROLLERREVISIONS, rev.clone()),
+        (PERSISTENTVOLUMECLAIMS, claim.clone()),
+    ])
+    .sync("ns/web");
+    assert_eq!(created(&w, PODS), vec!["web-0"]);
+    assert_eq!(claim_update(&w), Some(want.clone()));
+    // A Pending pod (OrderedReady waits for it): fixed too.
+    let w = harness(&[
+        (STATEFULSETS, s.clone()),
+        (CONTROLLERREVISIONS, rev),
+        (PODS, pod(&s, 0, &rn, false)),
+        (PERSISTENTVOLUMECLAIMS, claim),
+    ])
+    .sync("ns/web");
+    assert_eq!(claim_update(&w), Some(want));
 }
