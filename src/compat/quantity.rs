@@ -134,10 +134,7 @@ impl Quantity {
             match b[i] {
                 c @ b'0'..=b'9' => {
                     digits += 1;
-                    if mant > i128::MAX / 1000 {
-                        return None;
-                    }
-                    mant = mant * 10 + (c - b'0') as i128;
+                    mant = mant.checked_mul(10)?.checked_add((c - b'0') as i128)?;
                     if seen_dot {
                         frac += 1;
                     }
@@ -295,6 +292,17 @@ mod tests {
             assert_eq!(Quantity::parse(s).unwrap().value(), v, "{s}");
         }
         assert_eq!(Quantity::parse("1.5Ki").unwrap().as_f64(), 1536.0);
+    }
+
+    #[test]
+    fn a_large_value_reads_back_from_its_canonical_form() {
+        // Found by the coverage-guided fuzz target `quantity`: the canonical form (38 digits
+        // of nano units) was refused by a digit limit stricter than i128.
+        let q = Quantity::parse("17106000605.000655096Ei").unwrap();
+        let shown = q.to_string();
+        assert_eq!(shown, "19721875955322989932864402407026589696n");
+        assert_eq!(Quantity::parse(&shown), Some(q));
+        assert_eq!(Quantity::parse("999999999999999999999999999999999999999n"), None);
     }
 
     #[test]
