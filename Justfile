@@ -23,6 +23,34 @@ test:
 fuzz secs="120":
     EDGEKCM_FUZZ_SECS={{secs}} cargo test --release --lib fuzz:: -- --nocapture
 
+# Coverage-guided fuzzing (cargo-fuzz and libFuzzer, nightly toolchain; installs cargo-fuzz
+# when missing): each target of fuzz/fuzz_targets for SECS seconds, from its seeds (fuzz/seeds)
+# and what earlier runs kept (fuzz/corpus); crashes go to fuzz/artifacts. One line per target:
+# executions, coverage (edges), corpus size. `just fuzz-cov 300 cron` runs one target.
+fuzz-cov secs="60" *targets:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    command -v cargo-fuzz >/dev/null || cargo +nightly install cargo-fuzz --locked
+    cd fuzz
+    targets="{{targets}}"
+    [ -n "$targets" ] || targets=$(ls fuzz_targets | sed 's/\.rs$//')
+    mkdir -p target
+    rc=0
+    for t in $targets; do
+        mkdir -p "corpus/$t"
+        log="target/$t.log"
+        if cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- -max_total_time={{secs}} -print_final_stats=1 >"$log" 2>&1; then
+            runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+            cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+            corp=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+            echo "$t: ${runs:-?} executions, ${cov:-?} edges covered, corpus ${corp:-?} inputs, no crash"
+        else
+            echo "$t: FAILED: crash or error, see fuzz/$log and fuzz/artifacts/$t"
+            rc=1
+        fi
+    done
+    exit $rc
+
 # The same tests with cargo-nextest (cargo install cargo-nextest --locked)
 nextest:
     cargo nextest run
