@@ -302,7 +302,10 @@ mod tests {
         let shown = q.to_string();
         assert_eq!(shown, "19721875955322989932864402407026589696n");
         assert_eq!(Quantity::parse(&shown), Some(q));
-        assert_eq!(Quantity::parse("999999999999999999999999999999999999999n"), None);
+        assert_eq!(
+            Quantity::parse("999999999999999999999999999999999999999n"),
+            None
+        );
     }
 
     #[test]
