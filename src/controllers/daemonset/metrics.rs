@@ -4,29 +4,22 @@
 //! be observed (`kit::inflight`), so the label is always `group=""`, `resource="pods"`;
 //! upstream also counts its own DaemonSet status writes.
 
-use crate::metrics::{Family, MetricType};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::controllers::kit::staleskips::StaleSkips;
+use crate::metrics::Family;
 
-static POD_SKIPS: AtomicU64 = AtomicU64::new(0);
+static SKIPS: StaleSkips = StaleSkips::new(
+    "StaleControllerConsistencyDaemonSet",
+    "daemonset_controller_stale_sync_skips_total",
+    "Total number of DaemonSet syncs skipped due to a stale watch cache.",
+);
 
 /// A sync waited for the controller's own pod writes to reach the cache.
 pub fn observe_pod_skip() {
-    if crate::config::gates::enabled("StaleControllerConsistencyDaemonSet") {
-        POD_SKIPS.fetch_add(1, Ordering::Relaxed);
-    }
+    SKIPS.observe_pod_skip();
 }
 
 pub fn metric_families() -> Vec<Family> {
-    let mut f = Family::alpha(
-        "daemonset_controller_stale_sync_skips_total",
-        "Total number of DaemonSet syncs skipped due to a stale watch cache.",
-        MetricType::Counter,
-    );
-    let n = POD_SKIPS.load(Ordering::Relaxed);
-    if n > 0 {
-        f.push(&[("group", ""), ("resource", "pods")], n as f64);
-    }
-    vec![f]
+    vec![SKIPS.family()]
 }
 
 #[cfg(test)]

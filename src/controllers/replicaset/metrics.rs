@@ -11,14 +11,18 @@
 //! pod's age, in whole milliseconds divided as integers (as upstream does).
 
 use crate::controllers::kit::pod::is_pod_ready;
+use crate::controllers::kit::staleskips::StaleSkips;
 use crate::metrics::{Family, Histogram, MetricType};
 use crate::obj::{At as _, Obj};
 use serde_json::Value;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
-static POD_SKIPS: AtomicU64 = AtomicU64::new(0);
+static SKIPS: StaleSkips = StaleSkips::new(
+    "StaleControllerConsistencyReplicaSet",
+    "replicaset_controller_stale_sync_skips_total",
+    "Total number of ReplicaSet syncs skipped due to a stale watch cache.",
+);
 
 /// Upstream's buckets: ExponentialBuckets(0.25, 2, 6).
 const AGE_RATIO_BUCKETS: [f64; 6] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
@@ -60,21 +64,11 @@ pub fn observe_deletion_ages(pods: &[Obj], victims: &[Obj], now: SystemTime) {
 
 /// A sync waited for the controller's own pod writes to reach the cache.
 pub fn observe_pod_skip() {
-    if crate::config::gates::enabled("StaleControllerConsistencyReplicaSet") {
-        POD_SKIPS.fetch_add(1, Ordering::Relaxed);
-    }
+    SKIPS.observe_pod_skip();
 }
 
 pub fn metric_families() -> Vec<Family> {
-    let mut f = Family::alpha(
-        "replicaset_controller_stale_sync_skips_total",
-        "Total number of ReplicaSet syncs skipped due to a stale watch cache.",
-        MetricType::Counter,
-    );
-    let n = POD_SKIPS.load(Ordering::Relaxed);
-    if n > 0 {
-        f.push(&[("group", ""), ("resource", "pods")], n as f64);
-    }
+    let f = SKIPS.family();
     let mut r = Family::alpha(
         "replicaset_controller_sorting_deletion_age_ratio",
         concat!(
