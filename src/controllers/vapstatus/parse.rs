@@ -64,25 +64,6 @@ const PUNCT: [&str; 25] = [
     ":", ".", ",", "(", ")", "[", "]", "{",
 ];
 
-const RESERVED: [&str; 16] = [
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-];
-
 /// A parse failure: where, and why (not shown to users: the API server refuses expressions
 /// that do not parse before they can be stored).
 #[derive(Debug, Clone, PartialEq)]
@@ -546,7 +527,7 @@ impl Parser {
             Tok::Bytes => lit(Lit::Bytes),
             Tok::Ident(s) if s == "true" || s == "false" => lit(Lit::Bool),
             Tok::Ident(s) if s == "null" => lit(Lit::Null),
-            Tok::Ident(s) if s == "in" || RESERVED.contains(&s.as_str()) => Err(ParseError {
+            Tok::Ident(s) if super::types::is_reserved(&s) => Err(ParseError {
                 pos,
                 msg: format!("reserved identifier: {s}"),
             }),
