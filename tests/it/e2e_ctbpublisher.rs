@@ -58,6 +58,12 @@ impl Drop for Gone {
 /// The CA file is published under its hash's name; another bundle of the signer goes, one of
 /// another signer stays; a bundle changed by hand gets the CA back.
 fn scenario_publishes_the_serving_ca(t: &Target) {
+    if !t.at_least(
+        37,
+        "certificates.k8s.io/v1 ClusterTrustBundles (ClusterTrustBundle GA in v1.37)",
+    ) {
+        return;
+    }
     let admin = t.admin();
     let mut extra = vec![];
     let ca_path = match std::env::var("KCM_E2E_CA_CERT") {

@@ -323,6 +323,9 @@ fn scenario_external_and_pods_metrics(t: &Target) {
 /// per-direction tolerance (HPAConfigurableTolerance) holding a scale-up until the spec
 /// lowers it, which is synced at once.
 fn scenario_scale_to_zero_and_tolerance(t: &Target) {
+    if !t.at_least(37, "scale to zero (HPAScaleToZero, on since v1.37)") {
+        return;
+    }
     let ns = Ns::with_cleanup(t, "hpa-zero", &[HPAS, REPLICASETS, PODS]);
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let metrics = feed(t);

@@ -34,6 +34,12 @@ fn request(admin: &Client, ns: &str, name: &str) -> Value {
 
 /// A request 15 minutes old goes at the first pass, a new one stays.
 fn scenario_deletes_old_requests(t: &Target) {
+    if !t.at_least(
+        37,
+        "certificates.k8s.io/v1 PodCertificateRequests (PodCertificateRequest GA in v1.37)",
+    ) {
+        return;
+    }
     let ns = Ns::with_cleanup(t, "e2e-pcr", &[PODCERTIFICATEREQUESTS]);
     let (admin, n) = (&ns.admin, ns.name.as_str());
     request(admin, n, "young");

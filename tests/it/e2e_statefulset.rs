@@ -311,6 +311,12 @@ fn scenario_rolling(t: &Target) {
 /// set of four with maxUnavailable 2 replaces its two highest pods at once, then the next two
 /// once those are available; v1.28 replaced one at a time.
 fn scenario_max_unavailable(t: &Target) {
+    if !t.at_least(
+        37,
+        "maxUnavailable (MaxUnavailableStatefulSet, on by default since v1.37)",
+    ) {
+        return;
+    }
     let _kcm = start_with(t, "sts-maxunavailable", CONTROLLERS);
     let ns = new_ns(t, "e2e-sts");
     let (admin, n) = (&ns.admin, ns.name.as_str());

@@ -101,6 +101,31 @@ impl Target {
             Target::Sandbox { .. } => vec![format!("--kubeconfig={}", self.kubeconfig().display())],
         }
     }
+
+    /// The minor version of the target's API server, from its `/version` (the sandbox says 37).
+    pub fn server_minor(&self) -> u32 {
+        let v: Value =
+            serde_json::from_str(&self.admin().get_raw("/version").expect("GET /version"))
+                .expect("/version is JSON");
+        let minor = v["minor"].as_str().unwrap_or_default();
+        minor
+            .trim_end_matches('+')
+            .parse()
+            .unwrap_or_else(|_| panic!("/version's minor {minor:?}"))
+    }
+
+    /// Whether the API server is at least v1.`minor`; when not, says on stderr that `what`
+    /// is not checked there (or checked as the older minor behaves), so the run shows it.
+    pub fn at_least(&self, minor: u32, what: &str) -> bool {
+        let have = self.server_minor();
+        if have < minor {
+            eprintln!(
+                "kube-apiserver v1.{have}: {what} is v1.{minor}'s; the scenario checks \
+                 v1.{have}'s behaviour instead or skips that part"
+            );
+        }
+        have >= minor
+    }
 }
 
 /// edgekcm as a child process; killed on drop. Its log goes to a file in the target's dir.
