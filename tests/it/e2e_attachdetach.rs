@@ -255,7 +255,7 @@ fn scenario_multi_attach(t: &Target) {
     assert_eq!(e.0, "Warning");
     assert_eq!(
         e.2,
-        format!("Multi-Attach error for volume \"{pv}\" Volume is already used by pod(s) first")
+        format!("Waiting for detach for volume \"{pv}\" Volume is already used by pod(s) first")
     );
     let on_b = attachment_name(&format!("h-{pv}"), &b);
     assert!(admin.get(&VOLUMEATTACHMENTS, None, &on_b).is_err());

@@ -226,16 +226,18 @@ fn scenario_static_binding(t: &Target) {
 
 /// A claim of a class with an external provisioner is handed to it; the volume it creates
 /// (pre-bound through claimRef) is bound. Deleting the claim leaves the volume to its
-/// provisioner; a static Delete volume without a deleter fails with VolumeFailedDelete.
+/// provisioner, and so is a static CSI volume (v1.34+); a static Delete volume of another
+/// source without a deleter (NFS) fails with VolumeFailedDelete.
 fn scenario_provisioning_handoff(t: &Target) {
     let ns = Ns::with_cleanup(t, "e2e-pv-prov", &[PVCS]);
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let cls = format!("{n}-fast");
     let (dynamic, fixed) = (format!("{n}-dyn"), format!("{n}-static"));
+    let static_csi = format!("{n}-static-csi");
     let _gone = Gone {
         admin: admin.clone(),
         ns: n.to_string(),
-        pvs: vec![dynamic.clone(), fixed.clone()],
+        pvs: vec![dynamic.clone(), fixed.clone(), static_csi.clone()],
         classes: vec![cls.clone()],
     };
     admin
@@ -296,10 +298,18 @@ fn scenario_provisioning_handoff(t: &Target) {
     delete_claim(admin, n, "want");
     wait_phase(admin, &PVS, None, &dynamic, "Released");
 
-    // A static Delete volume has no deleter: Failed.
-    let mut s = pv(&fixed, "1Gi", "", "Delete");
-    s["spec"]["claimRef"] =
+    // A static CSI Delete volume is the external provisioner's: Released, left alone.
+    let gone_claim =
         json!({"namespace": n, "name": "gone", "uid": "00000000-0000-0000-0000-000000000001"});
+    let mut s = pv(&static_csi, "1Gi", "", "Delete");
+    s["spec"]["claimRef"] = gone_claim.clone();
+    admin.create(&PVS, None, &s).expect("pv");
+    wait_phase(admin, &PVS, None, &static_csi, "Released");
+    // A static NFS Delete volume has no deleter: Failed.
+    let mut s = pv(&fixed, "1Gi", "", "Delete");
+    s["spec"].as_object_mut().expect("spec").remove("csi");
+    s["spec"]["nfs"] = json!({"server": "198.51.100.1", "path": "/export"});
+    s["spec"]["claimRef"] = gone_claim;
     admin.create(&PVS, None, &s).expect("pv");
     let v = wait_phase(admin, &PVS, None, &fixed, "Failed");
     let msg = format!(
@@ -322,6 +332,7 @@ fn scenario_provisioning_handoff(t: &Target) {
         get(admin, &PVS, None, &fixed)["metadata"]["resourceVersion"]
     );
     assert_eq!(phase(&get(admin, &PVS, None, &dynamic)), "Released");
+    assert_eq!(phase(&get(admin, &PVS, None, &static_csi)), "Released");
 }
 
 /// WaitForFirstConsumer: no binding and a WaitForFirstConsumer Event, then

@@ -234,7 +234,7 @@ fn grow(admin: &Client, ns: &str, claim: &str, to: &str) {
         .expect("grow claim");
 }
 
-/// A CSI claim that grows is left to the external resizer (a Warning); a claim of a migrated
+/// A CSI claim that grows is left to the external resizer (a Normal Event, as upstream v1.34-v1.37); a claim of a migrated
 /// in-tree volume gets the CSI driver as its resizer.
 fn scenario_expansion_handoff(t: &Target) {
     let ns = Ns::with_cleanup(t, "expand", &[PERSISTENTVOLUMECLAIMS]);
@@ -285,7 +285,7 @@ fn scenario_expansion_handoff(t: &Target) {
     assert_eq!(
         e,
         (
-            "Warning".to_string(),
+            "Normal".to_string(),
             "ExternalExpanding".to_string(),
             "waiting for an external controller to expand this PVC".to_string(),
             "volume_expand".to_string()

@@ -22,9 +22,10 @@
 //!   "<pv>" : <message>" on the pods (once per message).
 //! - A volume that cannot be attached to more than one node (access modes without
 //!   ReadWriteMany or ReadOnlyMany) and is attached elsewhere is not attached; its pods get
-//!   `Warning FailedAttachVolume` "Multi-Attach error for volume "<pv>" Volume is already
-//!   used by pod(s) <names>" (or "... exclusively attached to one node and can't be attached
-//!   to another"), once while they wait.
+//!   `Warning FailedAttachVolume` "Waiting for detach for volume "<pv>" Volume is already
+//!   used by pod(s) <names>" (or "... exclusively attached to one node, waiting on detach
+//!   before it can be attached to another node"), once while they wait. (v1.37 reworded
+//!   upstream's "Multi-Attach error" and backported it to v1.33-v1.36's patch releases.)
 //! - A volume no longer wanted is detached once the node no longer lists it in
 //!   `status.volumesInUse`, or, while it does, after 6 minutes if the node is not Ready (not
 //!   with `--disable-force-detach-on-timeout`, v1.30), or at
@@ -347,7 +348,7 @@ impl AttachDetach {
             }
         }
         let detail = if local.is_empty() && elsewhere == 0 {
-            "Volume is already exclusively attached to one node and can't be attached to another"
+            "Volume is already exclusively attached to one node, waiting on detach before it can be attached to another node"
                 .to_string()
         } else if local.is_empty() {
             format!("Volume is already used by {elsewhere} pod(s) in different namespaces")
@@ -359,7 +360,7 @@ impl AttachDetach {
         } else {
             format!("Volume is already used by pod(s) {}", local.join(", "))
         };
-        volume_msg("Multi-Attach error", &want.pv, &detail)
+        volume_msg("Waiting for detach", &want.pv, &detail)
     }
 
     /// The node's volumes for `attachdetach_controller_total_volumes`: wanted, and attached

@@ -321,7 +321,7 @@ fn a_single_node_volume_attached_elsewhere_is_a_multi_attach_error() {
         [(
             EventType::Warning,
             "FailedAttachVolume".to_string(),
-            "Multi-Attach error for volume \"v\" Volume is already used by pod(s) p".to_string()
+            "Waiting for detach for volume \"v\" Volume is already used by pod(s) p".to_string()
         )]
     );
     assert!(h.sync("n2").is_empty(), "reported once");

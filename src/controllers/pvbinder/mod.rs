@@ -23,7 +23,8 @@
 //!   StorageClass (retroactive default class assignment).
 //! - Reclaim: `Retain` keeps the volume `Released`; `Delete` of a volume provisioned by an
 //!   external provisioner is left to it (its finalizer and `pv.kubernetes.io/provisioned-by`),
-//!   any other is `Failed` with `VolumeFailedDelete`; `Recycle` finds no recycler
+//!   and so is a CSI or migrated volume (v1.37, as v1.34); any other is `Failed` with
+//!   `VolumeFailedDelete`; `Recycle` finds no recycler
 //!   (`VolumeFailedRecycle`, or a Normal one while pods still use the claim).
 //! - Every claim is looked at again each `--pvclaimbinder-sync-period` (15s);
 //!   `--enable-dynamic-provisioning=false` stops the hand-off.

@@ -165,19 +165,28 @@ impl PvBinder {
         Ok(self.released(cx, &fresh).then_some(fresh))
     }
 
-    /// Delete reclaim: an externally provisioned volume is its provisioner's to delete;
-    /// anything else has no deleter here.
+    /// Delete reclaim: an externally provisioned, migrated or CSI volume is the external
+    /// provisioner's to delete; anything else has no deleter here.
     fn delete(&self, cx: &Cx, pv: &Value) -> Result<Outcome> {
         // Upstream's `getProvisionerNameFromVolume`: an external provisioner's volume is
         // counted under its class's provisioner, a host path volume under the in-tree
         // plugin upstream's controller has for it, anything else under `N/A`.
         const HOST_PATH: &str = "kubernetes.io/host-path";
-        let plugin = match obj::annotation(pv, kv::ANN_DYNAMICALLY_PROVISIONED) {
-            Some(p) if !p.is_empty() && !p.starts_with("kubernetes.io/") => {
-                Self::class(cx, kv::volume_class(pv))
-                    .and_then(|c| c["provisioner"].as_str().map(str::to_string))
-                    .unwrap_or_default()
+        let provisioned = obj::annotation(pv, kv::ANN_DYNAMICALLY_PROVISIONED);
+        // Upstream's `findDeletablePlugin`: a volume of an external provisioner, one migrated
+        // to CSI (the annotation present, whatever its value) or a CSI volume (since v1.34 at
+        // the latest) has no deleter here and is left to the external provisioner.
+        let external = match provisioned {
+            Some(p) if !p.is_empty() => !p.starts_with("kubernetes.io/"),
+            _ => {
+                pv["metadata"]["annotations"][kv::ANN_MIGRATED_TO].is_string()
+                    || pv["spec"]["csi"].is_object()
             }
+        };
+        let plugin = match provisioned {
+            _ if external => Self::class(cx, kv::volume_class(pv))
+                .and_then(|c| c["provisioner"].as_str().map(str::to_string))
+                .unwrap_or_default(),
             Some(HOST_PATH) => HOST_PATH.to_string(),
             Some(p) if !p.is_empty() => String::new(),
             _ if pv["spec"]["hostPath"].is_object() => HOST_PATH.to_string(),
@@ -191,11 +200,11 @@ impl PvBinder {
         if obj::is_deleting(&fresh) {
             return Ok(Outcome::none());
         }
-        let err = match obj::annotation(pv, kv::ANN_DYNAMICALLY_PROVISIONED) {
-            Some(p) if !p.is_empty() && !p.starts_with("kubernetes.io/") => {
-                // The external provisioner deletes it.
-                return Ok(Outcome::none());
-            }
+        if external {
+            // The external provisioner deletes it.
+            return Ok(Outcome::none());
+        }
+        let err = match provisioned {
             Some(p) if !p.is_empty() => format!("no volume plugin matched name: {p}"),
             _ => format!(
                 "error getting deleter volume plugin for volume {:?}: no deletable volume plugin matched",

@@ -14,8 +14,9 @@
 //!   waiting for external resizer to expand the pvc" and the claim the annotation
 //!   `volume.kubernetes.io/storage-resizer: <CSI driver>`, by a strategic merge patch of
 //!   `persistentvolumeclaims/<name>/status` with the claim's resourceVersion.
-//! - Any other volume (CSI among them) is the external resizer's: `Warning
-//!   ExternalExpanding` "waiting for an external controller to expand this PVC".
+//! - Any other volume (CSI among them) is the external resizer's: `Normal
+//!   ExternalExpanding` "waiting for an external controller to expand this PVC" (Warning
+//!   in v1.28; in v1.34-v1.37 a volume no plugin matches is no error).
 //! - Queue `volume_expand`, one worker, Events from `volume_expand`, identity
 //!   `expand-controller`.
 //!
@@ -240,7 +241,7 @@ impl Controller for Expander {
             }
             Handoff::External => Outcome::with(vec![event(
                 &pvc,
-                EventType::Warning,
+                EventType::Normal,
                 "waiting for an external controller to expand this PVC".into(),
             )]),
         })

@@ -50,7 +50,7 @@ fn a_csi_volume_is_left_to_the_external_resizer() {
     assert_eq!(
         w.events,
         [(
-            EventType::Warning,
+            EventType::Normal,
             "ExternalExpanding".to_string(),
             "waiting for an external controller to expand this PVC".to_string()
         )]
