@@ -303,4 +303,14 @@ impl Cache {
             .map(|i| (i.kind, i.store.len(), i.store.approximate_bytes()))
             .collect()
     }
+
+    /// Each informer's kind and the resource version its store is at.
+    pub fn resource_versions(&self) -> Vec<(Kind, String)> {
+        self.informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|i| (i.kind, i.store.resource_version()))
+            .collect()
+    }
 }

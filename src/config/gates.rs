@@ -360,13 +360,21 @@ impl FeatureGates {
 static PROCESS: OnceLock<FeatureGates> = OnceLock::new();
 
 /// Make `gates` the process's gates (at start, once the emulated version is known) and
-/// report them on `/metrics`. Later calls are ignored.
+/// report them on `/metrics`, with `kubernetes_build_info` and `version_info`. Later calls are ignored.
 pub fn install(gates: FeatureGates) {
-    let family = gates.metric_family();
+    let families = vec![
+        gates.metric_family(),
+        crate::metrics::build_info(super::version::BINARY_MINOR),
+        crate::metrics::version_info(
+            &format!("1.{}", super::version::BINARY_MINOR),
+            &gates.emulated.to_string(),
+            &gates.min_compatibility.to_string(),
+        ),
+    ];
     if PROCESS.set(gates).is_ok() {
         crate::metrics::register_collector(
             "feature_gates",
-            std::sync::Arc::new(move || vec![family.clone()]),
+            std::sync::Arc::new(move || families.clone()),
         );
     }
 }

@@ -9,7 +9,8 @@
 //!   came) and `rest_client_request_duration_seconds{host,verb}` (a whole call with its
 //!   retries), fed by the API client.
 //! * `leader_election_master_status{name}`, `running_managed_controllers{manager,name}`.
-//! * `process_*`, read from `/proc/self` at scrape time.
+//! * `process_*`, read from `/proc/self` at scrape time (network bytes from its `net/dev`).
+//! * `registered_metrics_total` and the registry's other counters, computed over the rest.
 //! * Collectors registered at run time ([`register_collector`]), e.g. the cache gauges
 //!   `edgekcm_cache_objects{resource}` and `edgekcm_cache_bytes{resource}`.
 //!
@@ -20,11 +21,13 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
+mod meta;
 mod process;
 mod rest;
 mod text;
 mod workqueue;
 
+pub use meta::{build_info, version_info};
 pub use process::{parse_limit, parse_proc_stat, process_start_unix, ProcessStats};
 pub use rest::{host_of, rest_request_latency, rest_request_result, REST_LATENCY_BUCKETS};
 pub use text::{encode, format_float, CONTENT_TYPE};
@@ -297,6 +300,7 @@ pub fn gather() -> Vec<Family> {
     all.extend(rest_client_families());
     all.extend(leader_families());
     all.extend(process_families());
+    all.extend(meta::network_families());
     let collectors: Vec<Collector> = lock(&registry().collectors)
         .iter()
         .map(|(_, c)| c.clone())
@@ -313,6 +317,10 @@ pub fn gather() -> Vec<Family> {
                 by_name.insert(f.name.clone(), f);
             }
         }
+    }
+    let registry = meta::registry_families(by_name.values());
+    for f in registry {
+        by_name.insert(f.name.clone(), f);
     }
     by_name.into_values().collect()
 }

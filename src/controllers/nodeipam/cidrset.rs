@@ -125,7 +125,22 @@ pub struct CidrSet {
     next_candidate: u64,
     /// Bit `i` set: node CIDR `i` is taken. Grown on demand (as Go's `big.Int`).
     used: Vec<u64>,
+    /// For `/metrics`: CIDRs taken and freed, the tries of each allocation, and whether
+    /// anything changed yet (upstream's usage gauge appears with the first change).
+    pub stats: SetStats,
 }
+
+/// The counters behind the `node_ipam_controller_cidrset_*` families of one set.
+#[derive(Debug, Clone)]
+pub struct SetStats {
+    pub allocations: u64,
+    pub releases: u64,
+    pub tries: crate::metrics::Histogram,
+    pub changed: bool,
+}
+
+/// `cidrset_allocation_tries_per_request`'s buckets: 1, 5, 25, 125, 625.
+pub const TRIES_BUCKETS: [f64; 5] = [1.0, 5.0, 25.0, 125.0, 625.0];
 
 impl CidrSet {
     pub fn new(cluster: Net, node_prefix: u8) -> Result<CidrSet, SetError> {
@@ -142,6 +157,12 @@ impl CidrSet {
             allocated: 0,
             next_candidate: 0,
             used: Vec::new(),
+            stats: SetStats {
+                allocations: 0,
+                releases: 0,
+                tries: crate::metrics::Histogram::new(&TRIES_BUCKETS),
+                changed: false,
+            },
         })
     }
 
@@ -192,15 +213,20 @@ impl CidrSet {
             return Err(SetError::NoneRemaining);
         }
         let mut candidate = self.next_candidate;
-        for _ in 0..self.max {
+        let mut tries = 0;
+        while tries < self.max {
             if !self.bit(candidate) {
                 break;
             }
             candidate = (candidate + 1) % self.max;
+            tries += 1;
         }
         self.next_candidate = (candidate + 1) % self.max;
         self.set_bit(candidate, true);
         self.allocated += 1;
+        self.stats.allocations += 1;
+        self.stats.tries.observe(tries as f64);
+        self.stats.changed = true;
         Ok(self.block(candidate))
     }
 
@@ -249,8 +275,10 @@ impl CidrSet {
             if !self.bit(i) {
                 self.set_bit(i, true);
                 self.allocated += 1;
+                self.stats.allocations += 1;
             }
         }
+        self.stats.changed = true;
         Ok(())
     }
 
@@ -261,8 +289,10 @@ impl CidrSet {
             if self.bit(i) {
                 self.set_bit(i, false);
                 self.allocated -= 1;
+                self.stats.releases += 1;
             }
         }
+        self.stats.changed = true;
         Ok(())
     }
 

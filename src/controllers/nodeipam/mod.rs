@@ -43,6 +43,7 @@
 //!   written (after a re-list) makes that node get another.
 
 pub mod cidrset;
+mod metrics;
 pub mod params;
 #[cfg(test)]
 mod tests;
@@ -57,7 +58,7 @@ use cidrset::{CidrSet, Net};
 use params::Params;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Upstream's `cidrUpdateRetries`: patches of one reservation before it is given up.
 const PATCH_TRIES: u32 = 3;
@@ -71,9 +72,19 @@ pub const NODE_WATCH: Watch = Watch::fields(NODES, &["/spec/podCIDR", "/spec/pod
 pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
     match Params::from_config(cx.cfg).map_err(Error::Config)? {
         None => Ok(None),
-        Some(p) => Ok(Some(super::Runnable::reconciles(
-            NodeIpamController::new(&p).map_err(Error::Config)?,
-        ))),
+        Some(p) => {
+            let c = NodeIpamController::new(&p).map_err(Error::Config)?;
+            let state = Arc::downgrade(&c.state);
+            crate::metrics::register_collector(
+                "nodeipam",
+                Arc::new(move || match state.upgrade() {
+                    Some(s) => metrics::families(&s.lock().unwrap_or_else(|p| p.into_inner()).sets),
+                    None => Vec::new(),
+                }),
+            );
+            crate::metrics::controller_started("nodeipam");
+            Ok(Some(super::Runnable::reconciles(c)))
+        }
     }
 }
 
@@ -96,7 +107,7 @@ struct State {
 }
 
 pub struct NodeIpamController {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
 
 /// The CIDRs a node has (`spec.podCIDRs`).
@@ -266,11 +277,11 @@ impl NodeIpamController {
             }
         }
         Ok(NodeIpamController {
-            state: Mutex::new(State {
+            state: Arc::new(Mutex::new(State {
                 sets,
                 primed: false,
                 work: HashMap::new(),
-            }),
+            })),
         })
     }
 

@@ -455,3 +455,31 @@ fn upstream_has_no_queue() {
     assert_eq!(row.workers, 4);
     assert_eq!(row.name, "node-ipam-controller");
 }
+
+#[test]
+fn cidrset_families_count_allocations_releases_and_tries() {
+    let mut s = set("10.244.0.0/16", 24);
+    let fams = metrics::families(std::slice::from_ref(&s));
+    let text = crate::metrics::encode(&fams);
+    assert!(
+        text.contains("node_ipam_controller_cirdset_max_cidrs{clusterCIDR=\"10.244.0.0/16\"} 256")
+    );
+    assert!(
+        !text.contains("node_ipam_controller_cidrset_usage_cidrs{"),
+        "{text}"
+    );
+    s.occupy(&net("10.244.0.0/24")).unwrap();
+    let b = s.allocate_next().unwrap();
+    assert_eq!(b.to_string(), "10.244.1.0/24");
+    s.release(&b).unwrap();
+    let text = crate::metrics::encode(&metrics::families(std::slice::from_ref(&s)));
+    for line in [
+        "node_ipam_controller_cidrset_cidrs_allocations_total{clusterCIDR=\"10.244.0.0/16\"} 2",
+        "node_ipam_controller_cidrset_cidrs_releases_total{clusterCIDR=\"10.244.0.0/16\"} 1",
+        "node_ipam_controller_cidrset_usage_cidrs{clusterCIDR=\"10.244.0.0/16\"} 0.00390625",
+        "node_ipam_controller_cidrset_allocation_tries_per_request_bucket{clusterCIDR=\"10.244.0.0/16\",le=\"1\"} 1",
+        "node_ipam_controller_cidrset_allocation_tries_per_request_sum{clusterCIDR=\"10.244.0.0/16\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+}
