@@ -32,7 +32,7 @@ use crate::api::labels::LabelSelector;
 use crate::api::resources::{HPAS, PODS};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::controller::BuildCx;
-use crate::controller::{Action, Controller, Cx, OnError, Outcome, Watch};
+use crate::controller::{Action, Applied, Controller, Cx, OnError, Outcome, Watch};
 use crate::controllers::Runnable;
 use crate::obj::{At as _, Obj};
 use crate::queue::RateLimiter;
@@ -133,6 +133,9 @@ pub struct Hpa {
     histories: Mutex<HashMap<String, History>>,
     /// Every HPA's last parsed selector (None until its first sync), by key.
     selectors: Mutex<BTreeMap<String, Option<LabelSelector>>>,
+    /// The resourceVersion of each HPA's last status written here, while the cache has not
+    /// shown it yet (StaleControllerConsistencyHPA).
+    written: Mutex<HashMap<String, u64>>,
 }
 
 /// Upstream's `FixedItemIntervalRateLimiter`: every retry waits one sync period.
@@ -169,7 +172,27 @@ impl Hpa {
             opts,
             histories: Mutex::new(HashMap::new()),
             selectors: Mutex::new(BTreeMap::new()),
+            written: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether the cached `hpa` is older than the status last written for `key` (upstream's
+    /// consistency store: the sync is skipped and the HPA synced again a period later). A
+    /// cache that caught up forgets the write.
+    fn stale(&self, key: &str, hpa: &Obj) -> bool {
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(&w) = written.get(key) else {
+            return false;
+        };
+        let cached: Option<u64> = hpa
+            .at("/metadata/resourceVersion")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|v| v.parse().ok());
+        if cached.is_some_and(|c| c < w) {
+            return true;
+        }
+        written.remove(key);
+        false
     }
 
     fn selectors(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Option<LabelSelector>>> {
@@ -200,8 +223,20 @@ impl Hpa {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(key);
+            self.written
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(key);
             return Outcome::none();
         };
+        if self.stale(key, &hpa) {
+            monitor::SKIPS.observe_pod_skip();
+            log::debug!("horizontal-pod-autoscaler: {key}: the cache shows an older HPA than written; synced again in a period");
+            return Outcome {
+                requeue_after: Some(self.opts.sync_period),
+                ..Outcome::none()
+            };
+        }
         let (ns, _) = crate::obj::split_key(key);
         let pods = |sel: &LabelSelector| -> Vec<Obj> {
             cx.cache
@@ -303,6 +338,27 @@ impl Controller for Hpa {
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
         Ok(self.sync_with(cx, key, &source::Rest { client: cx.client }))
+    }
+
+    /// A status written: remembered until the cache shows it, while the gate is on.
+    fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
+        let (Action::UpdateSubresource { kind, .. }, Applied::Done(Some(answer))) =
+            (action, result)
+        else {
+            return;
+        };
+        if *kind != HPAS || !monitor::SKIPS.gate_on() {
+            return;
+        }
+        if let Some(rv) = answer["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+        {
+            self.written
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key.to_string(), rv);
+        }
     }
 
     /// A status write that failed (a conflict included) was reported as an Event; the HPA is

@@ -3,7 +3,8 @@
 //! `_reconciliation_duration_seconds` by `action` (scale_up, scale_down, none) and `error`
 //! (spec, internal, none); `_metric_computation_total` and `_metric_computation_duration_seconds`
 //! by those and `metric_type`; `_num_horizontal_pod_autoscalers`; `_desired_replicas` by
-//! `namespace` and `hpa_name` (a series stays after its HPA is deleted, as upstream's).
+//! `namespace` and `hpa_name` (a series stays after its HPA is deleted, as upstream's);
+//! `_stale_sync_skips_total` (StaleControllerConsistencyHPA).
 
 use crate::metrics::{Family, Histogram, MetricType};
 use std::collections::BTreeMap;
@@ -11,6 +12,16 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 const PREFIX: &str = "horizontal_pod_autoscaler_controller_";
+
+/// Syncs skipped because the cache had not shown the HPA's last status write yet.
+pub static SKIPS: crate::controllers::kit::staleskips::StaleSkips =
+    crate::controllers::kit::staleskips::StaleSkips::of(
+        "StaleControllerConsistencyHPA",
+        "horizontal_pod_autoscaler_controller_stale_sync_skips_total",
+        "Total number of HPA syncs skipped due to a stale watch cache.",
+        "autoscaling",
+        "horizontalpodautoscalers",
+    );
 
 #[derive(Default)]
 struct State {
@@ -148,5 +159,6 @@ pub fn families() -> Vec<Family> {
     if !desired.samples.is_empty() {
         out.push(desired);
     }
+    out.push(SKIPS.family());
     out
 }

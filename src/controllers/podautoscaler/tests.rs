@@ -704,3 +704,38 @@ fn monitor_metrics_count_reconciliations_and_computations() {
         crate::metrics::SampleValue::Scalar(v) if v >= 1.0
     ));
 }
+
+#[test]
+fn a_cache_behind_the_last_status_written_skips_the_sync() {
+    let mut h = harness(hpa(json!({})), &[pod("p1", true)]);
+    let f = Fake {
+        scale: Some(scale(1, 1)),
+        pod_metrics: Ok(vec![usage("p1", "200m")]),
+        ..Fake::default()
+    };
+    let o = sync(&h, &f);
+    let update = o
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Reported { action, .. } => Some((**action).clone()),
+            _ => None,
+        })
+        .expect("a status write");
+    let mut answer = hpa(json!({}));
+    answer["metadata"]["resourceVersion"] = json!("9");
+    h.ctrl
+        .applied("ns/web", &update, Applied::Done(Some(&answer)));
+    // The cache still shows resourceVersion 3: nothing done, synced again a period later.
+    let o = sync(&h, &f);
+    assert!(o.actions.is_empty(), "{:?}", o.actions);
+    assert_eq!(o.requeue_after, Some(Duration::from_secs(15)));
+    let text = crate::metrics::encode(&[monitor::SKIPS.family()]);
+    assert!(
+        text.contains("horizontal_pod_autoscaler_controller_stale_sync_skips_total{group=\"autoscaling\",resource=\"horizontalpodautoscalers\"}"),
+        "{text}"
+    );
+    // Once the cache shows the write, syncs go on.
+    h.update(HPAS, answer);
+    assert!(!sync(&h, &f).actions.is_empty());
+}
