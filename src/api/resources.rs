@@ -120,6 +120,7 @@ kinds! {
     PODCERTIFICATEREQUESTS = ("certificates.k8s.io", "v1", "PodCertificateRequest", "podcertificaterequests", true);
     CLUSTERTRUSTBUNDLES = ("certificates.k8s.io", "v1", "ClusterTrustBundle", "clustertrustbundles", false);
     PODDISRUPTIONBUDGETS = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true);
+    PODGROUPS = ("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups", true);
     HPAS = ("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true);
     CLUSTERROLES = ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false);
     CLUSTERROLEBINDINGS = ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false);

@@ -21,6 +21,7 @@ pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod podautoscaler;
 pub mod podgc;
+pub mod podgroupprotection;
 pub mod pvbinder;
 pub mod refmanager;
 pub mod registry;

@@ -40,6 +40,7 @@ mod e2e_nodeipam;
 mod e2e_nodelifecycle;
 mod e2e_pcrcleaner;
 mod e2e_podgc;
+mod e2e_podgroupprotection;
 mod e2e_pv;
 mod e2e_replicaset;
 mod e2e_resourceclaim;

@@ -11,7 +11,8 @@ use super::super::{
     volumeexpand, volumeprotection,
 };
 use super::super::{
-    legacytokencleaner, servicecidr, storageversiongc, tainteviction, vacprotection, vapstatus,
+    legacytokencleaner, podgroupprotection, servicecidr, storageversiongc, tainteviction,
+    vacprotection, vapstatus,
 };
 use super::ControllerInfo;
 
@@ -506,7 +507,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("podgroup-protection-controller"),
         "feature-gate",
-    )),
+    ))
+    .queue("podgroupprotection")
+    .runs(podgroupprotection::build),
     later(c(
         "resourcepoolstatusrequest-controller",
         &[],
