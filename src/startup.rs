@@ -352,25 +352,27 @@ mod tests {
             let row = registry::info(n).unwrap();
             assert!(!row.implemented() && !row.disabled_by_default, "{n}");
         }
-        // GA in v1.37, beta and off in v1.36.
-        let svm = "storage-version-migrator-controller";
-        assert!(at37.contains(&svm), "{at37:?}");
-        // Implemented: never named as missing.
+        // Implemented: never named as missing (the storage version migrator, GA in v1.37).
+        assert!(
+            !at37.contains(&"storage-version-migrator-controller"),
+            "{at37:?}"
+        );
         assert!(!at37.contains(&"service-cidr-controller"), "{at37:?}");
+        // A gate of the emulated version turns a missing controller on.
+        let rpsr = "resourcepoolstatusrequest-controller";
+        assert!(!at37.contains(&rpsr), "{at37:?}");
+        let c = cfg("--feature-gates=DRAResourcePoolStatus=true");
+        assert!(names(&c).contains(&rpsr));
         let e = version::decide(
             Some(version::MajorMinor::kube(35)),
             "v1.35.0",
             &Default::default(),
         )
         .unwrap();
+        let mut c = cfg("");
         c.emulate(e).unwrap();
-        let at35 = names(&c);
-        assert!(!at35.contains(&svm), "{at35:?}");
-        assert!(!at35.contains(&"service-cidr-controller"), "{at35:?}");
-        // The gate turns it on at 1.35 too.
-        let mut c = cfg("--feature-gates=StorageVersionMigrator=true --emulated-version=1.35");
         assert_eq!(c.emulation.version, version::MajorMinor::kube(35));
-        assert!(names(&c).contains(&svm));
+        assert!(!names(&c).contains(&"service-cidr-controller"));
         // Values set on the command line are checked again at the version chosen at start.
         let mut locked = cfg("--feature-gates=JobManagedBy=false --emulated-version=1.34");
         let flag37 = version::VersionFlags {
@@ -380,7 +382,7 @@ mod tests {
         let e37 = version::decide(None, "x", &flag37).unwrap();
         assert!(locked.emulate(e37).is_err());
         c.emulate(version::Emulation::default()).unwrap();
-        assert!(names(&c).contains(&svm));
+        assert_eq!(c.emulation.version, version::MajorMinor::kube(37));
     }
 
     #[test]
@@ -434,7 +436,7 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("nodeipam") && !line.contains("csrsigning"));
-        assert!(line.contains("svm"), "{line}");
+        assert!(!line.contains("svm"), "{line}");
         // Short enough for one line of a terminal-wide log viewer's wrap, far under 700.
         assert!(line.len() < 600, "{} characters: {line}", line.len());
     }

@@ -137,6 +137,7 @@ kinds! {
     DEVICECLASSES = ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", false);
     VALIDATINGADMISSIONPOLICIES = ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false);
     CRDS = ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
+    STORAGEVERSIONMIGRATIONS = ("storagemigration.k8s.io", "v1", "StorageVersionMigration", "storageversionmigrations", false);
     TOKENREVIEWS = ("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", false);
     SUBJECTACCESSREVIEWS = ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", false);
 }

@@ -112,6 +112,16 @@ impl Monitors {
         }
     }
 
+    /// The informer monitoring `group`/`plural`, if one is active, and whether it synced.
+    pub fn informer_of(&self, group: &str, plural: &str) -> Option<(Arc<Informer>, bool)> {
+        lock(&self.monitors)
+            .iter()
+            .find(|(k, m)| {
+                k.group == group && k.plural == plural && m.active.load(Ordering::SeqCst)
+            })
+            .map(|(_, m)| (m.informer.clone(), m.informer.has_synced()))
+    }
+
     /// The last discovery.
     pub fn discovery(&self) -> Arc<Discovery> {
         self.discovery

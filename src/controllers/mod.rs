@@ -33,6 +33,7 @@ pub mod serviceaccount;
 pub mod servicecidr;
 pub mod statefulset;
 pub mod storageversiongc;
+pub mod storageversionmigrator;
 pub mod tainteviction;
 pub mod tokens;
 pub mod ttl;

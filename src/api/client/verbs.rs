@@ -442,6 +442,25 @@ impl Client {
         self.json("GET", path, None)
     }
 
+    /// A JSON merge patch of an object as `field_manager` (its managedFields entry).
+    pub fn merge_patch_as(
+        &self,
+        kind: &Kind,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Value,
+        field_manager: &str,
+    ) -> Result<Value> {
+        let path = format!(
+            "{}?fieldManager={}",
+            kind.object_path(ns, name),
+            super::query::percent_encode(field_manager)
+        );
+        let body = json_text(patch);
+        let pt = PatchType::Merge;
+        self.json_shaped("PATCH", &path, Some((pt.content_type(), &body)), Some(&[]))
+    }
+
     /// GET a path whose answer is not JSON (`/healthz` answers `ok`): Ok when 2xx.
     pub fn get_raw(&self, path: &str) -> Result<String> {
         let url = format!("{}{}", self.inner.base, path);

@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub use monitors::{ignored, monitored};
+pub use monitors::{ignored, monitored, shared as shared_monitors};
 
 pub const NAME: &str = "garbage-collector-controller";
 /// The Event source component.

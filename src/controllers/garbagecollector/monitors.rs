@@ -61,7 +61,18 @@ impl Inner {
         };
         let (m, thread) =
             Monitors::start(cfg, env.cache.clone(), env.client.clone(), env.stop.clone());
+        *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&m);
         let _ = self.monitors.set(m);
         thread
     }
+}
+
+/// The running garbage collector's monitors, for the storage version migrator (upstream's
+/// `GraphBuilder.GetMonitor`).
+static SHARED: std::sync::Mutex<std::sync::Weak<Monitors>> =
+    std::sync::Mutex::new(std::sync::Weak::new());
+
+/// The garbage collector's monitors, while it runs.
+pub fn shared() -> Option<Arc<Monitors>> {
+    SHARED.lock().unwrap_or_else(|p| p.into_inner()).upgrade()
 }

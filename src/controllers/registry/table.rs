@@ -11,8 +11,8 @@ use super::super::{
     volumeexpand, volumeprotection,
 };
 use super::super::{
-    legacytokencleaner, podgroupprotection, servicecidr, storageversiongc, tainteviction,
-    vacprotection, vapstatus,
+    legacytokencleaner, podgroupprotection, servicecidr, storageversiongc, storageversionmigrator,
+    tainteviction, vacprotection, vapstatus,
 };
 use super::ControllerInfo;
 
@@ -466,7 +466,11 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &["svm"],
         Some("storage-version-migrator-controller"),
         "feature-gate",
-    )),
+    ))
+    .queue("storage-version-migrator-controller")
+    .workers(5)
+    .client_rate(20.0, 100)
+    .runs(storageversionmigrator::build),
     later(c(
         "volumeattributesclass-protection-controller",
         &[],
