@@ -167,6 +167,16 @@ bench-pv *args:
     cargo build --release --example bench_pv
     tools/k8s/with-apiserver.sh target/release/examples/bench_pv {{args}}
 
+# Benchmark: one scale point with every controller on: 500 nodes kept Ready by their Leases and
+# 4,000 Deployments x 5 (20,000 pods) in 20 namespaces, the bench playing scheduler and kubelet;
+# RSS once ready, peak and settled, CPU per phase, bytes per cached pod, then the namespaces
+# deleted. One manager per fresh control plane for comparable numbers (`--skip-edgekcm` with
+# KCM_BENCH_UPSTREAM for upstream); KCM_BENCH_SERVER_PIDS: the apiserver's and etcd's CPU
+bench-scale *args:
+    cargo build --release --bin edgekcm
+    cargo build --release --example bench_scale
+    tools/k8s/with-apiserver.sh target/release/examples/bench_scale {{args}}
+
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
 # Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
 dist:

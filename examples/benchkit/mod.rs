@@ -452,6 +452,21 @@ pub fn pid_cpu_seconds(pid: &str) -> Option<f64> {
     Some(ticks as f64 / clock_ticks())
 }
 
+/// CPU seconds so far of every `KCM_BENCH_SERVER_PIDS` process (the apiserver and etcd when
+/// they run on this machine); None when unset or one is gone.
+pub fn server_cpu_seconds() -> Option<f64> {
+    let pids = std::env::var("KCM_BENCH_SERVER_PIDS").ok()?;
+    let pids: Vec<&str> = pids
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().map(|p| pid_cpu_seconds(p)).sum()
+}
+
 /// A `/proc/<pid>/status` size in MB (`VmHWM:`, `VmRSS:`).
 pub fn status_mb(pid: u32, field: &str) -> Option<f64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
