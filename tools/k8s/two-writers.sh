@@ -193,6 +193,7 @@ echo "two-writers: $runs runs of $KCM; the table goes to $out"
 violations=0
 for run in $(seq 1 "$runs"); do
 	h="${heals[$(((run - 1) % ${#heals[@]}))]}"
+	rm -f "$rundir/$run-"*
 	ns_up a 1
 	ns_up b 5
 	api DELETE "$lease" > /dev/null || true
