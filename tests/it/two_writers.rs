@@ -57,12 +57,7 @@ fn real_two_writers_one_cut_healing_before_lease_expiry() {
         "the old leader wrote after the standby's first write (or the run failed): {}",
         state.display()
     );
-    let row: Vec<&str> = table
-        .lines()
-        .nth(1)
-        .expect("one row")
-        .split('\t')
-        .collect();
+    let row: Vec<&str> = table.lines().nth(1).expect("one row").split('\t').collect();
     // gap_s, leader_writes_from_standby_first, standby_first
     let gap: f64 = row[5].parse().expect("the standby wrote");
     assert!(gap > 0.0, "{row:?}");
