@@ -177,6 +177,18 @@ bench-scale *args:
     cargo build --release --example bench_scale
     tools/k8s/with-apiserver.sh target/release/examples/bench_scale {{args}}
 
+# Never two writers (issue 44): two managers with --leader-elect in network namespaces of their
+# own, the leader's link cut mid-workload and healed after varied delays, every write checked in
+# kube-apiserver's audit log; the table in docs/benchmarks.md. Needs root (ip netns, tc): skips
+# otherwise. MANAGER: edgekcm | upstream (kube-controller-manager v1.37.2); RUNS (default 20)
+bench-two-writers manager="edgekcm" runs="20":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ "$(id -u)" != 0 ]; then echo "bench-two-writers: skipped: needs root (network namespaces, veth pairs and tc)"; exit 0; fi
+    export KUBE_BIN="${KUBE_BIN:-$PWD/tools/k8s/bin/v1.37.2}"
+    if [ "{{manager}}" = upstream ]; then export KCM="$KUBE_BIN/kube-controller-manager"; else cargo build --release --bin edgekcm; export KCM="$PWD/target/release/edgekcm"; fi
+    tools/k8s/two-writers.sh "${STATE_DIR:-/tmp/edgekcm-two-writers}" {{runs}}
+
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
 # Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
 dist:

@@ -66,3 +66,4 @@ mod sandbox_api_more;
 mod server_abuse;
 mod server_http;
 mod startup;
+mod two_writers;

@@ -39,6 +39,10 @@ fn connect_addrs(addrs: &[SocketAddr], total: Duration) -> io::Result<TcpStream>
         match TcpStream::connect_timeout(addr, per_addr) {
             Ok(s) => {
                 s.set_nodelay(true)?;
+                // Closing the connection drops what the kernel has not yet delivered: a
+                // request given up on (timed out, or the process exiting after it lost its
+                // lease) cannot reach the server later, when a dead link comes back.
+                rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO))?;
                 return Ok(s);
             }
             Err(e) if e.kind() == io::ErrorKind::TimedOut || addr_specific(&e) => last = Some(e),
