@@ -345,7 +345,7 @@ mod tests {
                 .map(|i| i.name)
                 .collect()
         };
-        let mut c = cfg("");
+        let c = cfg("");
         assert_eq!(c.emulation.version, version::MajorMinor::kube(37));
         let at37 = names(&c);
         for n in &at37 {
