@@ -11,7 +11,8 @@ use super::super::{
     volumeexpand, volumeprotection,
 };
 use super::super::{
-    legacytokencleaner, servicecidr, storageversiongc, tainteviction, vacprotection, vapstatus,
+    devicetainteviction, legacytokencleaner, servicecidr, storageversiongc, tainteviction,
+    vacprotection, vapstatus,
 };
 use super::ControllerInfo;
 
@@ -493,7 +494,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("device-taint-eviction-controller"),
         "feature-gate",
-    )),
+    ))
+    .workers_flag("concurrent-device-taint-eviction-syncs")
+    .runs(devicetainteviction::build),
     later(c(
         "podcertificaterequest-cleaner-controller",
         &[],
