@@ -30,7 +30,7 @@ use crate::cache::{Cache, Delta, DeltaKind};
 use crate::controller::{EventSpec, EventType, ObjectRef, RunEnv, SelfDriven, Watch};
 use crate::controllers::kit::deletions::PodDeletions;
 use crate::queue::WorkQueue;
-use state::{Out, PodRef, State, Work};
+use state::{parse_work, Out, State};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
@@ -96,10 +96,11 @@ struct Inner {
     rules: bool,
     workers: usize,
     state: Mutex<State>,
-    queue: Arc<WorkQueue<Work>>,
+    /// Work items (`state::pod_work`, `state::rule_work`).
+    queue: Arc<WorkQueue<String>>,
     /// Set at the start; cancelled deletions seen before it wait in `early`.
     env: OnceLock<RunEnv>,
-    early: Mutex<Vec<PodRef>>,
+    early: Mutex<Vec<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -121,15 +122,16 @@ impl DeviceTaintEviction {
     }
 }
 
-/// An Event about a pod, as upstream's recorder gets it.
-fn pod_event(env: &RunEnv, pod: &PodRef, message: &str) {
-    let (ns, name) = crate::obj::split_key(&pod.key);
+/// An Event about the pod of a work item, as upstream's recorder gets it.
+fn pod_event(env: &RunEnv, work: &str, message: &str) {
+    let (_, uid, key) = parse_work(work);
+    let (ns, name) = crate::obj::split_key(key);
     let involved = ObjectRef {
         kind: "Pod".into(),
         api_version: "v1".into(),
         namespace: ns.into(),
         name: name.into(),
-        uid: pod.uid.clone(),
+        uid: uid.into(),
         resource_version: String::new(),
     };
     let spec = EventSpec {
@@ -151,7 +153,7 @@ impl Inner {
                 Out::Add(w, d) if d.is_zero() => self.queue.add(w),
                 Out::Add(w, d) => self.queue.add_after(w, d),
                 Out::Cancelled(p) => {
-                    log::debug!("{NAME}: canceled pod eviction of {}", p.key);
+                    log::debug!("{NAME}: canceled pod eviction of {}", parse_work(&p).2);
                     match self.env.get() {
                         Some(env) => pod_event(env, &p, CANCELLING),
                         None => lock(&self.early).push(p),

@@ -5,8 +5,9 @@
 
 use crate::controllers::kit::{podclaims, taints};
 use crate::obj::{self, At as _};
+use serde_json::Map;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, SystemTime};
 
 pub const NO_EXECUTE: &str = "NoExecute";
@@ -15,50 +16,55 @@ pub const RULE_STATUS_PERIOD: Duration = Duration::from_secs(10);
 /// Evicted pods remembered, at most (`maxUIDCacheEntries`).
 const MAX_EVICTED: usize = 500;
 
-/// Where a taint comes from: rules first (by name), then slice taints by driver, pool,
-/// device and the taint's index in the device's list.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Source {
-    Rule {
-        name: String,
-        uid: String,
-    },
-    Slice {
-        driver: String,
-        pool: String,
-        device: String,
-        index: usize,
-    },
-}
-
-/// When a claim's (or pod's) eviction is due, and the taints that call for it, sorted.
+/// When a claim's (or pod's) eviction is due, and the taints that call for it: their
+/// [`rule_source`] and [`slice_source`] keys, sorted as upstream sorts them (rules first, by
+/// name; then slice taints by driver, pool, device and index).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Eviction {
     pub when: SystemTime,
-    pub reasons: Vec<Source>,
+    pub reasons: Vec<String>,
 }
 
-/// A pod: its key and UID.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PodRef {
-    pub key: String,
-    pub uid: String,
+/// A rule as a reason: `0<name>\0<uid>`.
+pub fn rule_source(name: &str, uid: &str) -> String {
+    format!("0{name}\0{uid}")
 }
 
-/// A work item: a pod that may have to be deleted, or a rule whose status may need writing.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Work {
-    Pod(PodRef),
-    Rule { name: String, uid: String },
+/// A slice taint as a reason: `1<driver>\0<pool>\0<device>\0<index>`.
+pub fn slice_source(driver: &str, pool: &str, device: &str, index: usize) -> String {
+    format!("1{driver}\0{pool}\0{device}\0{index:05}")
+}
+
+/// The rule (name, UID) of a reason, if it is a rule.
+pub fn source_rule(src: &str) -> Option<(&str, &str)> {
+    src.strip_prefix('0')?.split_once('\0')
+}
+
+/// The work item of a pod that may have to be deleted: `p<uid>/<namespace>/<name>` (also
+/// how the scheduled deletions are keyed).
+pub fn pod_work(key: &str, uid: &str) -> String {
+    format!("p{uid}/{key}")
+}
+
+/// The work item of a rule whose status may need writing: `r<uid>/<name>`.
+pub fn rule_work(name: &str, uid: &str) -> String {
+    format!("r{uid}/{name}")
+}
+
+/// A work item's kind (`p` or `r`), UID and key (pod key, or rule name).
+pub fn parse_work(w: &str) -> (char, &str, &str) {
+    let kind = w.chars().next().unwrap_or(' ');
+    let (uid, key) = w.get(1..).unwrap_or("").split_once('/').unwrap_or(("", ""));
+    (kind, uid, key)
 }
 
 /// What a change asks of the controller.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Out {
-    /// Queue the item after this delay (zero: at once).
-    Add(Work, Duration),
-    /// A scheduled deletion was cancelled (a "Cancelling deletion" Event).
-    Cancelled(PodRef),
+    /// Queue the work item after this delay (zero: at once).
+    Add(String, Duration),
+    /// A pod's scheduled deletion was cancelled (a "Cancelling deletion" Event).
+    Cancelled(String),
 }
 
 /// One allocated device of a claim.
@@ -84,20 +90,24 @@ struct Claim {
 
 /// A slice's generation and its devices with their NoExecute taints (index, taint).
 type SliceDevices = (i64, Vec<(String, Vec<(usize, Value)>)>);
-type PoolId = (String, String);
+
+/// A pool's key: `<driver>\0<pool>`.
+fn pool_id(driver: &str, pool: &str) -> String {
+    format!("{driver}\0{pool}")
+}
 
 /// The model. Callers hold it under one lock, as upstream's mutex.
 #[derive(Default)]
 pub struct State {
     claims: HashMap<String, Claim>,
-    pools: HashMap<PoolId, HashMap<String, SliceDevices>>,
-    slice_pool: HashMap<String, PoolId>,
-    /// Every rule by name: (UID, spec).
-    rules: HashMap<String, (String, Value)>,
+    pools: HashMap<String, HashMap<String, SliceDevices>>,
+    slice_pool: HashMap<String, String>,
+    /// Every rule by name: `{"uid", "spec"}`.
+    rules: Map<String, Value>,
     /// Pods deleted because of each rule since the start, by rule UID.
     pub evicted_by_rule: HashMap<String, i64>,
-    /// Scheduled deletions (`deletePodAt`).
-    pub delete_at: HashMap<PodRef, Eviction>,
+    /// Scheduled deletions (`deletePodAt`), by pod work item.
+    pub delete_at: HashMap<String, Eviction>,
     evicted: (VecDeque<String>, HashSet<String>),
 }
 
@@ -146,7 +156,7 @@ pub fn taint_due(taint: &Value, tolerations: &[Value]) -> Option<Option<SystemTi
 impl State {
     /// The NoExecute taints of a device, from the pool's slices of its newest generation.
     fn device_taints(&self, driver: &str, pool: &str, device: &str) -> &[(usize, Value)] {
-        let Some(slices) = self.pools.get(&(driver.to_string(), pool.to_string())) else {
+        let Some(slices) = self.pools.get(&pool_id(driver, pool)) else {
             return &[];
         };
         let max = slices.values().map(|s| s.0).max();
@@ -159,8 +169,8 @@ impl State {
     }
 
     /// The devices of a pool with NoExecute taints (newest generation), by name.
-    fn pool_taints(&self, id: &PoolId) -> BTreeMap<String, Vec<Value>> {
-        let mut out = BTreeMap::new();
+    fn pool_taints(&self, id: &str) -> Map<String, Value> {
+        let mut out = Map::new();
         if let Some(slices) = self.pools.get(id) {
             let max = slices.values().map(|s| s.0).max();
             for (name, t) in slices
@@ -169,8 +179,12 @@ impl State {
                 .flat_map(|s| &s.1)
             {
                 if !t.is_empty() {
-                    let e: &mut Vec<Value> = out.entry(name.clone()).or_default();
-                    e.extend(t.iter().map(|x| x.1.clone()));
+                    let e = out
+                        .entry(name.clone())
+                        .or_insert_with(|| Value::Array(vec![]));
+                    if let Value::Array(a) = e {
+                        a.extend(t.iter().map(|x| x.1.clone()));
+                    }
                 }
             }
         }
@@ -181,50 +195,38 @@ impl State {
     /// rule's simulation).
     fn claim_eviction(&self, c: &Claim, extra: Option<(&str, &str, &Value)>) -> Option<Eviction> {
         let mut when: Option<SystemTime> = None;
-        let mut reasons = BTreeSet::new();
+        let mut reasons = Vec::new();
         let rules = self
             .rules
             .iter()
-            .filter(|r| evicting(&r.1 .1))
-            .map(|(n, (u, spec))| (n.as_str(), u.as_str(), spec))
+            .filter(|r| evicting(&r.1["spec"]))
+            .map(|(n, r)| (n.as_str(), s(r, "/uid"), &r["spec"]))
             .chain(extra);
         let rules: Vec<_> = rules.collect();
         for d in &c.devices {
-            let from_slice =
-                self.device_taints(&d.driver, &d.pool, &d.name)
-                    .iter()
-                    .map(|(i, t)| {
-                        let src = Source::Slice {
-                            driver: d.driver.clone(),
-                            pool: d.pool.clone(),
-                            device: d.name.clone(),
-                            index: *i,
-                        };
-                        (src, t)
-                    });
+            let from_slice = self
+                .device_taints(&d.driver, &d.pool, &d.name)
+                .iter()
+                .map(|(i, t)| (slice_source(&d.driver, &d.pool, &d.name, *i), t));
             let from_rules = rules
                 .iter()
                 .filter(|r| rule_matches(r.2, &d.driver, &d.pool, &d.name))
-                .map(|(n, u, spec)| {
-                    let src = Source::Rule {
-                        name: n.to_string(),
-                        uid: u.to_string(),
-                    };
-                    (src, &spec["taint"])
-                });
+                .map(|(n, u, spec)| (rule_source(n, u), &spec["taint"]));
             for (src, taint) in from_slice.chain(from_rules) {
                 let Some(due) = taint_due(taint, &d.tolerations) else {
                     continue;
                 };
-                reasons.insert(src);
+                reasons.push(src);
                 if let Some(t) = due {
                     when = Some(when.map_or(t, |w| w.min(t)));
                 }
             }
         }
+        reasons.sort();
+        reasons.dedup();
         Some(Eviction {
             when: when?,
-            reasons: reasons.into_iter().collect(),
+            reasons,
         })
     }
 
@@ -271,11 +273,12 @@ impl State {
     }
 
     /// A deletion went through (or was no longer needed): forget it, remember the pod.
-    pub fn evicted(&mut self, pod: &PodRef) {
-        self.delete_at.remove(pod);
+    pub fn evicted(&mut self, work: &str) {
+        self.delete_at.remove(work);
+        let uid = parse_work(work).1.to_string();
         let (order, set) = &mut self.evicted;
-        if set.insert(pod.uid.clone()) {
-            order.push_back(pod.uid.clone());
+        if set.insert(uid.clone()) {
+            order.push_back(uid);
         }
         while order.len() > MAX_EVICTED {
             if let Some(u) = order.pop_front() {
@@ -286,10 +289,7 @@ impl State {
 
     /// `handlePod`: schedule the pod's deletion, or cancel it.
     pub fn handle_pod(&mut self, pod: &Value, now: SystemTime, out: &mut Vec<Out>) {
-        let r = PodRef {
-            key: obj::key(pod),
-            uid: obj::uid(pod).to_string(),
-        };
+        let r = pod_work(&obj::key(pod), obj::uid(pod));
         let Some(e) = self.pod_eviction(pod) else {
             if self.delete_at.remove(&r).is_some() {
                 out.push(Out::Cancelled(r));
@@ -297,30 +297,21 @@ impl State {
             return;
         };
         let delay = e.when.duration_since(now).unwrap_or_default();
-        for src in &e.reasons {
-            if let Source::Rule { name, uid } = src {
-                let w = Work::Rule {
-                    name: name.clone(),
-                    uid: uid.clone(),
-                };
-                out.push(Out::Add(w, RULE_STATUS_PERIOD));
-            }
+        for (name, uid) in e.reasons.iter().filter_map(|r| source_rule(r)) {
+            out.push(Out::Add(rule_work(name, uid), RULE_STATUS_PERIOD));
         }
         self.delete_at.insert(r.clone(), e);
-        out.push(Out::Add(Work::Pod(r), delay));
+        out.push(Out::Add(r, delay));
     }
 
     /// `handlePodChange`: a deleted pod's scheduled deletion is forgotten (no Event). A pod
     /// already evicted is not looked at again (upstream skips updates that change neither
     /// its node nor its claims, such as its DisruptionTarget condition and deletion).
     pub fn pod_changed(&mut self, pod: &Value, deleted: bool, now: SystemTime, out: &mut Vec<Out>) {
-        let r = PodRef {
-            key: obj::key(pod),
-            uid: obj::uid(pod).to_string(),
-        };
+        let uid = obj::uid(pod);
         if deleted {
-            self.delete_at.remove(&r);
-        } else if !self.was_evicted(&r.uid) {
+            self.delete_at.remove(&pod_work(&obj::key(pod), uid));
+        } else if !self.was_evicted(uid) {
             self.handle_pod(pod, now, out);
         }
     }
@@ -434,10 +425,7 @@ impl State {
         out: &mut Vec<Out>,
     ) {
         let name = obj::name(slice).to_string();
-        let id: PoolId = (
-            s(slice, "/spec/driver").into(),
-            s(slice, "/spec/pool/name").into(),
-        );
+        let id = pool_id(s(slice, "/spec/driver"), s(slice, "/spec/pool/name"));
         let mut ids = vec![id.clone()];
         ids.extend(self.slice_pool.get(&name).filter(|p| **p != id).cloned());
         let before: Vec<_> = ids.iter().map(|i| self.pool_taints(i)).collect();
@@ -470,12 +458,12 @@ impl State {
                 .insert(name.clone(), entry);
             self.slice_pool.insert(name, id);
         }
-        let mut modified: HashSet<(String, String, String)> = HashSet::new();
+        let mut modified: HashSet<String> = HashSet::new();
         for (i, b) in ids.iter().zip(before) {
             let a = self.pool_taints(i);
             for d in a.keys().chain(b.keys()) {
                 if a.get(d) != b.get(d) {
-                    modified.insert((i.0.clone(), i.1.clone(), d.clone()));
+                    modified.insert(format!("{i}\0{d}"));
                 }
             }
         }
@@ -485,7 +473,7 @@ impl State {
         let uses = |c: &Claim| {
             c.devices
                 .iter()
-                .any(|d| modified.contains(&(d.driver.clone(), d.pool.clone(), d.name.clone())))
+                .any(|d| modified.contains(&format!("{}\0{}", pool_id(&d.driver, &d.pool), d.name)))
         };
         self.reevaluate(uses, pods, now, out);
     }
@@ -506,17 +494,16 @@ impl State {
         if deleted {
             self.evicted_by_rule.remove(&uid);
         } else {
-            let same = before.as_ref().filter(|b| b.0 == uid);
-            if same.is_some_and(|b| b.1 == spec) {
-                self.rules.insert(name, (uid, spec));
+            let same = before.as_ref().filter(|b| s(b, "/uid") == uid);
+            let unchanged = same.is_some_and(|b| b["spec"] == spec);
+            if !unchanged {
+                out.push(Out::Add(rule_work(&name, &uid), Duration::ZERO));
+            }
+            let r = serde_json::json!({"uid": uid, "spec": spec});
+            self.rules.insert(name, r);
+            if unchanged {
                 return;
             }
-            let w = Work::Rule {
-                name: name.clone(),
-                uid: uid.clone(),
-            };
-            out.push(Out::Add(w, Duration::ZERO));
-            self.rules.insert(name, (uid, spec));
         }
         self.reevaluate(|_| true, pods, now, out);
     }
@@ -529,12 +516,9 @@ impl State {
         let spec = &rule["spec"];
         let mut as_no_execute = spec.clone();
         as_no_execute["taint"]["effect"] = NO_EXECUTE.into();
-        let me = Source::Rule {
-            name: name.into(),
-            uid: uid.into(),
-        };
+        let me = rule_source(name, uid);
         let simulated = |c: &Claim| self.claim_eviction(c, Some((name, uid, &as_no_execute)));
-        let mut namespaces = BTreeSet::new();
+        let mut namespaces = Vec::new();
         let mut n = 0;
         for p in pods.iter().filter(|p| !obj::is_deleting(p)) {
             let e = if evicting(spec) {
@@ -544,9 +528,11 @@ impl State {
             };
             if e.is_some_and(|e| e.reasons.contains(&me)) {
                 n += 1;
-                namespaces.insert(obj::namespace(p));
+                namespaces.push(obj::namespace(p));
             }
         }
+        namespaces.sort();
+        namespaces.dedup();
         (n, namespaces.len() as i64)
     }
 
@@ -554,7 +540,8 @@ impl State {
     /// devices the rule selects.
     pub fn selected_devices(&self, spec: &Value) -> (i64, i64) {
         let mut published = 0;
-        for ((driver, pool), slices) in &self.pools {
+        for (id, slices) in &self.pools {
+            let (driver, pool) = id.split_once('\0').unwrap_or_default();
             let max = slices.values().map(|s| s.0).max();
             for s in slices.values().filter(|s| Some(s.0) == max) {
                 published +=

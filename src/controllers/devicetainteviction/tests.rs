@@ -1,4 +1,4 @@
-use super::state::{taint_due, Out, PodRef, Source, State, Work, RULE_STATUS_PERIOD};
+use super::state::{pod_work, rule_work, slice_source, taint_due, Out, State, RULE_STATUS_PERIOD};
 use super::work::{condition, disruption_patch};
 use crate::compat::timefmt::parse_rfc3339;
 use crate::obj::Obj;
@@ -90,14 +90,12 @@ impl T {
     }
 }
 
-fn pod_work(name: &str, uid: &str, after: Duration) -> Out {
-    Out::Add(
-        Work::Pod(PodRef {
-            key: format!("ns/{name}"),
-            uid: uid.into(),
-        }),
-        after,
-    )
+fn due(name: &str, uid: &str, after: Duration) -> Out {
+    Out::Add(pod_work(&format!("ns/{name}"), uid), after)
+}
+
+fn cancelled(name: &str, uid: &str) -> Out {
+    Out::Cancelled(pod_work(&format!("ns/{name}"), uid))
 }
 
 #[test]
@@ -119,24 +117,16 @@ fn a_slice_taint_evicts_the_pods_of_claims_allocated_with_the_device() {
     );
     assert_eq!(
         t.slice(&tainted, false),
-        vec![pod_work("p", "u1", Duration::ZERO)]
+        vec![due("p", "u1", Duration::ZERO)]
     );
     let e = t.st.pod_eviction(&p).unwrap();
     assert_eq!(e.when, parse_rfc3339(ADDED).unwrap());
-    let src = Source::Slice {
-        driver: "gpu.example.com".into(),
-        pool: "node-1".into(),
-        device: "gpu-0".into(),
-        index: 0,
-    };
+    let src = slice_source("gpu.example.com", "node-1", "gpu-0", 0);
     assert_eq!(e.reasons, vec![src]);
     // Untainted again: the deletion is cancelled.
     let clean = slice("s1", 1, json!([{"name": "gpu-0"}]));
-    let r = PodRef {
-        key: "ns/p".into(),
-        uid: "u1".into(),
-    };
-    assert_eq!(t.slice(&clean, false), vec![Out::Cancelled(r)]);
+    let r = cancelled("p", "u1");
+    assert_eq!(t.slice(&clean, false), vec![r]);
     // Other effects and other devices are not looked at.
     let other = slice(
         "s1",
@@ -163,10 +153,7 @@ fn only_the_newest_generation_of_a_pool_counts() {
     assert_eq!(t.slice(&new, false).len(), 1, "cancelled");
     assert!(t.st.pod_eviction(&p).is_none());
     // The newer slice gone, the older one counts again.
-    assert_eq!(
-        t.slice(&new, true),
-        vec![pod_work("p", "u1", Duration::ZERO)]
-    );
+    assert_eq!(t.slice(&new, true), vec![due("p", "u1", Duration::ZERO)]);
 }
 
 #[test]
@@ -199,18 +186,12 @@ fn which_pods_a_tainted_claim_hits() {
     let mut owned = claim("c", "gpu-0", &[("a", "ua"), ("g", "ug")], json!([]));
     owned["metadata"]["ownerReferences"] =
         json!([{"apiVersion": "v1", "kind": "Pod", "name": "g", "uid": "ug", "controller": true}]);
-    assert_eq!(
-        t.claim(&owned, false),
-        vec![pod_work("g", "ug", Duration::ZERO)]
-    );
+    assert_eq!(t.claim(&owned, false), vec![due("g", "ug", Duration::ZERO)]);
     // Deallocated: cancelled.
     let mut free = owned.clone();
     free["status"]["allocation"] = Value::Null;
-    let r = PodRef {
-        key: "ns/g".into(),
-        uid: "ug".into(),
-    };
-    assert_eq!(t.claim(&free, false), vec![Out::Cancelled(r)]);
+    let r = cancelled("g", "ug");
+    assert_eq!(t.claim(&free, false), vec![r]);
 }
 
 #[test]
@@ -248,7 +229,7 @@ fn tolerations_delay_or_prevent_the_eviction() {
         &claim("c", "gpu-0", &[("p", "u1")], json!([secs(60)])),
         false,
     );
-    assert_eq!(out, vec![pod_work("p", "u1", Duration::from_secs(30))]);
+    assert_eq!(out, vec![due("p", "u1", Duration::from_secs(30))]);
     let mut t = T::new(std::slice::from_ref(&p));
     t.slice(
         &slice("s1", 1, json!([{"name": "gpu-0", "taints": [t1]}])),
@@ -265,24 +246,8 @@ fn rules_taint_the_devices_they_select() {
     let p = pod("p", "u1", "node-1", "c");
     let mut t = T::new(std::slice::from_ref(&p));
     t.claim(&claim("c", "gpu-0", &[("p", "u1")], json!([])), false);
-    let status_now = |n: &str| {
-        Out::Add(
-            Work::Rule {
-                name: n.into(),
-                uid: format!("r-{n}"),
-            },
-            Duration::ZERO,
-        )
-    };
-    let status_later = |n: &str| {
-        Out::Add(
-            Work::Rule {
-                name: n.into(),
-                uid: format!("r-{n}"),
-            },
-            RULE_STATUS_PERIOD,
-        )
-    };
+    let status_now = |n: &str| Out::Add(rule_work(n, &format!("r-{n}")), Duration::ZERO);
+    let status_later = |n: &str| Out::Add(rule_work(n, &format!("r-{n}")), RULE_STATUS_PERIOD);
     // Another device, or no eviction effect: only the status.
     assert_eq!(
         t.rule(&rule("other", "NoExecute", Some("gpu-1")), false),
@@ -298,7 +263,7 @@ fn rules_taint_the_devices_they_select() {
         vec![
             status_now("r1"),
             status_later("r1"),
-            pod_work("p", "u1", Duration::ZERO)
+            due("p", "u1", Duration::ZERO)
         ]
     );
     // The same spec again: nothing.
@@ -326,14 +291,8 @@ fn rules_taint_the_devices_they_select() {
         (2, 1)
     );
     // The rule deleted: cancelled.
-    let r = PodRef {
-        key: "ns/p".into(),
-        uid: "u1".into(),
-    };
-    assert_eq!(
-        t.rule(&rule("r1", "NoExecute", None), true),
-        vec![Out::Cancelled(r)]
-    );
+    let r = cancelled("p", "u1");
+    assert_eq!(t.rule(&rule("r1", "NoExecute", None), true), vec![r]);
 }
 
 #[test]
@@ -403,10 +362,7 @@ fn evicted_pods_are_not_scheduled_again() {
         false,
     );
     t.claim(&claim("c", "gpu-0", &[("p", "u1")], json!([])), false);
-    let r = PodRef {
-        key: "ns/p".into(),
-        uid: "u1".into(),
-    };
+    let r = pod_work("ns/p", "u1");
     assert!(t.st.delete_at.contains_key(&r));
     t.st.evicted(&r);
     assert!(t.st.was_evicted("u1") && t.st.delete_at.is_empty());

@@ -2,7 +2,7 @@
 //! for eviction gets its `DisruptionTarget` condition and is deleted; a rule gets its
 //! `EvictionInProgress` condition, at most every ten seconds while its eviction goes on.
 
-use super::state::{PodRef, Source, Work, NO_EXECUTE, RULE_STATUS_PERIOD};
+use super::state::{parse_work, rule_work, source_rule, NO_EXECUTE, RULE_STATUS_PERIOD};
 use super::{lock, pod_event, Inner, METRICS, NAME, POD_WATCH};
 use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{DEVICETAINTRULES, PODS};
@@ -19,29 +19,29 @@ pub const CONDITION: &str = "EvictionInProgress";
 type Next = crate::Result<Option<Duration>>;
 
 impl Inner {
-    pub(super) fn handle(&self, env: &RunEnv, w: &Work) {
-        let res = match w {
-            Work::Pod(p) => self.maybe_delete(env, p),
-            Work::Rule { name, uid } => self.rule_status(env, name, uid),
+    pub(super) fn handle(&self, env: &RunEnv, w: &str) {
+        let res = match parse_work(w) {
+            ('p', uid, key) => self.maybe_delete(env, w, uid, key),
+            (_, uid, name) => self.rule_status(env, name, uid),
         };
         match res {
             Err(e) => {
                 log::debug!("{NAME}: processing work item failed, will retry: {e}");
-                self.queue.add_rate_limited(w.clone());
+                self.queue.add_rate_limited(w.to_string());
             }
-            Ok(Some(d)) => self.queue.add_after(w.clone(), d),
-            Ok(None) => self.queue.forget(w),
+            Ok(Some(d)) => self.queue.add_after(w.to_string(), d),
+            Ok(None) => self.queue.forget(&w.to_string()),
         }
     }
 
     /// `maybeDeletePod`.
-    fn maybe_delete(&self, env: &RunEnv, p: &PodRef) -> Next {
+    fn maybe_delete(&self, env: &RunEnv, w: &str, uid: &str, key: &str) -> Next {
         let st = lock(&self.state);
         let Some(e) = st
             .delete_at
-            .get(p)
+            .get(w)
             .cloned()
-            .filter(|_| !st.was_evicted(&p.uid))
+            .filter(|_| !st.was_evicted(uid))
         else {
             return Ok(None);
         };
@@ -52,30 +52,22 @@ impl Inner {
                 return Ok(Some(d));
             }
         }
-        let res = delete_with_condition(env, p);
+        let res = delete_with_condition(env, w, uid, key);
         if res.as_ref().is_err_and(|e| !e.is_not_found()) {
             return res.map(|_| None);
         }
         let mut st = lock(&self.state);
-        st.evicted(p);
+        st.evicted(w);
         if res.is_err() {
             return Ok(None);
         }
         let late = SystemTime::now().duration_since(e.when).unwrap_or_default();
-        log::debug!(
-            "{NAME}: evicted pod {} by deleting it, latency {late:?}",
-            p.key
-        );
+        log::debug!("{NAME}: evicted pod {key} by deleting it, latency {late:?}");
         METRICS.pod_deleted(late);
-        for src in &e.reasons {
-            if let Source::Rule { name, uid } = src {
-                *st.evicted_by_rule.entry(uid.clone()).or_default() += 1;
-                let w = Work::Rule {
-                    name: name.clone(),
-                    uid: uid.clone(),
-                };
-                self.queue.add_after(w, RULE_STATUS_PERIOD);
-            }
+        for (name, uid) in e.reasons.iter().filter_map(|r| source_rule(r)) {
+            *st.evicted_by_rule.entry(uid.to_string()).or_default() += 1;
+            self.queue
+                .add_after(rule_work(name, uid), RULE_STATUS_PERIOD);
         }
         Ok(None)
     }
@@ -160,10 +152,10 @@ impl Inner {
 /// as gone (not found), one already being deleted as done; else the "Marking for deletion"
 /// Event, the `DisruptionTarget` condition when it is not set so, and the deletion with the
 /// pod's UID as precondition.
-fn delete_with_condition(env: &RunEnv, p: &PodRef) -> crate::Result<()> {
-    let (ns, name) = obj::split_key(&p.key);
+fn delete_with_condition(env: &RunEnv, w: &str, uid: &str, key: &str) -> crate::Result<()> {
+    let (ns, name) = obj::split_key(key);
     let pod = env.client.get(&PODS, Some(ns), name)?;
-    if obj::uid(&pod) != p.uid {
+    if obj::uid(&pod) != uid {
         return Err(crate::Error::api(
             404,
             "NotFound",
@@ -173,7 +165,7 @@ fn delete_with_condition(env: &RunEnv, p: &PodRef) -> crate::Result<()> {
     if obj::is_deleting(&pod) {
         return Ok(());
     }
-    pod_event(env, p, "Marking for deletion");
+    pod_event(env, w, "Marking for deletion");
     if let Some(patch) = disruption_patch(&pod, SystemTime::now()) {
         let shape = env.cache.write_shape(PODS);
         let pt = PatchType::Strategic;
@@ -189,7 +181,7 @@ fn delete_with_condition(env: &RunEnv, p: &PodRef) -> crate::Result<()> {
         env.cache.observe_write(PODS, &v);
     }
     let opts = DeleteOptions {
-        precondition_uid: Some(p.uid.clone()),
+        precondition_uid: Some(uid.to_string()),
         ..DeleteOptions::default()
     };
     env.client.delete(&PODS, Some(ns), name, &opts)
