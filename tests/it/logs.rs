@@ -232,9 +232,10 @@ fn the_demo_runs_every_controller() {
         "{stdout}"
     );
     assert!(stdout.contains("namespace demo is gone"), "{stdout}");
-    // Every controller but the pod garbage collector has something to do.
+    // Every controller but the pod garbage collector and the device taint eviction (the
+    // workload has no DRA devices) has something to do.
     assert!(
-        stdout.contains("nothing to do in this workload (1): pod-garbage-collector-controller\n"),
+        stdout.contains("nothing to do in this workload (2): pod-garbage-collector-controller, device-taint-eviction-controller\n"),
         "{stdout}"
     );
 }
