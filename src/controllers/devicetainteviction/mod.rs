@@ -167,13 +167,14 @@ impl Inner {
         let o = d.object();
         let deleted = d.kind == DeltaKind::Deleted;
         let now = SystemTime::now();
-        let store = cache.store_for(&POD_WATCH);
-        let pods = |ns: &str, n: &str| store.get_in(ns, n);
         let mut out = Vec::new();
-        {
+        if w.kind == PODS {
+            lock(&self.state).pod_changed(o, deleted, now, &mut out);
+        } else {
+            let store = cache.store_for(&POD_WATCH);
+            let pods = |ns: &str, n: &str| store.get_in(ns, n);
             let mut st = lock(&self.state);
             match w.kind {
-                k if k == PODS => st.pod_changed(o, deleted, now, &mut out),
                 k if k == RESOURCECLAIMS => st.claim_changed(o, deleted, &pods, now, &mut out),
                 k if k == RESOURCESLICES => st.slice_changed(o, deleted, &pods, now, &mut out),
                 _ => st.rule_changed(o, deleted, &pods, now, &mut out),
