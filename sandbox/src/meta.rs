@@ -324,6 +324,7 @@ pub fn has_status_subresource(kind: &Kind) -> bool {
             | ("networking.k8s.io", "servicecidrs")
             | ("internal.apiserver.k8s.io", "storageversions")
             | ("resource.k8s.io", "resourceclaims")
+            | ("resource.k8s.io", "devicetaintrules")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
             | ("storagemigration.k8s.io", "storageversionmigrations")
             | (

@@ -135,6 +135,8 @@ kinds! {
     RESOURCECLAIMS = ("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", true);
     RESOURCECLAIMTEMPLATES = ("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", true);
     DEVICECLASSES = ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", false);
+    RESOURCESLICES = ("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", false);
+    DEVICETAINTRULES = ("resource.k8s.io", "v1", "DeviceTaintRule", "devicetaintrules", false);
     VALIDATINGADMISSIONPOLICIES = ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false);
     CRDS = ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
     STORAGEVERSIONMIGRATIONS = ("storagemigration.k8s.io", "v1", "StorageVersionMigration", "storageversionmigrations", false);

@@ -234,7 +234,6 @@ static ACCEPTED: &[(&str, FlagType)] = &[
 /// Flags kube-controller-manager added after 1.28 (up to v1.37) that edgekcm accepts without
 /// acting on them, with their Go type (as [`ACCEPTED`]).
 static LATER: &[(&str, FlagType)] = &[
-    ("concurrent-device-taint-eviction-syncs", Int32),
     ("controller-shutdown-timeout", Dur),
     ("disable-force-detach-on-timeout", Bool),
     ("disable-http2-serving", Bool),

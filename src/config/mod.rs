@@ -40,6 +40,7 @@ pub const CONCURRENT_SYNCS: &[(&str, usize)] = &[
     // v1.37's; 1.28 had no flag and ran two daemonset workers and one disruption worker.
     ("concurrent-daemonset-syncs", 2),
     ("concurrent-deployment-syncs", 5),
+    ("concurrent-device-taint-eviction-syncs", 8),
     ("concurrent-disruption-syncs", 1),
     ("concurrent-endpoint-syncs", 5),
     ("concurrent-ephemeralvolume-syncs", 5),

@@ -7,6 +7,7 @@ pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod devicetainteviction;
 pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;

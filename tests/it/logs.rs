@@ -232,10 +232,11 @@ fn the_demo_runs_every_controller() {
         "{stdout}"
     );
     assert!(stdout.contains("namespace demo is gone"), "{stdout}");
-    // Every controller but the pod garbage collector and the storage version migrator (no
-    // migration asked for) has something to do.
+    // Every controller but the pod garbage collector, the device taint eviction (the workload
+    // has no DRA devices) and the storage version migrator (no migration asked for) has
+    // something to do.
     assert!(
-        stdout.contains("nothing to do in this workload (2): pod-garbage-collector-controller, storage-version-migrator-controller\n"),
+        stdout.contains("nothing to do in this workload (3): device-taint-eviction-controller, pod-garbage-collector-controller, storage-version-migrator-controller\n"),
         "{stdout}"
     );
 }

@@ -25,6 +25,7 @@ mod e2e_csrsigning;
 mod e2e_ctbpublisher;
 mod e2e_daemonset;
 mod e2e_deployment;
+mod e2e_devicetainteviction;
 mod e2e_disruption;
 mod e2e_endpoints;
 mod e2e_endpointslice;

@@ -11,8 +11,8 @@ use super::super::{
     volumeexpand, volumeprotection,
 };
 use super::super::{
-    legacytokencleaner, podgroupprotection, servicecidr, storageversiongc, storageversionmigrator,
-    tainteviction, vacprotection, vapstatus,
+    devicetainteviction, legacytokencleaner, podgroupprotection, servicecidr, storageversiongc,
+    storageversionmigrator, tainteviction, vacprotection, vapstatus,
 };
 use super::ControllerInfo;
 
@@ -498,7 +498,9 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("device-taint-eviction-controller"),
         "feature-gate",
-    )),
+    ))
+    .workers_flag("concurrent-device-taint-eviction-syncs")
+    .runs(devicetainteviction::build),
     later(c(
         "podcertificaterequest-cleaner-controller",
         &[],
