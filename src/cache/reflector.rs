@@ -92,6 +92,9 @@ fn retry_wait(e: &Error, b: &mut Backoff) -> (Duration, bool) {
 struct Retry {
     backoff: Backoff,
     released: u32,
+    /// Just released: the next list and watch skip the client's QPS limiter, so that every
+    /// cache is back at once (lists still run at most `LISTS` at a time).
+    unlimited: bool,
 }
 
 impl Retry {
@@ -99,6 +102,7 @@ impl Retry {
         Retry {
             backoff: Backoff::default(),
             released: 0,
+            unlimited: false,
         }
     }
 
@@ -108,12 +112,14 @@ impl Retry {
     }
 
     async fn wait(&mut self, client: &Client, e: &Error, delay: Duration) {
+        self.unlimited = false;
         if self.released >= super::ready::MAX_RELEASES || e.retry_after().is_some() {
             async_io::Timer::after(delay).await;
             return;
         }
         if super::ready::wait(client, super::ready::Cause::of(e), delay).await {
             self.released += 1;
+            self.unlimited = true;
             self.backoff = Backoff::default();
         }
     }
@@ -410,8 +416,11 @@ impl Informer {
         client: &Client,
         rv: Option<String>,
         paginate: bool,
+        unlimited: bool,
     ) -> Result<()> {
-        client.pass_limiter().await;
+        if !unlimited {
+            client.pass_limiter().await;
+        }
         let _slot = LIST_SLOTS.acquire().await;
         let (me, client) = (self.clone(), client.clone());
         crate::runtime::pool::unblock(move || me.list_blocking(&client, rv.as_deref(), paginate))
@@ -459,7 +468,7 @@ impl Informer {
     }
 
     /// Watch once from the store's resourceVersion until the stream ends.
-    async fn watch(&self, client: &Client) -> Result<()> {
+    async fn watch(&self, client: &Client, unlimited: bool) -> Result<()> {
         self.watches.fetch_add(1, Ordering::Relaxed);
         let (lo, hi) = self.watch_timeout;
         // The echoes of our own writes come decoded from the store, in its shape (not for a
@@ -476,6 +485,7 @@ impl Informer {
             metadata_only: self.metadata_only(),
             shape: Some(self.shape()),
             echoes,
+            limiter_passed: unlimited,
             ..Default::default()
         };
         // Boxed, as what opening needs is not kept for the life of the task.
@@ -526,7 +536,10 @@ impl Informer {
         while !self.stopped() {
             if let Some((rv, paginate)) = next_list.take() {
                 let started = Instant::now();
-                if let Err(e) = self.list(client, rv.clone(), paginate).await {
+                if let Err(e) = self
+                    .list(client, rv.clone(), paginate, retry.unlimited)
+                    .await
+                {
                     if self.stopped() {
                         break;
                     }
@@ -546,7 +559,10 @@ impl Informer {
                 retry.succeeded();
             }
             let started = Instant::now();
-            match self.watch(client).await {
+            match self
+                .watch(client, std::mem::take(&mut retry.unlimited))
+                .await
+            {
                 Ok(()) => {} // normal end (timeout): watch again from the last resourceVersion
                 Err(Error::Cancelled) => break,
                 Err(e) if e.is_gone() => {

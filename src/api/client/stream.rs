@@ -92,7 +92,9 @@ impl Client {
         let url = format!("{}{}", self.inner.base, path);
         let mut refreshed = false;
         loop {
-            self.pass_limiter().await;
+            if !opts.limiter_passed || refreshed {
+                self.pass_limiter().await;
+            }
             let authorization = match &self.inner.auth {
                 // A token source may read a file or ask the API server.
                 Auth::Source(_) => {
