@@ -71,7 +71,8 @@ pub struct Decide {
     /// A prober task runs.
     running: bool,
     /// The server was seen down (a probe failed, or a reflector found it down) since the
-    /// last release.
+    /// last release. Kept when the prober stops: while a starting apiserver holds every
+    /// list unanswered nothing waits, and the refusals (403) that follow need the probe.
     down_seen: bool,
     /// When a probe last found the server ready after it was seen down.
     back_at: Option<Instant>,
@@ -79,8 +80,8 @@ pub struct Decide {
 }
 
 impl Decide {
-    /// A reflector starts waiting: true when a prober must be started for it.
-    pub fn wait(&mut self, cause: Cause) -> bool {
+    /// A reflector starts waiting at `now`: true when a prober must be started for it.
+    pub fn wait(&mut self, cause: Cause, now: Instant) -> bool {
         match cause {
             Cause::Down => {
                 self.down += 1;
@@ -88,12 +89,17 @@ impl Decide {
             }
             Cause::Refused => self.refused += 1,
         }
-        // Only a server seen down is worth probing; a refusal alone is the backoff's.
-        if cause == Cause::Down && !self.running {
+        // Only a server seen down (or just back) is worth probing; a refusal on a server
+        // that was not down is its backoff's business.
+        if self.useful(now) && !self.running {
             self.running = true;
             return true;
         }
         false
+    }
+
+    fn useful(&self, now: Instant) -> bool {
+        self.down > 0 || self.down_seen || self.warm(now)
     }
 
     /// A reflector's wait ended (its backoff ran out, it was released or stopped).
@@ -116,12 +122,10 @@ impl Decide {
 
     /// Before each probe: probe while someone waits and the server is (or was just) down.
     pub fn next(&mut self, now: Instant) -> Step {
-        let useful = self.down > 0 || self.down_seen || self.warm(now);
-        if self.waiting() > 0 && useful {
+        if self.waiting() > 0 && self.useful(now) {
             return Step::Probe;
         }
         self.running = false;
-        self.down_seen = false;
         Step::Stop
     }
 
@@ -239,7 +243,7 @@ pub async fn wait(client: &Client, cause: Cause, backoff: Duration) -> bool {
         cause,
         gate: gate.clone(),
     };
-    if lock(&gate.decide).wait(cause) {
+    if lock(&gate.decide).wait(cause, Instant::now()) {
         crate::runtime::reactor::spawn(probe(gate, client.clone())).detach();
     }
     let timer = async {
@@ -297,12 +301,12 @@ mod tests {
         let t = Instant::now();
         assert_eq!(d.next(t), Step::Stop);
         // A refusal alone starts no prober: its backoff decides.
-        assert!(!d.wait(Cause::Refused));
+        assert!(!d.wait(Cause::Refused, t));
         assert!(!d.running);
         // A server seen down does, once however many wait.
-        assert!(d.wait(Cause::Down));
-        assert!(!d.wait(Cause::Down));
-        assert!(!d.wait(Cause::Down));
+        assert!(d.wait(Cause::Down, t));
+        assert!(!d.wait(Cause::Down, t));
+        assert!(!d.wait(Cause::Down, t));
         assert_eq!(d.next(t), Step::Probe);
         // Every wait ended on its own: the prober stops, and the next waiter starts one.
         for c in [Cause::Down, Cause::Down, Cause::Down, Cause::Refused] {
@@ -311,14 +315,14 @@ mod tests {
         assert_eq!(d.waiting(), 0);
         assert_eq!(d.next(t), Step::Stop);
         assert!(!d.running);
-        assert!(d.wait(Cause::Down));
+        assert!(d.wait(Cause::Down, t));
     }
 
     #[test]
     fn released_when_ready_after_down_not_before() {
         let mut d = Decide::default();
         let t = Instant::now();
-        assert!(d.wait(Cause::Down));
+        assert!(d.wait(Cause::Down, t));
         // Down for a while: every probe fails, nobody is released, probing goes on.
         for i in 0..10 {
             assert_eq!(d.next(t + ms(500 * i)), Step::Probe);
@@ -337,9 +341,24 @@ mod tests {
         // The apiserver restarted faster than the first probe: the reflector saw it down.
         let mut d = Decide::default();
         let t = Instant::now();
-        assert!(d.wait(Cause::Down));
+        assert!(d.wait(Cause::Down, t));
         assert_eq!(d.next(t), Step::Probe);
         assert!(d.probed(true, t));
+    }
+
+    #[test]
+    fn refusals_after_an_outage_start_the_prober_again() {
+        // Down: probed; then every list hangs on the starting apiserver (nobody waits) and
+        // the prober ends; then the lists are refused (403, RBAC warming up).
+        let mut d = Decide::default();
+        let t = Instant::now();
+        assert!(d.wait(Cause::Down, t));
+        assert!(!d.probed(false, t));
+        d.done(Cause::Down);
+        assert_eq!(d.next(t + ms(500)), Step::Stop);
+        assert!(d.wait(Cause::Refused, t + ms(3000)), "seen down: probe");
+        assert_eq!(d.next(t + ms(3000)), Step::Probe);
+        assert!(d.probed(true, t + ms(3000)));
     }
 
     #[test]
@@ -347,8 +366,8 @@ mod tests {
         // A refused reflector while the prober runs for another that found the server down.
         let mut d = Decide::default();
         let t = Instant::now();
-        d.wait(Cause::Refused);
-        assert!(d.wait(Cause::Down));
+        d.wait(Cause::Refused, t);
+        assert!(d.wait(Cause::Down, t));
         assert!(!d.probed(false, t));
         assert!(d.probed(true, t + ms(500)));
         d.done(Cause::Down);
@@ -362,17 +381,17 @@ mod tests {
     fn while_warming_up_releases_again_at_most_once_an_interval() {
         let mut d = Decide::default();
         let t = Instant::now();
-        assert!(d.wait(Cause::Down));
+        assert!(d.wait(Cause::Down, t));
         assert!(!d.probed(false, t));
         assert!(d.probed(true, t + ms(500)));
         d.done(Cause::Down);
         // Released, it is refused (403: RBAC warming up) and waits again.
-        d.wait(Cause::Refused);
+        d.wait(Cause::Refused, t);
         assert_eq!(d.next(t + ms(600)), Step::Probe, "warm: probing goes on");
         assert!(!d.probed(true, t + ms(700)), "not sooner than an interval");
         assert!(d.probed(true, t + ms(1000)));
         d.done(Cause::Refused);
-        d.wait(Cause::Refused);
+        d.wait(Cause::Refused, t);
         assert!(!d.probed(true, t + ms(1400)));
         assert!(d.probed(true, t + ms(1500)));
         // Once warm is over, only the backoff.
@@ -385,11 +404,11 @@ mod tests {
     fn down_again_after_a_release_is_released_again() {
         let mut d = Decide::default();
         let t = Instant::now();
-        assert!(d.wait(Cause::Down));
+        assert!(d.wait(Cause::Down, t));
         assert!(d.probed(true, t));
         d.done(Cause::Down);
         // Failed again at once (connection reset): released by the next ready probe.
-        assert!(!d.wait(Cause::Down), "the prober still runs");
+        assert!(!d.wait(Cause::Down, t), "the prober still runs");
         assert_eq!(d.next(t + ms(500)), Step::Probe);
         assert!(d.probed(true, t + ms(500)));
     }
