@@ -120,6 +120,12 @@ impl Decide {
             .is_some_and(|t| now.saturating_duration_since(t) < WARM)
     }
 
+    /// The server is coming back: seen down since the last release, or released within
+    /// `WARM`.
+    pub fn recovering(&self, now: Instant) -> bool {
+        self.down_seen || self.warm(now)
+    }
+
     /// Before each probe: probe while someone waits and the server is (or was just) down.
     pub fn next(&mut self, now: Instant) -> Step {
         if self.waiting() > 0 && self.useful(now) {
@@ -257,6 +263,11 @@ pub async fn wait(client: &Client, cause: Cause, backoff: Duration) -> bool {
     .await
 }
 
+/// Whether `client`'s server is coming back after it was seen down (`Decide::recovering`).
+pub fn recovering(client: &Client) -> bool {
+    lock(&gate(client.base_url()).decide).recovering(Instant::now())
+}
+
 /// The prober: one `GET /readyz` every `INTERVAL` while `Decide` says so.
 async fn probe(gate: Arc<Gate>, client: Client) {
     let mut down_since: Option<Instant> = None;
@@ -359,6 +370,18 @@ mod tests {
         assert!(d.wait(Cause::Refused, t + ms(3000)), "seen down: probe");
         assert_eq!(d.next(t + ms(3000)), Step::Probe);
         assert!(d.probed(true, t + ms(3000)));
+    }
+
+    #[test]
+    fn recovering_from_seen_down_until_warm_is_over() {
+        let mut d = Decide::default();
+        let t = Instant::now();
+        assert!(!d.recovering(t));
+        d.wait(Cause::Down, t);
+        assert!(d.recovering(t));
+        assert!(d.probed(true, t + ms(500)));
+        assert!(d.recovering(t + ms(500) + WARM - ms(1)));
+        assert!(!d.recovering(t + ms(500) + WARM));
     }
 
     #[test]

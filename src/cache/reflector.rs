@@ -92,8 +92,10 @@ fn retry_wait(e: &Error, b: &mut Backoff) -> (Duration, bool) {
 struct Retry {
     backoff: Backoff,
     released: u32,
-    /// Just released: the next list and watch skip the client's QPS limiter, so that every
-    /// cache is back at once (lists still run at most `LISTS` at a time).
+    /// Released, or waited while the server was coming back (`ready::recovering`): the next
+    /// list and watch skip the client's QPS limiter, paced by the backoff alone, so that
+    /// every cache is back at once (lists still run at most `LISTS` at a time) and the
+    /// failures of an outage do not empty the limiter's bucket.
     unlimited: bool,
 }
 
@@ -121,6 +123,8 @@ impl Retry {
             self.released += 1;
             self.unlimited = true;
             self.backoff = Backoff::default();
+        } else {
+            self.unlimited = super::ready::recovering(client);
         }
     }
 
