@@ -7,7 +7,7 @@
 //! because the server was unreachable or unavailable, one probe per server (`GET /readyz`,
 //! every [`INTERVAL`], one at a time however many wait, each within [`TIMEOUT`]) runs as a
 //! task on the watch threads; when it finds the server ready after seeing it down, it releases
-//! every waiting reflector at once (their waits end and their backoffs start over). With
+//! every waiting reflector at once (their waits end; their backoffs go on). With
 //! nothing waiting, nothing probes. The backoff stays the upper bound of every wait.
 //!
 //! A `/readyz` of 200 can come while requests are still refused for a moment (RBAC warming

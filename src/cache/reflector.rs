@@ -88,7 +88,7 @@ fn retry_wait(e: &Error, b: &mut Backoff) -> (Duration, bool) {
 
 /// A reflector's waits after failures: its backoff, ended early when the server's readiness
 /// probe finds it ready again (`ready`), at most `ready::MAX_RELEASES` times in one run of
-/// failures. A release starts the backoff over.
+/// failures.
 struct Retry {
     backoff: Backoff,
     released: u32,
@@ -120,9 +120,10 @@ impl Retry {
             return;
         }
         if super::ready::wait(client, super::ready::Cause::of(e), delay).await {
+            // The backoff goes on (reset after 2 minutes without failures): the probe
+            // brings the cache back, and the next outage is not met with short retries.
             self.released += 1;
             self.unlimited = true;
-            self.backoff = Backoff::default();
         } else {
             self.unlimited = super::ready::recovering(client);
         }
