@@ -5,6 +5,7 @@ mod echo;
 mod memo;
 mod metrics;
 pub mod monitors;
+pub mod ready;
 pub mod reflector;
 pub mod store;
 mod watch;

@@ -56,12 +56,6 @@ impl Backoff {
         }
     }
 
-    /// For an unreachable server: 500 ms doubling to 5 s. Trying again costs nothing, and an
-    /// edge device wants to be back within seconds of the apiserver.
-    pub fn unreachable() -> Self {
-        Backoff::new(Duration::from_millis(500), Duration::from_secs(5))
-    }
-
     /// The wait before the next attempt (jitter factor 1: between d and 2d, capped).
     pub fn next_delay(&mut self, now: Instant) -> Duration {
         if self
@@ -84,17 +78,61 @@ impl Backoff {
 }
 
 /// The wait after a failed list or watch: the server's `Retry-After`, else the next step of the
-/// backoff for that kind of failure (`unreachable` for transport errors); and whether that
-/// backoff is at its cap.
-fn retry_wait(e: &Error, refused: &mut Backoff, unreachable: &mut Backoff) -> (Duration, bool) {
-    let b = match e {
-        Error::Transport(_) => unreachable,
-        _ => refused,
-    };
+/// backoff; and whether that backoff is at its cap.
+fn retry_wait(e: &Error, b: &mut Backoff) -> (Duration, bool) {
     let wait = e
         .retry_after()
         .unwrap_or_else(|| b.next_delay(Instant::now()));
     (wait, b.at_cap())
+}
+
+/// A reflector's waits after failures: its backoff, ended early when the server's readiness
+/// probe finds it ready again (`ready`), at most `ready::MAX_RELEASES` times in one run of
+/// failures.
+struct Retry {
+    backoff: Backoff,
+    released: u32,
+    /// Released, or waited while the server was coming back (`ready::recovering`): the next
+    /// list and watch skip the client's QPS limiter, paced by the backoff alone, so that
+    /// every cache is back at once (lists still run at most `LISTS` at a time) and the
+    /// failures of an outage do not empty the limiter's bucket.
+    unlimited: bool,
+}
+
+impl Retry {
+    fn new() -> Self {
+        Retry {
+            backoff: Backoff::default(),
+            released: 0,
+            unlimited: false,
+        }
+    }
+
+    /// The next wait after `e`, its length and whether the backoff is at its cap.
+    fn delay(&mut self, e: &Error) -> (Duration, bool) {
+        retry_wait(e, &mut self.backoff)
+    }
+
+    async fn wait(&mut self, client: &Client, e: &Error, delay: Duration) {
+        self.unlimited = false;
+        if self.released >= super::ready::MAX_RELEASES || e.retry_after().is_some() {
+            async_io::Timer::after(delay).await;
+            return;
+        }
+        if super::ready::wait(client, super::ready::Cause::of(e), delay).await {
+            // The backoff goes on (reset after 2 minutes without failures): the probe
+            // brings the cache back, and the next outage is not met with short retries.
+            self.released += 1;
+            self.unlimited = true;
+        } else {
+            self.unlimited = super::ready::recovering(client);
+        }
+    }
+
+    /// A list worked: the run of failures is over.
+    fn succeeded(&mut self) {
+        self.released = 0;
+    }
 }
 
 /// After a failed list: the list to make at once instead of backing off, when the
@@ -383,8 +421,11 @@ impl Informer {
         client: &Client,
         rv: Option<String>,
         paginate: bool,
+        unlimited: bool,
     ) -> Result<()> {
-        client.pass_limiter().await;
+        if !unlimited {
+            client.pass_limiter().await;
+        }
         let _slot = LIST_SLOTS.acquire().await;
         let (me, client) = (self.clone(), client.clone());
         crate::runtime::pool::unblock(move || me.list_blocking(&client, rv.as_deref(), paginate))
@@ -432,7 +473,7 @@ impl Informer {
     }
 
     /// Watch once from the store's resourceVersion until the stream ends.
-    async fn watch(&self, client: &Client) -> Result<()> {
+    async fn watch(&self, client: &Client, unlimited: bool) -> Result<()> {
         self.watches.fetch_add(1, Ordering::Relaxed);
         let (lo, hi) = self.watch_timeout;
         // The echoes of our own writes come decoded from the store, in its shape (not for a
@@ -449,6 +490,7 @@ impl Informer {
             metadata_only: self.metadata_only(),
             shape: Some(self.shape()),
             echoes,
+            limiter_passed: unlimited,
             ..Default::default()
         };
         // Boxed, as what opening needs is not kept for the life of the task.
@@ -490,17 +532,19 @@ impl Informer {
     }
 
     async fn reflect(self: &Arc<Self>, client: &Client) {
-        // Refusals (403 while the server's RBAC warms up, 5xx) back off as client-go does; an
-        // unreachable server is tried again sooner.
-        let mut backoff = Backoff::default();
-        let mut unreachable = Backoff::unreachable();
+        // Failures back off as client-go does; the server's readiness probe ends the waits
+        // once it is ready again (`super::ready`).
+        let mut retry = Retry::new();
         let mut failures = FailureLog::default();
         // First list: from the watch cache, as client-go does.
         let mut next_list: Option<(Option<String>, bool)> = Some((Some("0".into()), true));
         while !self.stopped() {
             if let Some((rv, paginate)) = next_list.take() {
                 let started = Instant::now();
-                if let Err(e) = self.list(client, rv.clone(), paginate).await {
+                if let Err(e) = self
+                    .list(client, rv.clone(), paginate, retry.unlimited)
+                    .await
+                {
                     if self.stopped() {
                         break;
                     }
@@ -510,16 +554,20 @@ impl Informer {
                         next_list = Some(fresh);
                         continue;
                     }
-                    let (wait, at_cap) = retry_wait(&e, &mut backoff, &mut unreachable);
+                    let (wait, at_cap) = retry.delay(&e);
                     failures.failed(&self.kind, "list", &e, wait, started.elapsed(), at_cap);
                     next_list = Some((rv, paginate));
-                    async_io::Timer::after(wait).await;
+                    retry.wait(client, &e, wait).await;
                     continue;
                 }
                 failures.recovered(&self.kind);
+                retry.succeeded();
             }
             let started = Instant::now();
-            match self.watch(client).await {
+            match self
+                .watch(client, std::mem::take(&mut retry.unlimited))
+                .await
+            {
                 Ok(()) => {} // normal end (timeout): watch again from the last resourceVersion
                 Err(Error::Cancelled) => break,
                 Err(e) if e.is_gone() => {
@@ -531,9 +579,9 @@ impl Informer {
                     if self.stopped() {
                         break;
                     }
-                    let (wait, at_cap) = retry_wait(&e, &mut backoff, &mut unreachable);
+                    let (wait, at_cap) = retry.delay(&e);
                     failures.failed(&self.kind, "watch", &e, wait, started.elapsed(), at_cap);
-                    async_io::Timer::after(wait).await;
+                    retry.wait(client, &e, wait).await;
                     // Catch up with what was missed: re-list at the last resourceVersion.
                     next_list = Some((Some(self.store.resource_version()), false));
                 }
@@ -617,7 +665,7 @@ mod tests {
         let mut log = FailureLog::default();
         let t0 = Instant::now();
         let refused = Error::Transport("connection refused".into());
-        let mut b = Backoff::unreachable();
+        let mut b = Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
         let mut lines = Vec::new();
         // Five minutes of an unreachable server, one attempt per backoff delay.
         let mut t = t0;

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 /// A real certificate: edgekcm refuses a --root-ca-file without one, as upstream does.
 const ROOT_CA: &str = include_str!("../fixtures/test-only-v1-ca.crt");
 const LIMIT: Duration = Duration::from_secs(30);
+/// From the apiserver's /readyz after an outage until a new namespace is served.
+const RECOVERY_LIMIT: Duration = Duration::from_secs(20);
 
 fn root_ca_flag(t: &Target) -> Vec<String> {
     if t.is_real() {
@@ -61,14 +63,19 @@ fn wait_serving(t: &Target, kcm: &mut Kcm) {
 
 /// Create a namespace; return how long until its ServiceAccount and ConfigMap both existed.
 fn namespace_served(t: &Target) -> (String, Duration) {
+    namespace_served_within(t, LIMIT)
+}
+
+/// As `namespace_served`, failing when either takes longer than `limit`.
+fn namespace_served_within(t: &Target, limit: Duration) -> (String, Duration) {
     let admin = t.admin();
     let ns = unique("e2e-ns");
     let t0 = Instant::now();
     create_namespace(&admin, &ns);
-    eventually(LIMIT, "default ServiceAccount", || {
+    eventually(limit, "default ServiceAccount", || {
         admin.get(&SERVICEACCOUNTS, Some(&ns), "default").ok()
     });
-    let cm = eventually(LIMIT, "kube-root-ca.crt", || {
+    let cm = eventually(limit, "kube-root-ca.crt", || {
         admin.get(&CONFIGMAPS, Some(&ns), "kube-root-ca.crt").ok()
     });
     let took = t0.elapsed();
@@ -213,8 +220,16 @@ fn real_survives_apiserver_restart() {
     eventually(Duration::from_secs(60), "apiserver back", || {
         admin.get_raw("/readyz").ok()
     });
-    let (ns, took) = namespace_served(&t);
+    // Its caches come back within a couple of seconds of /readyz (their readiness probe);
+    // the bound here is generous, for a loaded machine (`just bench-recovery` measures).
+    let ready = Instant::now();
+    let (ns, took) = namespace_served_within(&t, RECOVERY_LIMIT);
     eprintln!("after a 10 s apiserver outage, a new namespace was served in {took:?}");
+    assert!(
+        ready.elapsed() <= RECOVERY_LIMIT,
+        "served {:?} after /readyz answered",
+        ready.elapsed()
+    );
     assert!(kcm.exited().is_none(), "edgekcm kept running");
     delete_namespace(&admin, &ns);
 }

@@ -17,6 +17,7 @@ mod direct;
 mod exchange;
 mod http1;
 mod query;
+mod ready;
 mod stream;
 mod verbs;
 mod watch;

@@ -54,6 +54,9 @@ pub struct WatchOptions {
     pub shape: Option<crate::api::trim::Shape>,
     /// Where the objects of events echoing our own writes are found decoded (`api::echo`).
     pub echoes: Option<crate::api::echo::Echoes>,
+    /// Open without taking a token of the client's QPS limiter (`watch_async` only): a
+    /// reflector's first watch after its server came back (`cache::ready`).
+    pub limiter_passed: bool,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -92,7 +92,9 @@ impl Client {
         let url = format!("{}{}", self.inner.base, path);
         let mut refreshed = false;
         loop {
-            self.pass_limiter().await;
+            if !opts.limiter_passed || refreshed {
+                self.pass_limiter().await;
+            }
             let authorization = match &self.inner.auth {
                 // A token source may read a file or ask the API server.
                 Auth::Source(_) => {
@@ -137,7 +139,7 @@ impl Client {
     }
 
     /// Connect, send the request and read the answer's head: its status, Retry-After and body.
-    async fn open(
+    pub(super) async fn open(
         &self,
         path: &str,
         accept: &str,
@@ -310,7 +312,7 @@ async fn timed<T>(
     within(Instant::now() + d, what, f).await
 }
 
-async fn within<T>(
+pub(super) async fn within<T>(
     deadline: Instant,
     what: &str,
     f: impl Future<Output = io::Result<T>>,
@@ -431,7 +433,7 @@ mod spare {
 }
 
 /// An answer's body as it arrives: `buf[pos..len]` is read and not yet used.
-struct Body {
+pub(super) struct Body {
     conn: Conn,
     framing: Framing,
     buf: Vec<u8>,
