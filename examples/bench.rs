@@ -47,7 +47,9 @@ use std::time::{Duration, Instant};
 #[path = "benchkit/mod.rs"]
 mod benchkit;
 
-use benchkit::{edgekcm_binary, parallel, pid_cpu_seconds, wait_until, Manager, Proc, Res};
+use benchkit::{
+    edgekcm_binary, parallel, pid_cpu_seconds, server_cpu_seconds, wait_until, Manager, Proc, Res,
+};
 
 struct Opts {
     deployments: usize,
@@ -305,20 +307,6 @@ fn print_table(rows: &[Row]) {
 }
 
 // ---- CPU of the API server and etcd ----
-
-/// CPU seconds so far of every `KCM_BENCH_SERVER_PIDS` process (None when unset or one is gone).
-fn server_cpu_seconds() -> Option<f64> {
-    let pids = std::env::var("KCM_BENCH_SERVER_PIDS").ok()?;
-    let pids: Vec<&str> = pids
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect();
-    if pids.is_empty() {
-        return None;
-    }
-    pids.iter().map(|p| pid_cpu_seconds(p)).sum()
-}
 
 /// CPU seconds between two readings (None when either is missing).
 fn cpu_delta(before: Option<f64>, after: Option<f64>) -> Option<f64> {

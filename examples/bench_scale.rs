@@ -119,7 +119,7 @@ fn bench() -> Res<()> {
         );
     }
     make_nodes(&c.admin, o.nodes)?;
-    let beats = Beats::start(&c.admin, o.nodes, o.renew);
+    let beats = benchkit::LeaseBeats::start(&c.admin, o.nodes, o.renew, 8, node_name);
     let mut table = Table::default();
     let mut result = Ok(());
     for m in &managers {
@@ -204,53 +204,6 @@ fn make_nodes(admin: &Client, n: usize) -> Res<()> {
         t.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// Every node's Lease renewed every `every`, 8 at a time, until dropped.
-struct Beats {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Beats {
-    fn start(admin: &Client, nodes: usize, every: Duration) -> Beats {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s, c) = (stop.clone(), admin.clone());
-        let thread = std::thread::spawn(move || {
-            while !s.load(Ordering::SeqCst) {
-                let t = Instant::now();
-                let _ = parallel(nodes, 8, |i| {
-                    let patch = json!({"spec": {"renewTime": now_micro()}});
-                    let name = node_name(i);
-                    let _ = c.patch(
-                        &LEASES,
-                        Some(LEASE_NS),
-                        &name,
-                        PatchType::Merge,
-                        &patch,
-                        None,
-                    );
-                    Ok(())
-                });
-                while t.elapsed() < every && !s.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-        });
-        Beats {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Beats {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 // ---- the kubelet: pod status, and what the bench sees of the workload ----

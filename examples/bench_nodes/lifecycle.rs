@@ -9,12 +9,11 @@
 //! eviction rate of the flags.
 
 use super::benchkit::{parallel, Args, Cluster, Manager, Proc, Res, Table};
-use edgekcm::api::client::{Client, DeleteOptions, ListOptions, PatchType};
+use edgekcm::api::client::{Client, DeleteOptions, ListOptions};
 use edgekcm::api::resources::{LEASES, NAMESPACES, NODES, PODS};
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 const LEASE_NS: &str = "kube-node-lease";
@@ -100,58 +99,6 @@ fn setup(admin: &Client, ns: &str, o: &Opts) -> Res<()> {
     Ok(())
 }
 
-/// The kubelets' lease renewals: node i renews while i >= `dark_from`... until `stop`.
-struct Beats {
-    stop: Arc<AtomicBool>,
-    /// Nodes with an index below this have stopped renewing.
-    dark_below: Arc<AtomicUsize>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Beats {
-    fn start(admin: &Client, nodes: usize, every: Duration) -> Beats {
-        let stop = Arc::new(AtomicBool::new(false));
-        let dark_below = Arc::new(AtomicUsize::new(0));
-        let (s, d, c) = (stop.clone(), dark_below.clone(), admin.clone());
-        let thread = std::thread::spawn(move || {
-            while !s.load(Ordering::SeqCst) {
-                let t = Instant::now();
-                let from = d.load(Ordering::SeqCst);
-                let _ = parallel(nodes - from.min(nodes), 4, |i| {
-                    let patch = json!({"spec": {"renewTime": now_micro()}});
-                    let name = node_name(from + i);
-                    let _ = c.patch(
-                        &LEASES,
-                        Some(LEASE_NS),
-                        &name,
-                        PatchType::Merge,
-                        &patch,
-                        None,
-                    );
-                    Ok(())
-                });
-                while t.elapsed() < every && !s.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        });
-        Beats {
-            stop,
-            dark_below,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Beats {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 fn ready_status(n: &Value) -> &str {
     n["status"]["conditions"]
         .as_array()
@@ -174,7 +121,7 @@ fn run(c: &Cluster, m: &Manager, o: &Opts, table: &mut Table) -> Res<()> {
     let admin = &c.admin;
     let ns = c.namespace("bench-nlc")?;
     setup(admin, &ns, o)?;
-    let beats = Beats::start(admin, o.nodes, o.renew);
+    let beats = super::benchkit::LeaseBeats::start(admin, o.nodes, o.renew, 4, node_name);
     let mut p = Proc::start(m, &c.work)?;
     // Ready once an unschedulable probe node has its NoSchedule taint.
     let probe = format!("{PREFIX}probe");

@@ -591,3 +591,61 @@ impl Table {
 pub fn num(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.2}"))
 }
+
+/// Kubelets' Lease renewals (`kube-node-lease/<name(i)>`, i < `nodes`) every `every`,
+/// `at_once` at a time, until dropped; nodes with an index below `dark_below` stop renewing.
+pub struct LeaseBeats {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub dark_below: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LeaseBeats {
+    pub fn start(
+        admin: &edgekcm::api::client::Client,
+        nodes: usize,
+        every: std::time::Duration,
+        at_once: usize,
+        name: fn(usize) -> String,
+    ) -> LeaseBeats {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let dark_below = std::sync::Arc::new(AtomicUsize::new(0));
+        let (s, d, c) = (stop.clone(), dark_below.clone(), admin.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                let t = std::time::Instant::now();
+                let from = d.load(Ordering::SeqCst);
+                let _ = parallel(nodes - from.min(nodes), at_once, |i| {
+                    let now = edgekcm::compat::timefmt::rfc3339_micro(std::time::SystemTime::now());
+                    let _ = c.patch(
+                        &edgekcm::api::resources::LEASES,
+                        Some("kube-node-lease"),
+                        &name(from + i),
+                        edgekcm::api::client::PatchType::Merge,
+                        &serde_json::json!({"spec": {"renewTime": now}}),
+                        None,
+                    );
+                    Ok(())
+                });
+                while t.elapsed() < every && !s.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            }
+        });
+        LeaseBeats {
+            stop,
+            dark_below,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for LeaseBeats {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
