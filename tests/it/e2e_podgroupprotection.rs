@@ -43,15 +43,9 @@ fn scenario_group_kept_while_used(t: &Target) {
         .is_ok_and(|l| edgekcm::controllers::kit::served::listed(&l, "podgroups"));
     if !served {
         let mut kcm = Kcm::start(t, "pgp-off", FLAGS);
-        eventually(
-            Duration::from_secs(20),
+        kcm.wait_for_line(
             "the line saying it stays off",
-            || {
-                assert!(kcm.exited().is_none(), "exited:\n{}", kcm.log_text());
-                kcm.log_text()
-                    .contains("does not serve scheduling.k8s.io/v1beta1 podgroups")
-                    .then_some(())
-            },
+            "does not serve scheduling.k8s.io/v1beta1 podgroups",
         );
         return;
     }

@@ -190,6 +190,14 @@ impl Kcm {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+    /// Waits (20 s at most) for a log line containing `text` while the process runs: a
+    /// gated controller's line saying it stays off.
+    pub fn wait_for_line(&mut self, what: &str, text: &str) {
+        eventually(Duration::from_secs(20), what, || {
+            assert!(self.exited().is_none(), "exited:\n{}", self.log_text());
+            self.log_text().contains(text).then_some(())
+        });
+    }
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
