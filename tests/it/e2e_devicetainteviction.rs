@@ -105,6 +105,12 @@ fn event_messages(admin: &Client, ns: &str, pod: &str) -> Vec<String> {
 /// one tolerating it for ten minutes waits, and its deletion is cancelled (with its Event)
 /// when the taint goes; one tolerating it for ever stays.
 fn scenario_slice_taint(t: &Target) {
+    if !t.at_least(
+        37,
+        "device taints (DRADeviceTaints and resource.k8s.io/v1 DeviceTaintRules, v1.37)",
+    ) {
+        return;
+    }
     let ns = Ns::with_cleanup(t, "e2e-dte-slice", &[PODS, RESOURCECLAIMS]);
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let driver = format!("{n}.example.com");
@@ -172,6 +178,12 @@ fn rule_condition(admin: &Client, name: &str) -> Option<Value> {
 /// reports `EvictionInProgress` until it is `Completed`; a None rule evicts nothing and says
 /// what it would do.
 fn scenario_rule(t: &Target) {
+    if !t.at_least(
+        37,
+        "device taints (DRADeviceTaints and resource.k8s.io/v1 DeviceTaintRules, v1.37)",
+    ) {
+        return;
+    }
     let ns = Ns::with_cleanup(t, "e2e-dte-rule", &[PODS, RESOURCECLAIMS]);
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let driver = format!("{n}.example.com");

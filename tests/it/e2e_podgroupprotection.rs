@@ -37,6 +37,12 @@ fn set_phase(admin: &Client, ns: &str, name: &str, phase: &str) {
 /// The group stays while a running pod names it, and goes once that pod failed (a
 /// succeeded pod naming it never held it).
 fn scenario_group_kept_while_used(t: &Target) {
+    if !t.at_least(
+        37,
+        "GenericWorkload and scheduling.k8s.io/v1beta1 PodGroups (v1.37)",
+    ) {
+        return;
+    }
     let admin = t.admin();
     let served = admin
         .get_path("/apis/scheduling.k8s.io/v1beta1")

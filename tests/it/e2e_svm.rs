@@ -72,6 +72,12 @@ impl Drop for Gone {
 /// succeeds with the count of objects verified, and is cleaned up; the CRD's
 /// `StorageMigrating` condition ends False and its stored versions are the storage version.
 fn scenario_migrates_builtin_and_custom(t: &Target) {
+    if !t.at_least(
+        37,
+        "storagemigration.k8s.io/v1 (StorageVersionMigrator GA in v1.37)",
+    ) {
+        return;
+    }
     let ns = Ns::with_cleanup(t, "e2e-svm", &[CONFIGMAPS]);
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let (cm, cr) = (unique("svm-cm"), unique("svm-cr"));
@@ -130,6 +136,12 @@ fn scenario_migrates_builtin_and_custom(t: &Target) {
 
 /// A resource nobody serves: after the minute upstream waits for discovery, Failed.
 fn scenario_unknown_resource_fails(t: &Target) {
+    if !t.at_least(
+        37,
+        "storagemigration.k8s.io/v1 (StorageVersionMigrator GA in v1.37)",
+    ) {
+        return;
+    }
     let admin = t.admin();
     let name = unique("svm-none");
     let _gone = Gone {
