@@ -181,9 +181,14 @@ fn status_write(object: Value) -> Action {
     }
 }
 
-/// A retry of the whole reconcile with the queue's backoff.
+/// A retry of the whole reconcile with the queue's backoff (upstream's `AddRateLimited` on a
+/// sync error), without a failed write to report: waiting for discovery or for the garbage
+/// collector's monitor is the normal course of a migration.
 fn retry(msg: String) -> Result<Outcome> {
-    Err(Error::Transport(msg))
+    Ok(Outcome {
+        retry_quietly: Some(msg),
+        ..Outcome::none()
+    })
 }
 
 pub struct Svm;
