@@ -28,6 +28,7 @@ pub mod runtime;
 #[cfg(test)]
 mod sandbox;
 pub mod server;
+pub mod sort;
 pub mod startup;
 
 pub use error::{Error, Result};

@@ -191,6 +191,6 @@ pub fn label_selector_string(sel: &Value) -> String {
             }
         }
     }
-    parts.sort();
+    crate::sort::sort(&mut parts[..]);
     parts.join(",")
 }

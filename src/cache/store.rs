@@ -64,7 +64,7 @@ impl Entry {
             .map(|r| (r.controller, r.uid.into()))
             .collect();
         // The controller's first (a stable sort keeps the order otherwise).
-        refs.sort_by_key(|(controller, _)| !controller);
+        crate::sort::sort_by_key(&mut refs[..], |(controller, _)| !controller);
         let controlled = refs.first().is_some_and(|(c, _)| *c);
         let owners: Vec<Box<str>> = refs.into_iter().map(|(_, uid)| uid).collect();
         Entry {

@@ -112,11 +112,11 @@ fn controllers_help() -> String {
         .filter(|c| c.disabled_by_default)
         .map(|c| c.name.to_string())
         .collect();
-    disabled.sort();
+    crate::sort::sort(&mut disabled[..]);
     let mut running: Vec<String> = registry::implemented()
         .map(|c| c.name.to_string())
         .collect();
-    running.sort();
+    crate::sort::sort(&mut running[..]);
     [
         block(
             "All controllers (short names in parentheses):",

@@ -168,7 +168,7 @@ pub fn negotiate(accept: Option<&str>, kind: &str) -> Wanted {
             (q > 0.0).then_some((q, w))
         })
         .collect();
-    clauses.sort_by(|a, b| b.0.total_cmp(&a.0));
+    crate::sort::sort_by(&mut clauses[..], |a, b| b.0.total_cmp(&a.0));
     clauses
         .into_iter()
         .map(|(_, w)| w)

@@ -96,7 +96,7 @@ pub fn aggregate(role: &Value, all: &[impl Borrow<Value>]) -> Result<Option<Vec<
         .map(Vec::as_slice)
         .unwrap_or(&[]);
     let mut sorted: Vec<&Value> = all.iter().map(Borrow::borrow).collect();
-    sorted.sort_by(|a, b| obj::name(a).cmp(obj::name(b)));
+    crate::sort::sort_by(&mut sorted[..], |a, b| obj::name(a).cmp(obj::name(b)));
     let mut out: Vec<Rule> = Vec::new();
     for sel in selectors {
         // A null selector in the list decodes to an empty one in Go: everything.

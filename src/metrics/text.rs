@@ -109,7 +109,7 @@ fn write_line(out: &mut String, name: &str, labels: &[(String, String)], le: Opt
 /// Write families in the text format, sorting them by name and their series by labels.
 pub fn encode(families: &[Family]) -> String {
     let mut fams: Vec<&Family> = families.iter().collect();
-    fams.sort_by(|a, b| a.name.cmp(&b.name));
+    crate::sort::sort_by(&mut fams[..], |a, b| a.name.cmp(&b.name));
     let mut out = String::new();
     for f in fams {
         if f.samples.is_empty() {
@@ -120,9 +120,9 @@ pub fn encode(families: &[Family]) -> String {
         let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind.as_str());
         let mut samples: Vec<Sample> = f.samples.clone();
         for s in &mut samples {
-            s.labels.sort();
+            crate::sort::sort(&mut s.labels[..]);
         }
-        samples.sort_by(|a, b| a.labels.cmp(&b.labels));
+        crate::sort::sort_by(&mut samples[..], |a, b| a.labels.cmp(&b.labels));
         for s in &samples {
             match &s.value {
                 SampleValue::Scalar(v) => write_line(&mut out, &f.name, &s.labels, None, *v),

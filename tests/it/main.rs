@@ -14,6 +14,7 @@ mod cli_flags;
 mod cli_versions;
 mod client_cert_v1;
 mod client_tls_transport;
+mod code_size;
 mod configz;
 mod e2e;
 mod e2e_attachdetach;

@@ -157,7 +157,7 @@ impl Index {
             .flatten()
             .filter_map(|p| Some(self.pods.get(p)?.0.clone()))
             .collect();
-        out.sort();
+        crate::sort::sort(&mut out[..]);
         out.dedup();
         out
     }

@@ -446,7 +446,7 @@ impl Controller for AttachDetach {
                         .into_iter()
                         .map(|(_, n)| n),
                 );
-                nodes.sort();
+                crate::sort::sort(&mut nodes[..]);
                 nodes.dedup();
                 nodes
             }
@@ -464,7 +464,7 @@ impl Controller for AttachDetach {
                         nodes.extend(self.index().claim_nodes(&claim));
                     }
                 }
-                nodes.sort();
+                crate::sort::sort(&mut nodes[..]);
                 nodes.dedup();
                 nodes
             }

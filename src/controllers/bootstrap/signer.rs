@@ -107,7 +107,7 @@ impl Controller for BootstrapSigner {
             .cache
             .store_for(&TOKEN_WATCH)
             .list_namespace(TOKEN_NAMESPACE);
-        tokens.sort_by(|a, b| obj::name(a).cmp(obj::name(b)));
+        crate::sort::sort_by(&mut tokens[..], |a, b| obj::name(a).cmp(obj::name(b)));
         let (want, next) = signatures(content, &tokens, cx.now);
         let data = cm.get("data").and_then(Value::as_object);
         let have: BTreeMap<&str, &str> = data

@@ -58,7 +58,7 @@ fn time_of(v: &Value) -> Option<i64> {
 
 /// Upstream's `byJobStartTime`: Jobs with a start time first, earliest first; ties by name.
 pub fn sort_by_start_time(jobs: &mut [Value]) {
-    jobs.sort_by(|a, b| {
+    crate::sort::sort_by(&mut jobs[..], |a, b| {
         let (sa, sb) = (
             time_of(&a["status"]["startTime"]),
             time_of(&b["status"]["startTime"]),

@@ -102,7 +102,7 @@ pub fn split<'a>(parent: &Value, revisions: &'a [obj::Obj]) -> Split<'a> {
             old.push(r);
         }
     }
-    current.sort_by_key(|r| number(r));
+    crate::sort::sort_by_key(&mut current[..], |r| number(r));
     let next_number = old.iter().map(|r| number(r)).max().unwrap_or(0) + 1;
     Split {
         current,
@@ -123,7 +123,7 @@ pub fn to_truncate<'a>(
         return vec![];
     }
     let mut sorted = old.to_vec();
-    sorted.sort_by_key(|r| number(r));
+    crate::sort::sort_by_key(&mut sorted[..], |r| number(r));
     let mut out = vec![];
     for r in sorted {
         if kill == 0 {

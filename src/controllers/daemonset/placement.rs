@@ -140,7 +140,7 @@ pub fn sort_pods(pods: &mut [Obj]) {
             .and_then(Value::as_str)
             .is_some_and(|s| !s.is_empty())
     };
-    pods.sort_by(|a, b| {
+    crate::sort::sort_by(&mut pods[..], |a, b| {
         scheduled(b)
             .cmp(&scheduled(a))
             .then_with(|| obj::creation_timestamp(a).cmp(obj::creation_timestamp(b)))

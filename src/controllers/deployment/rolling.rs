@@ -81,7 +81,9 @@ impl Plan<'_> {
         mut old: Vec<usize>,
         max: i64,
     ) -> Option<(Vec<usize>, i64)> {
-        old.sort_by(|&a, &b| by_creation(&self.rss[a], &self.rss[b]));
+        crate::sort::sort_by(&mut old[..], |&a, &b| {
+            by_creation(&self.rss[a], &self.rss[b])
+        });
         let mut total = 0;
         for &i in &old {
             if total >= max {
@@ -120,7 +122,9 @@ impl Plan<'_> {
         if available <= min_available {
             return 0;
         }
-        old.sort_by(|&a, &b| by_creation(&self.rss[a], &self.rss[b]));
+        crate::sort::sort_by(&mut old[..], |&a, &b| {
+            by_creation(&self.rss[a], &self.rss[b])
+        });
         let to_scale = available - min_available;
         let mut total = 0;
         for &i in &old {

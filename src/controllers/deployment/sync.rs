@@ -119,7 +119,9 @@ impl<'a> Plan<'a> {
     /// Deployment's, the hash label aside.
     pub fn find_new(&self) -> Option<usize> {
         let mut idx: Vec<usize> = (0..self.rss.len()).collect();
-        idx.sort_by(|&a, &b| by_creation(&self.rss[a], &self.rss[b]));
+        crate::sort::sort_by(&mut idx[..], |&a, &b| {
+            by_creation(&self.rss[a], &self.rss[b])
+        });
         idx.into_iter()
             .find(|&i| equal_ignore_hash(&self.rss[i].template, &self.d.template))
     }
@@ -427,7 +429,9 @@ impl<'a> Plan<'a> {
         if new.is_none() && old.is_empty() {
             return None;
         }
-        old.sort_by(|&a, &b| by_creation(&self.rss[b], &self.rss[a]));
+        crate::sort::sort_by(&mut old[..], |&a, &b| {
+            by_creation(&self.rss[b], &self.rss[a])
+        });
         let all = self.active(&Self::all(old, new));
         match all.len() {
             0 => new.or_else(|| old.first().copied()),
@@ -465,8 +469,12 @@ impl<'a> Plan<'a> {
         };
         let to_add = allowed - total;
         match to_add.signum() {
-            1 => all.sort_by(|&a, &b| by_size_newer(&self.rss[a], &self.rss[b])),
-            -1 => all.sort_by(|&a, &b| by_size_older(&self.rss[a], &self.rss[b])),
+            1 => crate::sort::sort_by(&mut all[..], |&a, &b| {
+                by_size_newer(&self.rss[a], &self.rss[b])
+            }),
+            -1 => crate::sort::sort_by(&mut all[..], |&a, &b| {
+                by_size_older(&self.rss[a], &self.rss[b])
+            }),
             _ => {}
         }
         let mut added = 0;
@@ -509,7 +517,9 @@ impl<'a> Plan<'a> {
         if diff <= 0 {
             return;
         }
-        cleanable.sort_by(|&a, &b| by_revision(&self.rss[a], &self.rss[b]));
+        crate::sort::sort_by(&mut cleanable[..], |&a, &b| {
+            by_revision(&self.rss[a], &self.rss[b])
+        });
         for &i in cleanable.iter().take(diff as usize) {
             let rs = &self.rss[i];
             if rs.status_replicas != 0

@@ -222,7 +222,7 @@ impl State {
                 }
             }
         }
-        reasons.sort();
+        crate::sort::sort(&mut reasons[..]);
         reasons.dedup();
         Some(Eviction {
             when: when?,
@@ -259,7 +259,7 @@ impl State {
                 Some(mut o) => {
                     o.when = o.when.min(e.when);
                     o.reasons.extend(e.reasons);
-                    o.reasons.sort();
+                    crate::sort::sort(&mut o.reasons[..]);
                     o.reasons.dedup();
                     o
                 }
@@ -531,7 +531,7 @@ impl State {
                 namespaces.push(obj::namespace(p));
             }
         }
-        namespaces.sort();
+        crate::sort::sort(&mut namespaces[..]);
         namespaces.dedup();
         (n, namespaces.len() as i64)
     }

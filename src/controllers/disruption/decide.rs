@@ -375,7 +375,7 @@ pub fn go_selector(sel: Option<&Value>) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    labels.sort();
+    crate::sort::sort(&mut labels[..]);
     let labels: String = labels.iter().map(|(k, v)| format!("{k}: {v},")).collect();
     let exprs: String = sel
         .get("matchExpressions")

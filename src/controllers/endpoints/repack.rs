@@ -105,11 +105,11 @@ pub fn repack(subsets: &[Subset]) -> Vec<Subset> {
 /// `SortSubsets`: addresses by IP and UID, ports by hash, then subsets by hash.
 pub fn sort_subsets(subsets: &mut [Subset]) {
     for s in subsets.iter_mut() {
-        s.addresses.sort_by(less);
-        s.not_ready.sort_by(less);
-        s.ports.sort_by_cached_key(gohash::port_hash);
+        crate::sort::sort_by(&mut s.addresses[..], less);
+        crate::sort::sort_by(&mut s.not_ready[..], less);
+        crate::sort::sort_by_cached_key(&mut s.ports[..], gohash::port_hash);
     }
-    subsets.sort_by_cached_key(gohash::subset_hash);
+    crate::sort::sort_by_cached_key(&mut subsets[..], gohash::subset_hash);
 }
 
 /// `truncateEndpoints`: at most [`MAX_CAPACITY`] addresses, ready ones first, shared among

@@ -129,7 +129,7 @@ impl Endpoint {
     /// target's namespace and name.
     pub fn identity(&self) -> String {
         let mut a = self.addresses.clone();
-        a.sort();
+        crate::sort::sort(&mut a[..]);
         format!(
             "{}\u{0}{}\u{0}{}\u{0}{}",
             a.join(","),
@@ -295,7 +295,7 @@ pub fn port_key(ports: &[Value]) -> String {
         .iter()
         .map(|p| canonical_port(p).to_string())
         .collect();
-    each.sort();
+    crate::sort::sort(&mut each[..]);
     each.join("|")
 }
 
@@ -312,7 +312,7 @@ fn canonical_port(p: &Value) -> Value {
 /// Ports in upstream's order (`NewPortMapKey` sorts them in place by the MD5 of go-spew's
 /// dump of each `discovery/v1.EndpointPort`), the order a slice is written with.
 pub fn sort_ports(ports: &mut [Value]) {
-    ports.sort_by_cached_key(|p| {
+    crate::sort::sort_by_cached_key(&mut ports[..], |p| {
         crate::controllers::endpoints::gohash::md5(port_text(p).as_bytes())
     });
 }

@@ -344,7 +344,9 @@ fn by_port_mapping(
     // New endpoints go first into the slices being updated anyway, fullest first.
     if !desired.is_empty() && !to_update.0.is_empty() {
         let mut names = to_update.0.clone();
-        names.sort_by_key(|n| std::cmp::Reverse(by_name[n].endpoints.len()));
+        crate::sort::sort_by_key(&mut names[..], |n| {
+            std::cmp::Reverse(by_name[n].endpoints.len())
+        });
         for n in names {
             let s = by_name.get_mut(&n).expect("known");
             while !desired.is_empty() && s.endpoints.len() < max {

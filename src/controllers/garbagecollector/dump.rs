@@ -198,7 +198,7 @@ pub fn vertices_and_edges(g: &Graph, uids: Option<&[String]>) -> (Vec<Vertex>, V
         // Objects outside any ownership are left out.
         .filter(|n| !n.owners.is_empty() || !n.dependents.is_empty())
         .collect();
-    nodes.sort_by(|a, b| a.identity.uid.cmp(&b.identity.uid));
+    crate::sort::sort_by(&mut nodes[..], |a, b| a.identity.uid.cmp(&b.identity.uid));
     let shown: HashSet<&str> = nodes.iter().map(|n| n.identity.uid.as_str()).collect();
     let mut vertices: Vec<Vertex> = nodes.iter().map(|n| Vertex::of_node(n)).collect();
     let mut edges = Vec::new();
@@ -214,8 +214,8 @@ pub fn vertices_and_edges(g: &Graph, uids: Option<&[String]>) -> (Vec<Vertex>, V
         }
     }
     // Stable: missing vertices sharing a UID keep the order of their dependents.
-    vertices.sort_by(|a, b| a.uid.cmp(&b.uid));
-    edges.sort();
+    crate::sort::sort_by(&mut vertices[..], |a, b| a.uid.cmp(&b.uid));
+    crate::sort::sort(&mut edges[..]);
     (vertices, edges)
 }
 

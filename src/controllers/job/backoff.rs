@@ -62,8 +62,8 @@ fn finish_from_containers(p: &Value) -> Option<SystemTime> {
 pub fn next_record(old: Record, succeeded: &[&Value], failed: &[&Value]) -> Record {
     let mut s: Vec<SystemTime> = succeeded.iter().map(|p| finished_time(p)).collect();
     let mut f: Vec<SystemTime> = failed.iter().map(|p| finished_time(p)).collect();
-    s.sort();
-    f.sort();
+    crate::sort::sort(&mut s[..]);
+    crate::sort::sort(&mut f[..]);
     match (s.last(), f.last()) {
         (None, None) => old,
         (None, Some(last)) => Record {

@@ -73,7 +73,7 @@ impl Intervals {
     /// These intervals merged with `other` (upstream's `merge`).
     pub fn merge(&self, other: &Intervals) -> Intervals {
         let mut all: Vec<(usize, usize)> = self.0.iter().chain(other.0.iter()).copied().collect();
-        all.sort_unstable();
+        crate::sort::sort(&mut all[..]);
         let mut out: Vec<(usize, usize)> = Vec::new();
         for (f, l) in all {
             match out.last_mut() {

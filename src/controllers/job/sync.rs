@@ -304,7 +304,9 @@ impl<'a> Pass<'a> {
         let comp_n = completions.unwrap_or(0);
         let mut pods: Vec<Obj> = inp.pods.to_vec();
         if indexed {
-            pods.sort_by_key(|p| indexes::completion_index(p).map_or(-1, |i| i as i64));
+            crate::sort::sort_by_key(&mut pods[..], |p| {
+                indexes::completion_index(p).map_or(-1, |i| i as i64)
+            });
         }
         let active_pods = pods.iter().filter(|p| is_pod_active(p)).cloned().collect();
         let terminating = pods.iter().filter(|p| is_terminating(p)).count();

@@ -61,7 +61,7 @@ fn write_go(out: &mut String, v: &Value) {
         Value::Object(m) => {
             out.push('{');
             let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
+            crate::sort::sort(&mut keys[..]);
             for (i, k) in keys.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
@@ -163,7 +163,7 @@ pub fn owned(
 
 /// Oldest first: by number, then creation time, then name (upstream's `byRevision`).
 pub fn sort(revs: &mut [Obj]) {
-    revs.sort_by(|a, b| order(a, b));
+    crate::sort::sort_by(&mut revs[..], |a, b| order(a, b));
 }
 
 fn order(a: &Value, b: &Value) -> Ordering {

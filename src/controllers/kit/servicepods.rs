@@ -242,7 +242,7 @@ impl ServicePods {
             .filter(|key| g.by_key.get(*key).is_some_and(|(sel, _)| sel.all_in(pod)))
             .cloned()
             .collect();
-        out.sort();
+        crate::sort::sort(&mut out[..]);
         out.dedup();
         out
     }
@@ -310,7 +310,7 @@ impl ServicePods {
                 keys.extend(was);
                 keys.retain(|k| !both.contains(k));
             }
-            keys.sort();
+            crate::sort::sort(&mut keys[..]);
             keys.dedup();
         }
         keys

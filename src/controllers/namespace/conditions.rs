@@ -96,7 +96,7 @@ impl Conditions {
             .map(|(r, n)| format!("{r} has {n} resource instances"))
             .collect();
         if !remaining.is_empty() {
-            parts.sort();
+            crate::sort::sort(&mut parts[..]);
             self.failing.push(Failing {
                 type_: CONTENT_REMAINING,
                 reason: "SomeResourcesRemain",
@@ -109,7 +109,7 @@ impl Conditions {
             .map(|(f, n)| format!("{f} in {n} resource instances"))
             .collect();
         if !finalizers.is_empty() {
-            parts.sort();
+            crate::sort::sort(&mut parts[..]);
             self.failing.push(Failing {
                 type_: FINALIZERS_REMAINING,
                 reason: "SomeFinalizersRemain",
@@ -126,7 +126,7 @@ impl Conditions {
         let mut out = self.failing.clone();
         if !self.delete_errors.is_empty() && !out.iter().any(|f| f.type_ == CONTENT_FAILURE) {
             let mut msgs = self.delete_errors.clone();
-            msgs.sort();
+            crate::sort::sort(&mut msgs[..]);
             out.push(Failing {
                 type_: CONTENT_FAILURE,
                 reason: "ContentDeletionFailed",

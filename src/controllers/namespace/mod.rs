@@ -68,7 +68,7 @@ pub fn finalizers_without_ours(ns: &Value) -> Vec<String> {
         .filter(|f| *f != FINALIZER)
         .map(str::to_string)
         .collect();
-    set.sort();
+    crate::sort::sort(&mut set[..]);
     set.dedup();
     set
 }

@@ -208,7 +208,7 @@ pub fn selector_debug(sel: Option<&Value>) -> String {
     let mut labels = String::new();
     if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
         let mut keys: Vec<&String> = m.keys().collect();
-        keys.sort();
+        crate::sort::sort(&mut keys[..]);
         for k in keys {
             labels.push_str(&format!("{k}: {},", m[k].as_str().unwrap_or("")));
         }

@@ -146,7 +146,7 @@ pub fn terminated_beyond(pods: &[PodFacts], threshold: i32) -> Vec<&PodFacts> {
     if excess == 0 {
         return Vec::new();
     }
-    terminated.sort_by(|a, b| deletion_order(a, b));
+    crate::sort::sort_by(&mut terminated[..], |a, b| deletion_order(a, b));
     terminated.truncate(excess);
     terminated
 }
@@ -158,7 +158,7 @@ pub fn terminating_out_of_service<'a>(pods: &'a [PodFacts], nodes: &Nodes) -> Ve
         .iter()
         .filter(|p| p.deleting && nodes.get(&p.node) == Some(&true))
         .collect();
-    out.sort_by(|a, b| deletion_order(a, b));
+    crate::sort::sort_by(&mut out[..], |a, b| deletion_order(a, b));
     out
 }
 

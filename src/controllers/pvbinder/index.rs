@@ -246,7 +246,7 @@ impl VolumeIndex {
             }
         }
         let mut groups: Vec<u8> = prebound.keys().chain(smallest.keys()).copied().collect();
-        groups.sort_by_key(|g| (g.count_ones(), *g));
+        crate::sort::sort_by_key(&mut groups[..], |g| (g.count_ones(), *g));
         groups.dedup();
         groups.into_iter().find_map(|g| {
             prebound

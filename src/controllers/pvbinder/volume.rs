@@ -230,7 +230,7 @@ impl PvBinder {
             .filter(|p| !pod_terminated(p) && kv::pod_claim_names(p).iter().any(|c| c == name))
             .map(|p| obj::key(&p))
             .collect();
-        users.sort();
+        crate::sort::sort(&mut users[..]);
         let cached = cx.cache.store_for(&CLAIM_WATCH).get(&key).is_some();
         if !users.is_empty() && !cached {
             return Ok(Outcome::with(vec![volume_event(

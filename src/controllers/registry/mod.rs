@@ -125,7 +125,7 @@ pub fn known() -> &'static [ControllerInfo] {
 /// what `--controllers` accepts, as `--help` and the unknown-name error list it.
 pub fn described_names() -> Vec<String> {
     let mut v: Vec<&ControllerInfo> = KNOWN.iter().collect();
-    v.sort_by_key(|c| c.name);
+    crate::sort::sort_by_key(&mut v[..], |c| c.name);
     v.iter()
         .map(|c| match c.aliases {
             [] => c.name.to_string(),
@@ -141,7 +141,7 @@ pub fn not_yet_names() -> Vec<&'static str> {
         .filter(|c| !c.implemented())
         .map(|c| c.name)
         .collect();
-    v.sort_unstable();
+    crate::sort::sort(&mut v[..]);
     v
 }
 

@@ -659,7 +659,7 @@ pub fn claim_attribute_classes(pvc: &Value) -> Vec<&str> {
     .filter_map(|v| v.as_str())
     .filter(|n| !n.is_empty())
     .collect();
-    names.sort_unstable();
+    crate::sort::sort(&mut names[..]);
     names.dedup();
     names
 }

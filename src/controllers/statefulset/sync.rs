@@ -347,7 +347,7 @@ impl<'a> Sync<'a> {
                 condemned.push(p.clone());
             }
         }
-        condemned.sort_by_key(|p| std::cmp::Reverse(id::ordinal(p)));
+        crate::sort::sort_by_key(&mut condemned[..], |p| std::cmp::Reverse(id::ordinal(p)));
         // Which revision a missing pod gets (upstream's `newVersionedStatefulSetPod`).
         let partition = partition(set);
         let rolling = update_strategy(set) == "RollingUpdate";

@@ -309,7 +309,7 @@ impl<'a> Checker<'a> {
 /// column.
 pub fn display(text: &str, issues: &[Issue]) -> String {
     let mut issues = issues.to_vec();
-    issues.sort_by_key(|i| i.pos);
+    crate::sort::sort_by_key(&mut issues[..], |i| i.pos);
     let lines: Vec<&str> = text.split('\n').collect();
     let mut out = Vec::new();
     for i in &issues {

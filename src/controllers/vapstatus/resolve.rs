@@ -92,9 +92,9 @@ pub fn kinds(policy: &Value, src: &dyn Source) -> Vec<Gvk> {
             .into_iter()
             .filter(|r| !r.contains(['*', '/']))
             .collect();
-        groups.sort();
-        versions.sort();
-        resources.sort();
+        crate::sort::sort(&mut groups[..]);
+        crate::sort::sort(&mut versions[..]);
+        crate::sort::sort(&mut resources[..]);
         for g in &groups {
             for v in &versions {
                 let list = lists

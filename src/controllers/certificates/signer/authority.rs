@@ -349,7 +349,7 @@ fn go_name(req: &Request) -> Vec<u8> {
                 )
             })
             .collect();
-        atvs.sort();
+        crate::sort::sort(&mut atvs[..]);
         rdns.extend(der::write(SET, &atvs.concat()));
     }
     der::write(SEQUENCE, &rdns)

@@ -24,7 +24,7 @@ pub fn canonical_json(v: &Value, out: &mut String) {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
+            crate::sort::sort(&mut keys[..]);
             out.push('{');
             for (i, k) in keys.into_iter().enumerate() {
                 if i > 0 {

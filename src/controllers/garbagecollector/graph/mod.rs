@@ -175,7 +175,7 @@ pub fn references_diffs(
         }
     }
     let mut removed: Vec<OwnerRef> = old_by_uid.into_values().cloned().collect();
-    removed.sort_by(|a, b| a.uid.cmp(&b.uid));
+    crate::sort::sort_by(&mut removed[..], |a, b| a.uid.cmp(&b.uid));
     (added, removed, changed)
 }
 
@@ -211,7 +211,7 @@ impl Graph {
                     .any(|o| o.uid == uid && o.block_owner_deletion)
             })
             .collect();
-        out.sort_by(|a, b| a.identity.uid.cmp(&b.identity.uid));
+        crate::sort::sort_by(&mut out[..], |a, b| a.identity.uid.cmp(&b.identity.uid));
         out
     }
 
@@ -305,7 +305,7 @@ impl Graph {
             if let Some(n) = self.nodes.get_mut(uid) {
                 n.deleting_dependents = true;
                 let mut deps: Vec<&String> = n.dependents.iter().collect();
-                deps.sort();
+                crate::sort::sort(&mut deps[..]);
                 for d in deps {
                     fx.delete(d);
                 }
@@ -410,7 +410,7 @@ impl Graph {
         let namespaced = !owner.namespace.is_empty();
         let (mut matching, mut mismatching) = (Vec::new(), Vec::new());
         let mut deps: Vec<&String> = deps.iter().collect();
-        deps.sort();
+        crate::sort::sort(&mut deps[..]);
         for d in deps {
             let Some(dep) = self.nodes.get(d) else {
                 continue;
@@ -533,7 +533,7 @@ impl Graph {
             fx.absent.push(deleted);
         }
         let mut deps: Vec<&String> = node.dependents.iter().collect();
-        deps.sort();
+        crate::sort::sort(&mut deps[..]);
         for d in deps {
             fx.delete(d);
         }
