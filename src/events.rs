@@ -12,8 +12,8 @@ use crate::api::resources::EVENTS;
 use crate::api::Kind;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -72,7 +72,7 @@ struct Msg {
 pub struct Recorder {
     /// One queue and sender thread per partition; an object's events always go through
     /// the same one, so their order and aggregation are kept.
-    tx: Mutex<Vec<SyncSender<Msg>>>,
+    tx: Mutex<Vec<Queue>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Set by `shutdown`: an event waiting to be tried again is given up.
     stopping: Arc<AtomicBool>,
@@ -103,6 +103,28 @@ const RETRY_SLEEP: Duration = Duration::from_secs(10);
 /// Sender threads. One sends an event at a time, as client-go's sink does; a burst of pod
 /// creations makes events faster than one sender writes them, and a full queue drops them.
 const SENDERS: usize = 2;
+
+/// One partition's queue: bounded by a count rather than a preallocated ring (a
+/// `sync_channel` of `QUEUE_LEN` holds its slots from the start, about 250 KB each, resident
+/// while the process idles); blocks of slots are made as events come and freed once sent.
+struct Queue {
+    tx: Sender<Msg>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Queue {
+    /// Queue `m` unless `QUEUE_LEN` are waiting already: then, or with the sender gone, it
+    /// is handed back.
+    fn try_send(&self, m: Msg) -> Option<Msg> {
+        if self.queued.fetch_add(1, Ordering::SeqCst) >= QUEUE_LEN {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return Some(m);
+        }
+        let refused = self.tx.send(m).err()?;
+        self.queued.fetch_sub(1, Ordering::SeqCst);
+        Some(refused.0)
+    }
+}
 
 /// What was sent before for one (source, object, type, reason, message), or for one
 /// combined event of similar ones.
@@ -372,14 +394,16 @@ impl Recorder {
         let turns = Turns::default();
         for i in 0..SENDERS {
             let turns = turns.clone();
-            let (tx, rx) = sync_channel::<Msg>(QUEUE_LEN);
+            let (tx, rx) = channel::<Msg>();
+            let queued = Arc::new(AtomicUsize::new(0));
             let stop = stopping.clone();
+            let left = queued.clone();
             if let Ok(t) = std::thread::Builder::new()
                 .name(format!("events-{i}"))
                 .stack_size(256 * 1024)
-                .spawn(move || sender(rx, &stop, &turns))
+                .spawn(move || sender(rx, &left, &stop, &turns))
             {
-                txs.push(tx);
+                txs.push(Queue { tx, queued });
                 threads.push(t);
             }
         }
@@ -409,7 +433,7 @@ impl Recorder {
             spec,
             at: SystemTime::now(),
         };
-        if let Err(TrySendError::Full(m)) = guard[part].try_send(msg) {
+        if let Some(m) = guard[part].try_send(msg) {
             log::warn!(
                 "events: queue full, dropping {} event about {}/{}",
                 m.spec.reason,
@@ -441,12 +465,13 @@ impl Recorder {
     }
 }
 
-fn sender(rx: Receiver<Msg>, stopping: &AtomicBool, turns: &Turns) {
+fn sender(rx: Receiver<Msg>, queued: &AtomicUsize, stopping: &AtomicBool, turns: &Turns) {
     let mut c = Correlator::default();
     // Namespaces an event was refused in because they are terminating: the events queued
     // for them meanwhile would be refused too, so they are dropped unsent.
     let terminating = crate::cache::TerminatingNamespaces::default();
     while let Ok(m) = rx.recv() {
+        queued.fetch_sub(1, Ordering::SeqCst);
         let event_ns = match m.spec.involved.namespace.as_str() {
             "" => "default",
             ns => ns,
@@ -578,6 +603,41 @@ mod tests {
         let _g = held.lock().unwrap();
         assert!(turns.of(&a).try_lock().is_err());
         assert!(turns.of(&b).try_lock().is_ok());
+    }
+
+    #[test]
+    fn a_queue_holds_at_most_its_length_and_frees_room_as_events_go() {
+        let cfg = crate::api::kubeconfig::RestConfig {
+            server: "http://127.0.0.1:9".into(),
+            source: "test".into(),
+            ..Default::default()
+        };
+        let client = Client::new(&cfg, 0.0, 1, "a").expect("client");
+        let (tx, rx) = channel::<Msg>();
+        let q = Queue {
+            tx,
+            queued: Arc::new(AtomicUsize::new(0)),
+        };
+        let msg = || Msg {
+            client: client.clone(),
+            component: "test",
+            spec: spec("R", "m"),
+            at: SystemTime::UNIX_EPOCH,
+        };
+        for _ in 0..QUEUE_LEN {
+            assert!(q.try_send(msg()).is_none());
+        }
+        assert!(q.try_send(msg()).is_some(), "the queue is full");
+        // The sender takes one (and counts it out): there is room for one more.
+        rx.recv().expect("queued");
+        q.queued.fetch_sub(1, Ordering::SeqCst);
+        assert!(q.try_send(msg()).is_none());
+        assert!(q.try_send(msg()).is_some());
+        // With the sender gone nothing is counted in.
+        drop(rx);
+        let before = q.queued.load(Ordering::SeqCst);
+        assert!(q.try_send(msg()).is_some());
+        assert_eq!(q.queued.load(Ordering::SeqCst), before);
     }
 
     fn spec(reason: &str, msg: &str) -> EventSpec {
