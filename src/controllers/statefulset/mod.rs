@@ -25,6 +25,9 @@ mod identity;
 mod metrics;
 mod revisions;
 mod rolling;
+mod semantic;
+#[cfg(test)]
+mod semantic_tests;
 mod sync;
 #[cfg(test)]
 mod tests;
