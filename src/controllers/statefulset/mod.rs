@@ -23,14 +23,18 @@
 mod consistency;
 mod identity;
 mod metrics;
+mod recreate;
 mod revisions;
 mod rolling;
 mod semantic;
 #[cfg(test)]
 mod semantic_tests;
+mod status;
 mod sync;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_recreate;
 #[cfg(test)]
 mod tests_rolling;
 
@@ -63,6 +67,8 @@ pub struct StatefulSetController {
     /// The versions of its own writes per set, while StaleControllerConsistencyStatefulSet
     /// is on.
     written: consistency::Written,
+    /// StatefulSetRecreateStrategy, read once at start.
+    recreate_gate: bool,
 }
 
 impl Default for StatefulSetController {
@@ -81,6 +87,7 @@ impl StatefulSetController {
         StatefulSetController {
             selectors: Default::default(),
             written: Default::default(),
+            recreate_gate: crate::config::gates::enabled(recreate::GATE),
         }
     }
 
