@@ -7,8 +7,9 @@
 //! `minReadySeconds`, RollingUpdate with `partition` and OnDelete, the template's history as
 //! ControllerRevisions (`kit::history`), and the status upstream v1.37 writes.
 //!
-//! Upstream v1.37 behaviour with its default feature gates (MaxUnavailableStatefulSet read at
-//! the emulated version; the v1.29-v1.37 changes are listed in
+//! Upstream v1.37 behaviour (MaxUnavailableStatefulSet and StaleControllerConsistencyStatefulSet
+//! read at the emulated version, StatefulSetSemanticRevisionComparison in `semantic`, the
+//! alpha Recreate strategy in `recreate`; the v1.29-v1.37 changes are listed in
 //! `docs/controllers/statefulset.md`). Where this differs in form:
 //! - a sync returns its writes in upstream's order as one sequence that stops at the first
 //!   failure (creating a revision, then claims before their pod, then the pod), followed
