@@ -31,15 +31,39 @@ fn revision_hash(p: &Value) -> String {
         .to_string()
 }
 
+/// A pod spec as a client writes it, none of the defaults filled in.
+fn older_pod_spec() -> Value {
+    json!({"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
+            "ports": [{"containerPort": 80, "name": "web"}],
+            "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+            "readinessProbe": {"httpGet": {"port": 80}},
+            "livenessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 20},
+            "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}],
+            "resources": {}}],
+        "initContainers": [{"name": "init", "image": "busybox", "command": ["true"],
+            "resources": {}}],
+        "volumes": [{"name": "cfg", "configMap": {"name": "cfg"}},
+            {"name": "scratch"},
+            {"name": "tok", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}]})
+}
+
 /// A revision as a release before v1.34 stored it (`creationTimestamp: null`, none of the
 /// defaults the API server now gives the template) is kept: no new revision, pods made
 /// from it; a real change still makes one.
 fn scenario_semantic_revision(t: &Target) {
     let ns = new_ns(t, "e2e-sts-sem");
     let (admin, n) = (&ns.admin, ns.name.as_str());
-    let set = admin
-        .create(&STATEFULSETS, Some(n), &set_without_claims("db", 2))
-        .expect("create");
+    // A template with fields the API server defaults (ports, env, probes, volumes).
+    let mut s = set_without_claims("db", 2);
+    s["spec"]["template"]["spec"] = older_pod_spec();
+    let set = admin.create(&STATEFULSETS, Some(n), &s).expect("create");
+    if t.is_real() {
+        // kube-apiserver has filled the defaults in (the sandbox only some).
+        let served = &set["spec"]["template"]["spec"];
+        assert_eq!(served["containers"][0]["terminationMessagePolicy"], "File");
+        assert_eq!(served["volumes"][0]["configMap"]["defaultMode"], 420);
+        assert_eq!(served["volumes"][1]["emptyDir"], json!({}));
+    }
     let old = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
         "metadata": {"name": "db-5b8d7c9f4", "labels": {"app": "db",
                 "controller.kubernetes.io/hash": "5b8d7c9f4"},
@@ -47,8 +71,7 @@ fn scenario_semantic_revision(t: &Target) {
                 "uid": set["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
         "data": {"spec": {"template": {"$patch": "replace",
             "metadata": {"creationTimestamp": null, "labels": {"app": "db"}},
-            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
-                "resources": {}}]}}}},
+            "spec": older_pod_spec()}}},
         "revision": 1});
     admin
         .create(&CONTROLLERREVISIONS, Some(n), &old)
