@@ -12,10 +12,10 @@ use edgekcm::api::resources::{
 use serde_json::{json, Value};
 use std::time::Duration;
 
-const LIMIT: Duration = Duration::from_secs(40);
-const CONTROLLERS: &str = "--controllers=statefulset-controller";
+pub(crate) const LIMIT: Duration = Duration::from_secs(40);
+pub(crate) const CONTROLLERS: &str = "--controllers=statefulset-controller";
 
-fn new_ns(t: &Target, prefix: &str) -> Ns {
+pub(crate) fn new_ns(t: &Target, prefix: &str) -> Ns {
     Ns::with_cleanup(
         t,
         prefix,
@@ -28,7 +28,7 @@ fn new_ns(t: &Target, prefix: &str) -> Ns {
     )
 }
 
-fn sts(name: &str, replicas: i64, policy: &str) -> Value {
+pub(crate) fn sts(name: &str, replicas: i64, policy: &str) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
         "spec": {"replicas": replicas, "serviceName": format!("{name}-svc"),
             "podManagementPolicy": policy,
@@ -40,22 +40,22 @@ fn sts(name: &str, replicas: i64, policy: &str) -> Value {
                     "resources": {"requests": {"storage": "1Gi"}}}}]}})
 }
 
-fn list(admin: &Client, kind: &Kind, ns: &str) -> Vec<Value> {
+pub(crate) fn list(admin: &Client, kind: &Kind, ns: &str) -> Vec<Value> {
     admin
         .list(kind, Some(ns), &ListOptions::default())
         .map(|l| l.items)
         .unwrap_or_default()
 }
 
-fn get(admin: &Client, kind: &Kind, ns: &str, name: &str) -> Option<Value> {
+pub(crate) fn get(admin: &Client, kind: &Kind, ns: &str, name: &str) -> Option<Value> {
     admin.get(kind, Some(ns), name).ok()
 }
 
-fn int(v: &Value) -> i64 {
+pub(crate) fn int(v: &Value) -> i64 {
     v.as_i64().unwrap_or(0)
 }
 
-fn names(items: &[Value]) -> Vec<String> {
+pub(crate) fn names(items: &[Value]) -> Vec<String> {
     let mut v: Vec<String> = items
         .iter()
         .filter(|o| o["metadata"]["deletionTimestamp"].is_null())
@@ -65,11 +65,11 @@ fn names(items: &[Value]) -> Vec<String> {
     v
 }
 
-fn strings(v: &[&str]) -> Vec<String> {
+pub(crate) fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-fn wait_pods(admin: &Client, ns: &str, want: &[&str]) -> Vec<Value> {
+pub(crate) fn wait_pods(admin: &Client, ns: &str, want: &[&str]) -> Vec<Value> {
     let want = strings(want);
     eventually(LIMIT, &format!("pods {want:?}"), || {
         let pods = list(admin, &PODS, ns);
@@ -78,7 +78,7 @@ fn wait_pods(admin: &Client, ns: &str, want: &[&str]) -> Vec<Value> {
 }
 
 /// Play kubelet: the pod runs and is Ready.
-fn set_ready(admin: &Client, ns: &str, name: &str) {
+pub(crate) fn set_ready(admin: &Client, ns: &str, name: &str) {
     eventually(LIMIT, "pod status update", || {
         let mut p = get(admin, &PODS, ns, name)?;
         let since = "2024-01-01T00:00:00Z";
@@ -91,7 +91,7 @@ fn set_ready(admin: &Client, ns: &str, name: &str) {
     });
 }
 
-fn wait_status(
+pub(crate) fn wait_status(
     admin: &Client,
     ns: &str,
     name: &str,
@@ -105,7 +105,7 @@ fn wait_status(
     })
 }
 
-fn update_spec(admin: &Client, ns: &str, name: &str, f: impl Fn(&mut Value)) {
+pub(crate) fn update_spec(admin: &Client, ns: &str, name: &str, f: impl Fn(&mut Value)) {
     eventually(LIMIT, "update the StatefulSet", || {
         let mut o = get(admin, &STATEFULSETS, ns, name)?;
         f(&mut o);
@@ -113,7 +113,7 @@ fn update_spec(admin: &Client, ns: &str, name: &str, f: impl Fn(&mut Value)) {
     });
 }
 
-fn messages(admin: &Client, ns: &str, reason: &str) -> Vec<String> {
+pub(crate) fn messages(admin: &Client, ns: &str, reason: &str) -> Vec<String> {
     let mut v: Vec<String> = list(admin, &EVENTS, ns)
         .into_iter()
         .filter(|e| e["reason"] == reason)

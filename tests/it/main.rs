@@ -49,6 +49,7 @@ mod e2e_resourceclaim;
 mod e2e_resourcequota;
 mod e2e_servicecidr;
 mod e2e_statefulset;
+mod e2e_statefulset_more;
 mod e2e_storageversiongc;
 mod e2e_svm;
 mod e2e_tainteviction;

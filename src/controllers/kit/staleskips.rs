@@ -2,10 +2,13 @@
 //! for their own pod writes to reach the cache (`kit::inflight`) before syncing: counted while
 //! the controller's StaleControllerConsistency gate is on, labelled `group=""`,
 //! `resource="pods"` (upstream also counts its own status writes, which edgekcm never waits
-//! for).
+//! for). A controller that waits for several resources counts each with
+//! [`StaleSkips::observe_skip_of`].
 
 use crate::metrics::{Family, MetricType};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// One controller's counter: its gate, metric name and help text, and the resource whose
 /// writes it waits for (its `group` and `resource` labels).
@@ -16,6 +19,8 @@ pub struct StaleSkips {
     group: &'static str,
     resource: &'static str,
     pods: AtomicU64,
+    /// Skips counted for other resources, by (group, resource).
+    others: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
 }
 
 impl StaleSkips {
@@ -39,6 +44,7 @@ impl StaleSkips {
             group,
             resource,
             pods: AtomicU64::new(0),
+            others: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -54,6 +60,19 @@ impl StaleSkips {
         }
     }
 
+    /// A sync waited for the controller's own writes of `group`/`resource`.
+    pub fn observe_skip_of(&self, group: &'static str, resource: &'static str) {
+        if !self.gate_on() {
+            return;
+        }
+        if (group, resource) == (self.group, self.resource) {
+            self.pods.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut m = self.others.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry((group, resource)).or_insert(0) += 1;
+    }
+
     /// The counter's family (no sample until a skip was counted).
     pub fn family(&self) -> Family {
         let mut f = Family::alpha(self.name, self.help, MetricType::Counter);
@@ -63,6 +82,10 @@ impl StaleSkips {
                 &[("group", self.group), ("resource", self.resource)],
                 n as f64,
             );
+        }
+        let m = self.others.lock().unwrap_or_else(|p| p.into_inner());
+        for ((g, r), n) in m.iter() {
+            f.push(&[("group", g), ("resource", r)], *n as f64);
         }
         f
     }

@@ -7,8 +7,9 @@
 //! `minReadySeconds`, RollingUpdate with `partition` and OnDelete, the template's history as
 //! ControllerRevisions (`kit::history`), and the status upstream v1.37 writes.
 //!
-//! Upstream v1.37 behaviour with its default feature gates (MaxUnavailableStatefulSet read at
-//! the emulated version; the v1.29-v1.37 changes are listed in
+//! Upstream v1.37 behaviour (MaxUnavailableStatefulSet and StaleControllerConsistencyStatefulSet
+//! read at the emulated version, StatefulSetSemanticRevisionComparison in `semantic`, the
+//! alpha Recreate strategy in `recreate`; the v1.29-v1.37 changes are listed in
 //! `docs/controllers/statefulset.md`). Where this differs in form:
 //! - a sync returns its writes in upstream's order as one sequence that stops at the first
 //!   failure (creating a revision, then claims before their pod, then the pod), followed
@@ -20,13 +21,21 @@
 //!   pod whose claim volumes differ from the templates is not rewritten (upstream's PUT of
 //!   an existing pod's volumes is refused by the API server: volumes are immutable);
 
+mod consistency;
 mod identity;
 mod metrics;
+mod recreate;
 mod revisions;
 mod rolling;
+mod semantic;
+#[cfg(test)]
+mod semantic_tests;
+mod status;
 mod sync;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_recreate;
 #[cfg(test)]
 mod tests_rolling;
 
@@ -34,7 +43,7 @@ pub use identity::{POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL};
 
 use super::kit::{self, selector};
 use super::refmanager;
-use super::{Action, Controller, Cx, OnError, Outcome, Watch};
+use super::{Action, Applied, Controller, Cx, OnError, Outcome, Watch};
 use crate::api::resources::{CONTROLLERREVISIONS, PERSISTENTVOLUMECLAIMS, PODS, STATEFULSETS};
 use crate::cache::{Cache, Delta};
 use crate::error::{Error, Result};
@@ -56,6 +65,11 @@ pub fn build(_: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<sup
 pub struct StatefulSetController {
     /// The sets' selectors, for finding who selects an orphan pod.
     selectors: refmanager::SelectorIndex,
+    /// The versions of its own writes per set, while StaleControllerConsistencyStatefulSet
+    /// is on.
+    written: consistency::Written,
+    /// StatefulSetRecreateStrategy, read once at start.
+    recreate_gate: bool,
 }
 
 impl Default for StatefulSetController {
@@ -73,6 +87,8 @@ impl StatefulSetController {
     pub fn new() -> Self {
         StatefulSetController {
             selectors: Default::default(),
+            written: Default::default(),
+            recreate_gate: crate::config::gates::enabled(recreate::GATE),
         }
     }
 
@@ -90,6 +106,30 @@ impl StatefulSetController {
             return Err(Error::Config(format!("{ns}/{name} has just been deleted")));
         }
         Ok(())
+    }
+}
+
+impl StatefulSetController {
+    /// Upstream's `EnsureReady`: Err while an informer has not yet watched past one of the
+    /// set's own writes (counted; the sync is retried through the rate limiter).
+    fn ensure_ready(&self, cx: &Cx, key: &str) -> Result<()> {
+        use consistency::Res;
+        let read = |res: Res| {
+            let w = match res {
+                Res::Pods => POD_WATCH,
+                Res::Claims => Watch::full(PERSISTENTVOLUMECLAIMS),
+                Res::Sets => Watch::full(STATEFULSETS),
+            };
+            cx.cache
+                .store_for(&w)
+                .resource_version()
+                .parse::<u64>()
+                .ok()
+        };
+        self.written.ensure_ready(key, read).map_err(|stale| {
+            metrics::observe_stale_skip(stale.res);
+            Error::Config(stale.to_string())
+        })
     }
 }
 
@@ -135,7 +175,11 @@ impl Controller for StatefulSetController {
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        if metrics::consistency_gate_on() {
+            self.ensure_ready(cx, key)?;
+        }
         let Some(set) = cx.cache.store(STATEFULSETS).get(key) else {
+            self.written.clear(key);
             log::info!("{}: StatefulSet {key} has been deleted", self.name());
             return Ok(Outcome::none());
         };
@@ -144,6 +188,41 @@ impl Controller for StatefulSetController {
             return Ok(Outcome::none());
         };
         sync::Sync::new(self, cx, &set, &sel).run()
+    }
+
+    fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
+        let Applied::Done(Some(answer)) = result else {
+            return;
+        };
+        if !metrics::consistency_gate_on() {
+            return;
+        }
+        let (kind, status) = match action {
+            Action::Create { kind, .. } | Action::Update { kind, .. } => (*kind, false),
+            Action::Patch {
+                kind, subresource, ..
+            } => (*kind, subresource.is_some()),
+            Action::UpdateSubresource { kind, .. } => (*kind, true),
+            _ => return,
+        };
+        let Ok(rv) = obj::resource_version(answer).parse::<u64>() else {
+            return;
+        };
+        use consistency::Res;
+        match kind {
+            // Pods are recorded for their controller (a released pod is not recorded).
+            k if k == PODS => {
+                if let Some(r) = obj::controller_ref(answer) {
+                    self.written.wrote(key, Some(r.uid), Res::Pods, rv);
+                }
+            }
+            k if k == PERSISTENTVOLUMECLAIMS => self.written.wrote(key, None, Res::Claims, rv),
+            k if k == STATEFULSETS && status => {
+                self.written
+                    .wrote(key, Some(obj::uid(answer)), Res::Sets, rv)
+            }
+            _ => {}
+        }
     }
 
     fn on_error(&self, action: &Action, err: &Error) -> OnError {

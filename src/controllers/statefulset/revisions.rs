@@ -47,7 +47,8 @@ impl Sync<'_> {
     }
 
     /// The update revision and the collision count: the newest revision equal to the set's
-    /// template, an older equal one renumbered, or a new one (named past any collision).
+    /// template, an older equal one renumbered, the newest one when it equals the template
+    /// once defaulted (`semantic`), or a new one (named past any collision).
     /// Its write, if any, goes into `steps`.
     pub(super) fn update_revision(
         &self,
@@ -90,6 +91,14 @@ impl Sync<'_> {
                     object: renumbered.clone(),
                 });
                 update_rev = renumbered;
+            }
+            // Upstream's `setMatchesLatestExistingRevision`: the newest revision, restored and
+            // defaulted, is the set's template (written by an older release).
+            (None, Some(last))
+                if crate::config::gates::enabled("StatefulSetSemanticRevisionComparison")
+                    && super::semantic::matches_latest(set, last) =>
+            {
+                update_rev = (**last).clone();
             }
             (None, _) => loop {
                 let name = obj::name(&update_rev).to_string();

@@ -3,7 +3,7 @@
 //! walk the ordinals, and report status.
 
 use super::identity::{self as id, partition, update_strategy};
-use super::StatefulSetController;
+use super::{recreate, StatefulSetController};
 use crate::api::client::{DeleteOptions, PatchType};
 use crate::api::resources::{CONTROLLERREVISIONS, PERSISTENTVOLUMECLAIMS, PODS, STATEFULSETS};
 use crate::controllers::kit::history;
@@ -11,7 +11,7 @@ use crate::controllers::refmanager::{self, Claim};
 use crate::controllers::{Action, Cx, EventSpec, EventType, ObjectRef, Outcome, Report};
 use crate::error::Result;
 use crate::obj::{self, At as _, Obj};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -41,16 +41,16 @@ pub struct Sync<'a> {
     pub(super) set: &'a Value,
     pub(super) selector: &'a Value,
     pub(super) ns: String,
-    name: String,
+    pub(super) name: String,
 }
 
 #[derive(Default, Clone, PartialEq, Debug)]
-struct Counts {
-    replicas: i64,
-    ready: i64,
-    available: i64,
-    current: i64,
-    updated: i64,
+pub(super) struct Counts {
+    pub(super) replicas: i64,
+    pub(super) ready: i64,
+    pub(super) available: i64,
+    pub(super) current: i64,
+    pub(super) updated: i64,
 }
 
 impl<'a> Sync<'a> {
@@ -74,7 +74,7 @@ impl<'a> Sync<'a> {
         ObjectRef::of(&STATEFULSETS, self.set)
     }
 
-    fn event(&self, t: EventType, reason: &str, message: String) -> Action {
+    pub(super) fn event(&self, t: EventType, reason: &str, message: String) -> Action {
         Action::Event(EventSpec {
             involved: self.about(),
             event_type: t,
@@ -135,6 +135,25 @@ impl<'a> Sync<'a> {
             .unwrap_or_else(|| update_rev.clone());
         let current_name = obj::name(&current_rev).to_string();
         let update_name = obj::name(&update_rev).to_string();
+        if recreate::is_recreate(set) && !self.ctrl.recreate_gate {
+            // Upstream stops before any pod or status work, and retries.
+            let (warning, why) = self.unknown_strategy();
+            log::warn!("{}: {}/{}: {why}", self.ctrl.name(), self.ns, self.name);
+            let mut actions = pre;
+            actions.extend(seq(steps));
+            actions.push(warning);
+            actions.extend(seq(self.truncate_history(
+                &revisions,
+                &pods,
+                current_name,
+                update_name,
+            )));
+            return Ok(Outcome {
+                actions,
+                retry_quietly: Some(why),
+                ..Outcome::default()
+            });
+        }
 
         let mut plan = Plan::default();
         if !obj::is_deleting(set) {
@@ -148,10 +167,17 @@ impl<'a> Sync<'a> {
         // current), which the API server refuses; never below zero.
         counts.current = (counts.current - plan.current_less).max(0);
         steps.extend(plan.steps);
+        let plan_progress = plan.progressing;
 
         let mut actions = pre;
         actions.extend(seq(steps));
-        actions.extend(self.status_update(&counts, &current_name, &update_name, collision));
+        actions.extend(self.status_update(
+            &counts,
+            &current_name,
+            &update_name,
+            collision,
+            plan_progress,
+        ));
         actions.extend(seq(self.truncate_history(
             &revisions,
             &pods,
@@ -217,105 +243,6 @@ impl<'a> Sync<'a> {
         Ok(pods)
     }
 
-    /// Upstream's `updateStatefulSetStatus`: the status as upstream computes it whatever the
-    /// writes did, written when it differs from the set's.
-    fn status_update(
-        &self,
-        counts: &Counts,
-        current_name: &str,
-        update_name: &str,
-        collision: i64,
-    ) -> Option<Action> {
-        let set = self.set;
-        let replicas = id::replicas(set);
-        if crate::config::gates::enabled("MaxUnavailableStatefulSet") {
-            if let Ok(max) = id::max_unavailable(set, replicas) {
-                super::metrics::set_max_unavailable(&self.ns, &self.name, policy(set), max);
-            }
-        }
-        let rolling = update_strategy(set) == "RollingUpdate";
-        let (mut current_out, mut current_revision) = (counts.current, current_name);
-        if rolling
-            && counts.updated == replicas
-            && counts.ready == replicas
-            && counts.replicas == replicas
-        {
-            current_out = counts.updated;
-            current_revision = update_name;
-        }
-        let st = set.get("status").cloned().unwrap_or_else(|| json!({}));
-        let int = |f: &str| st.get(f).and_then(Value::as_i64).unwrap_or(0);
-        let s_str = |f: &str| st.get(f).and_then(Value::as_str).unwrap_or("").to_string();
-        let generation = set
-            .at("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let inconsistent = generation > int("observedGeneration")
-            || counts.replicas != int("replicas")
-            || current_out != int("currentReplicas")
-            || counts.ready != int("readyReplicas")
-            || counts.updated != int("updatedReplicas")
-            || current_revision != s_str("currentRevision")
-            || counts.available != int("availableReplicas")
-            || update_name != s_str("updateRevision");
-        if !inconsistent {
-            return None;
-        }
-        let mut updated = set.clone();
-        updated["status"] = json!({
-            "observedGeneration": generation,
-            "replicas": counts.replicas,
-            "readyReplicas": counts.ready,
-            "currentReplicas": current_out,
-            "updatedReplicas": counts.updated,
-            "currentRevision": current_revision,
-            "updateRevision": update_name,
-            "collisionCount": collision,
-            "availableReplicas": counts.available,
-        });
-        Some(Action::UpdateSubresource {
-            kind: STATEFULSETS,
-            object: updated,
-            subresource: "status",
-        })
-    }
-
-    fn counts<'p>(
-        &self,
-        pods: impl Iterator<Item = &'p Obj>,
-        current: &str,
-        update: &str,
-    ) -> Counts {
-        let min_ready = self
-            .set
-            .at("/spec/minReadySeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let mut c = Counts::default();
-        for p in pods {
-            let created = id::is_created(p);
-            if created {
-                c.replicas += 1;
-            }
-            if id::is_running_and_ready(p) {
-                c.ready += 1;
-                if id::is_running_and_available(p, min_ready, self.cx.now) {
-                    c.available += 1;
-                }
-            }
-            if created && !id::is_terminating(p) {
-                let rev = id::revision_of(p);
-                if rev == current {
-                    c.current += 1;
-                }
-                if rev == update {
-                    c.updated += 1;
-                }
-            }
-        }
-        c
-    }
-
     /// Upstream's `updateStatefulSet` after the revisions are known: the writes for the
     /// ordinals in range, those past it, and the rolling update.
     fn update_pods(&self, plan: &mut Plan, current_rev: &Value, update_rev: &Value, pods: &[Obj]) {
@@ -376,6 +303,18 @@ impl<'a> Sync<'a> {
                     .map(|p| obj::name(p).to_string())
             });
 
+        if recreate::is_recreate(set) {
+            if !self.recreate_delete_and_wait(plan, &slots, &condemned, update_name) {
+                return;
+            }
+            if current_name != update_name {
+                plan.progressing = Some((
+                    "True",
+                    recreate::IN_PROGRESS,
+                    "Waiting for new-revision pods to be created",
+                ));
+            }
+        }
         let monotonic =
             set.at("/spec/podManagementPolicy").and_then(Value::as_str) != Some("Parallel");
         let mut burst: Vec<Action> = Vec::new();
@@ -436,7 +375,7 @@ impl<'a> Sync<'a> {
             plan.steps.push(Action::Parallel(burst));
         }
 
-        if update_strategy(set) == "OnDelete" {
+        if matches!(update_strategy(set), "OnDelete" | "Recreate") {
             return;
         }
         // A failed pod being replaced counts as missing.
@@ -688,7 +627,7 @@ impl<'a> Sync<'a> {
         out
     }
 
-    fn delete_pod(&self, pod: &str) -> Vec<Action> {
+    pub(super) fn delete_pod(&self, pod: &str) -> Vec<Action> {
         self.pod_write(
             "delete",
             pod,
@@ -703,9 +642,11 @@ impl<'a> Sync<'a> {
 }
 
 #[derive(Default)]
-struct Plan {
+pub(super) struct Plan {
     /// The writes, in order.
-    steps: Vec<Action>,
+    pub(super) steps: Vec<Action>,
+    /// The `Progressing` condition to set (the Recreate strategy).
+    pub(super) progressing: Option<super::recreate::Progress>,
     /// Failed pods being replaced (not counted in status, as upstream's replaced objects).
     replaced: BTreeSet<String>,
     /// Pods deleted for the rolling update (upstream's `status.CurrentReplicas--`).
@@ -713,7 +654,7 @@ struct Plan {
 }
 
 /// `spec.podManagementPolicy` as stored (the metrics' label).
-fn policy(set: &Value) -> &str {
+pub(super) fn policy(set: &Value) -> &str {
     set.at("/spec/podManagementPolicy")
         .and_then(Value::as_str)
         .unwrap_or("")
