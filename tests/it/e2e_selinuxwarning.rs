@@ -44,6 +44,12 @@ impl Drop for Made {
 
 /// A claim `name` in `ns` bound to a new CSI volume `pv` with handle `handle`.
 fn bound_claim(admin: &Client, ns: &str, name: &str, pv: &str, handle: &str, made: &mut Made) {
+    let src = json!({"csi": {"driver": made.driver, "volumeHandle": handle}});
+    bound_claim_to(admin, ns, name, pv, src, made);
+}
+
+/// A claim `name` in `ns` bound to a new volume `pv` with the source `src`.
+fn bound_claim_to(admin: &Client, ns: &str, name: &str, pv: &str, src: Value, made: &mut Made) {
     let c = admin
         .create(
             &PERSISTENTVOLUMECLAIMS,
@@ -56,18 +62,17 @@ fn bound_claim(admin: &Client, ns: &str, name: &str, pv: &str, handle: &str, mad
         )
         .expect("create claim");
     made.pvs.push(pv.to_string());
+    let mut v = json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+            "claimRef": {"kind": "PersistentVolumeClaim", "namespace": ns, "name": name,
+                "uid": c["metadata"]["uid"]}}});
+    for (k, x) in src.as_object().into_iter().flatten() {
+        v["spec"][k] = x.clone();
+    }
     admin
-        .create(
-            &PERSISTENTVOLUMES,
-            None,
-            &json!({"apiVersion": "v1", "kind": "PersistentVolume",
-                "metadata": {"name": pv},
-                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                    "csi": {"driver": made.driver, "volumeHandle": handle},
-                    "claimRef": {"kind": "PersistentVolumeClaim", "namespace": ns, "name": name,
-                        "uid": c["metadata"]["uid"]}}}),
-        )
+        .create(&PERSISTENTVOLUMES, None, &v)
         .expect("create volume");
     let mut c = admin
         .get(&PERSISTENTVOLUMECLAIMS, Some(ns), name)
@@ -258,6 +263,68 @@ fn scenario_conflicts_are_told(t: &Target) {
     drop(made);
 }
 
+/// In-tree EBS volumes count as volumes of `ebs.csi.aws.com` (their plugin's migration is
+/// complete): two volumes naming one disk (`aws://<zone>/vol-...` and `vol-...`) are one,
+/// and conflict once that driver's CSIDriver says `seLinuxMount: true`.
+fn scenario_migrated_volumes(t: &Target) {
+    let ns = Ns::with_cleanup(t, "e2e-selinux-m", &[PODS, PERSISTENTVOLUMECLAIMS]);
+    let (admin, n) = (&ns.admin, ns.name.as_str());
+    let driver = "ebs.csi.aws.com";
+    if admin.get(&CSIDRIVERS, None, driver).is_ok() {
+        eprintln!("a CSIDriver {driver} exists already: not touching it");
+        return;
+    }
+    let mut made = Made {
+        admin: admin.clone(),
+        pvs: Vec::new(),
+        driver: driver.to_string(),
+    };
+    let disk = format!("vol-{}", &n[n.len() - 8..]);
+    for (claim, id) in [
+        ("a", disk.clone()),
+        ("b", format!("aws://us-east-1a/{disk}")),
+    ] {
+        let src = json!({"awsElasticBlockStore": {"volumeID": id}});
+        bound_claim_to(admin, n, claim, &format!("{n}-{claim}"), src, &mut made);
+    }
+    let _kcm = Kcm::start(
+        t,
+        "selinux-m",
+        &["--controllers=selinux-warning-controller"],
+    );
+    pod(admin, n, "pod1", "a", "s0:c1", None);
+    pod(admin, n, "pod2", "b", "s0:c2", None);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        events_about(admin, n, "pod2").is_empty(),
+        "no CSIDriver: Recursive"
+    );
+    admin
+        .create(
+            &CSIDRIVERS,
+            None,
+            &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                "metadata": {"name": driver}, "spec": {"seLinuxMount": true}}),
+        )
+        .expect("create CSIDriver");
+    // Both pods are looked at again; whichever comes first meets the other still cached as
+    // Recursive without a label (more Events), and the second one the label conflict.
+    for (p, v, other, ov) in [
+        ("pod1", ":::s0:c1", "pod2", ":::s0:c2"),
+        ("pod2", ":::s0:c2", "pod1", ":::s0:c1"),
+    ] {
+        let want = ev(
+            "SELinuxLabelConflict",
+            same_ns("SELinuxLabel", v, other, ov),
+        );
+        eventually(LIMIT, &format!("the label conflict on {p}"), || {
+            events_about(admin, n, p).contains(&want).then_some(())
+        });
+    }
+    drop(made);
+}
+
 crate::scenarios! {
     selinux_warning_conflicts => scenario_conflicts_are_told,
+    selinux_warning_migrated_volumes => scenario_migrated_volumes,
 }

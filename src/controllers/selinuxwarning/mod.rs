@@ -5,7 +5,8 @@
 //!
 //! - Every pod that has not ended is synced: each volume its containers mount is resolved
 //!   (through a Bound claim to the PersistentVolume whose `claimRef` has the claim's UID, or
-//!   inline) to the plugins kube-controller-manager probes: CSI, FC, iSCSI, host path, NFS.
+//!   inline) to the plugins kube-controller-manager probes: CSI, FC, iSCSI, host path, NFS;
+//!   in-tree sources of plugins migrated to CSI count as their CSI driver's volumes.
 //!   The volume is cached under its plugin's unique name with the pod's label and policy
 //!   (`volume::label_and_policy`); a pod that ends or goes leaves the cache.
 //! - A pod that comes to a volume with another policy, or a label whose level differs (or
@@ -24,6 +25,7 @@
 
 mod cache;
 mod metrics;
+mod migrated;
 #[cfg(test)]
 mod tests;
 pub mod volume;
@@ -70,6 +72,13 @@ pub const PV_WATCH: Watch = Watch::fields(
         "/spec/iscsi",
         "/spec/hostPath",
         "/spec/nfs",
+        "/spec/awsElasticBlockStore",
+        "/spec/gcePersistentDisk",
+        "/spec/azureDisk",
+        "/spec/azureFile",
+        "/spec/cinder",
+        "/spec/vsphereVolume",
+        "/spec/portworxVolume",
     ],
 );
 pub const DRIVER_WATCH: Watch = Watch::fields(CSIDRIVERS, &["/spec/seLinuxMount"]);

@@ -522,3 +522,38 @@ fn ephemeral_claims_must_belong_to_the_pod() {
     assert_eq!(h.outcome("ns1/pod1"), Outcome::none());
     assert_eq!(lock(&h.ctrl.labels).sizes(), (1, 1));
 }
+
+#[test]
+fn migrated_in_tree_volumes_are_their_csi_drivers_volumes() {
+    let mut h = harness(Some(true));
+    // Two claims bound to two in-tree EBS volumes naming one disk, the CSIDriver of
+    // ebs.csi.aws.com saying seLinuxMount: true.
+    for (claim, vol, id) in [
+        ("a", "pva", "vol-1"),
+        ("b", "pvb", "aws://us-east-1a/vol-1"),
+    ] {
+        h.add(PERSISTENTVOLUMECLAIMS, pvc(claim, vol));
+        let mut v = pv(vol, claim);
+        v["spec"]["csi"] = Value::Null;
+        v["spec"]["awsElasticBlockStore"] = json!({"volumeID": id});
+        h.add(PERSISTENTVOLUMES, v);
+    }
+    h.add(PODS, pod_with("pod1", Some("s0:c1"), None, claim_vol("a")));
+    h.add(PODS, pod_with("pod2", Some("s0:c2"), None, claim_vol("b")));
+    assert!(events(&h, "ns1/pod1").is_empty());
+    assert_eq!(events(&h, "ns1/pod2").len(), 2);
+    assert_eq!(
+        lock(&h.ctrl.labels).pods_for_driver("ebs.csi.aws.com"),
+        [PodName::new(NS, "pod1"), PodName::new(NS, "pod2")]
+    );
+    // A source that does not translate is an error, retried.
+    let vols = json!([{"name": "vol1", "awsElasticBlockStore": {"volumeID": "aws://z/x/y"}}]);
+    h.add(PODS, pod_with("pod3", Some("s0:c2"), None, vols));
+    let o = h.outcome("ns1/pod3");
+    assert!(
+        o.retry_quietly
+            .as_deref()
+            .is_some_and(|w| w.contains("CSI migration")),
+        "{o:?}"
+    );
+}

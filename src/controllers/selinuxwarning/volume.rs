@@ -2,7 +2,8 @@
 //! volume plugins kube-controller-manager probes decide it: the SELinux label each
 //! container would use on a volume, the volume behind a pod volume (through its claim and
 //! PersistentVolume), its plugin's unique name for it, and whether the plugin can mount
-//! with `-o context`.
+//! with `-o context`. In-tree sources whose plugins moved to CSI are translated to it first
+//! (`migrated.rs`).
 
 use super::cache::{MOUNT_OPTION, RECURSIVE};
 use crate::cache::Store;
@@ -148,7 +149,7 @@ pub fn resolve(
     } else if ephemeral {
         format!("{}-{}", obj::name(pod), vol["name"].as_str().unwrap_or(""))
     } else {
-        return Ok(Some((vol.clone(), false)));
+        return translated(vol.clone(), None, ns, vol, "");
     };
     let err = |why: String| Err(format!("error processing PVC {ns:?}/{claim:?}: {why}"));
     let Some(pvc) = claims.get_in(ns, &claim) else {
@@ -188,7 +189,26 @@ pub fn resolve(
             obj::uid(&pvc)
         ));
     }
-    Ok(Some((pv["spec"].clone(), true)))
+    translated(pv["spec"].clone(), Some(&pv), ns, vol, &claim)
+}
+
+/// `src` as a CSI volume's spec when its plugin was migrated to CSI (a PersistentVolume's
+/// spec either way); with whether it is one.
+fn translated(
+    src: Value,
+    pv: Option<&Value>,
+    ns: &str,
+    vol: &Value,
+    claim: &str,
+) -> Result<Option<(Value, bool)>, String> {
+    let name = vol["name"].as_str().unwrap_or("");
+    match super::migrated::translate(&src, pv, ns, name) {
+        None => Ok(Some((src, pv.is_some()))),
+        Some(Ok(csi)) => Ok(Some((serde_json::json!({ "csi": csi }), true))),
+        Some(Err(e)) => Err(format!(
+            "error performing CSI migration checks and translation for PVC {ns:?}/{claim:?}: {e}"
+        )),
+    }
 }
 
 /// The label and policy a pod's volume is cached with (upstream's `GetMountSELinuxLabel`
