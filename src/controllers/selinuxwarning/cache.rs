@@ -10,34 +10,16 @@ pub const RECURSIVE: &str = "Recursive";
 /// The policy of a pod whose volumes are mounted with `-o context=<label>`.
 pub const MOUNT_OPTION: &str = "MountOption";
 
-/// A pod, by namespace and name (upstream's `cache.ObjectName`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PodName {
-    pub namespace: String,
-    pub name: String,
-}
+/// A pod's `namespace/name` key (upstream's `cache.ObjectName`).
+pub type PodName = String;
 
-impl PodName {
-    pub fn new(namespace: &str, name: &str) -> Self {
-        PodName {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-        }
-    }
-
-    /// From a `namespace/name` key.
-    pub fn of_key(key: &str) -> Self {
-        let (ns, name) = crate::obj::split_key(key);
-        PodName::new(ns, name)
-    }
-
-    pub fn key(&self) -> String {
-        crate::obj::make_key(&self.namespace, &self.name)
-    }
+/// The namespace and name of a pod key.
+pub fn split(pod: &str) -> (&str, &str) {
+    crate::obj::split_key(pod)
 }
 
 /// One side of a conflict between two pods sharing a volume: the Event goes to `pod`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Conflict {
     /// `SELinuxChangePolicy` or `SELinuxLabel` (the metric's `property` label).
     pub property: &'static str,
@@ -50,18 +32,18 @@ pub struct Conflict {
 }
 
 impl Conflict {
-    fn policy(pod: &PodName, value: &str, other: &PodName, other_value: &str) -> Self {
+    fn policy(pod: &str, value: &str, other: &str, other_value: &str) -> Self {
         Conflict {
             property: "SELinuxChangePolicy",
             reason: "SELinuxChangePolicyConflict",
-            pod: pod.clone(),
+            pod: pod.to_string(),
             value: value.to_string(),
-            other_pod: other.clone(),
+            other_pod: other.to_string(),
             other_value: other_value.to_string(),
         }
     }
 
-    fn label(pod: &PodName, value: &str, other: &PodName, other_value: &str) -> Self {
+    fn label(pod: &str, value: &str, other: &str, other_value: &str) -> Self {
         Conflict {
             property: "SELinuxLabel",
             reason: "SELinuxLabelConflict",
@@ -75,10 +57,11 @@ impl Conflict {
     pub fn message(&self) -> String {
         let (p, v, ov) = (self.property, &self.value, &self.other_value);
         let tail = "If both pods land on the same node, only one of them may access the volume.";
-        if self.pod.namespace == self.other_pod.namespace {
+        let (ns, _) = split(&self.pod);
+        let (other_ns, other) = split(&self.other_pod);
+        if ns == other_ns {
             format!(
-                "{p} \"{v}\" conflicts with pod {} that uses the same volume as this pod with {p} \"{ov}\". {tail}",
-                self.other_pod.name
+                "{p} \"{v}\" conflicts with pod {other} that uses the same volume as this pod with {p} \"{ov}\". {tail}"
             )
         } else {
             format!(
@@ -130,14 +113,14 @@ struct PodInfo {
 #[derive(Debug, Default)]
 struct UsedVolume {
     csi_driver: String,
-    pods: BTreeMap<PodName, PodInfo>,
+    pods: BTreeMap<String, PodInfo>,
 }
 
 /// The volumes of every pod the controller has synced.
 #[derive(Debug, Default)]
 pub struct VolumeCache {
     volumes: HashMap<String, UsedVolume>,
-    pod_volumes: HashMap<PodName, BTreeSet<String>>,
+    pod_volumes: HashMap<String, BTreeSet<String>>,
     conflicts: HashMap<String, Vec<Conflict>>,
 }
 
@@ -148,7 +131,7 @@ impl VolumeCache {
     pub fn add_volume(
         &mut self,
         volume: &str,
-        pod: &PodName,
+        pod: &str,
         label: &str,
         policy: &str,
         csi_driver: &str,
@@ -158,12 +141,12 @@ impl VolumeCache {
             policy: policy.to_string(),
         };
         self.pod_volumes
-            .entry(pod.clone())
+            .entry(pod.to_string())
             .or_default()
             .insert(volume.to_string());
         let Some(used) = self.volumes.get_mut(volume) else {
             let mut pods = BTreeMap::new();
-            pods.insert(pod.clone(), info);
+            pods.insert(pod.to_string(), info);
             let csi_driver = csi_driver.to_string();
             self.volumes
                 .insert(volume.to_string(), UsedVolume { csi_driver, pods });
@@ -172,7 +155,7 @@ impl VolumeCache {
         if used.pods.get(pod) == Some(&info) {
             return Vec::new();
         }
-        used.pods.insert(pod.clone(), info);
+        used.pods.insert(pod.to_string(), info);
         let mut found = Vec::new();
         for (other, o) in &used.pods {
             if o.policy != policy {
@@ -185,7 +168,7 @@ impl VolumeCache {
             }
         }
         let standing = self.conflicts.entry(volume.to_string()).or_default();
-        standing.retain(|c| c.pod != *pod && c.other_pod != *pod);
+        standing.retain(|c| c.pod != pod && c.other_pod != pod);
         standing.extend(found.iter().cloned());
         if standing.is_empty() {
             self.conflicts.remove(volume);
@@ -194,13 +177,13 @@ impl VolumeCache {
     }
 
     /// `pod` is gone or has ended: its volumes and conflicts go; a volume no pod uses goes.
-    pub fn delete_pod(&mut self, pod: &PodName) {
+    pub fn delete_pod(&mut self, pod: &str) {
         let Some(volumes) = self.pod_volumes.remove(pod) else {
             return;
         };
         for v in &volumes {
             if let Some(standing) = self.conflicts.get_mut(v) {
-                standing.retain(|c| c.pod != *pod && c.other_pod != *pod);
+                standing.retain(|c| c.pod != pod && c.other_pod != pod);
                 if standing.is_empty() {
                     self.conflicts.remove(v);
                 }
@@ -217,16 +200,27 @@ impl VolumeCache {
     /// The pods using volumes of CSI driver `driver` (looked at again when its CSIDriver's
     /// `seLinuxMount` changes).
     pub fn pods_for_driver(&self, driver: &str) -> Vec<PodName> {
-        let mut out: BTreeSet<&PodName> = BTreeSet::new();
+        let mut out: BTreeSet<String> = BTreeSet::new();
         for used in self.volumes.values().filter(|u| u.csi_driver == driver) {
-            out.extend(used.pods.keys());
+            out.extend(used.pods.keys().cloned());
         }
-        out.into_iter().cloned().collect()
+        out.into_iter().collect()
     }
 
     /// The conflicts standing now, each side once, sorted.
     pub fn conflicts(&self) -> Vec<Conflict> {
-        let all: BTreeSet<&Conflict> = self.conflicts.values().flatten().collect();
+        let order = |c: &Conflict| {
+            (
+                c.pod.clone(),
+                c.other_pod.clone(),
+                c.property,
+                c.value.clone(),
+                c.other_value.clone(),
+            )
+        };
+        let mut all: Vec<&Conflict> = self.conflicts.values().flatten().collect();
+        all.sort_by_cached_key(|c| order(c));
+        all.dedup();
         all.into_iter().cloned().collect()
     }
 

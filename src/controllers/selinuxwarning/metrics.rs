@@ -16,14 +16,16 @@ pub fn families(cache: &VolumeCache) -> Vec<Family> {
         MetricType::Gauge,
     );
     for c in cache.conflicts() {
+        let (ns, name) = super::cache::split(&c.pod);
+        let (other_ns, other) = super::cache::split(&c.other_pod);
         f.push(
             &[
                 ("property", c.property),
-                ("pod1_namespace", &c.pod.namespace),
-                ("pod1_name", &c.pod.name),
+                ("pod1_namespace", ns),
+                ("pod1_name", name),
                 ("pod1_value", &c.value),
-                ("pod2_namespace", &c.other_pod.namespace),
-                ("pod2_name", &c.other_pod.name),
+                ("pod2_namespace", other_ns),
+                ("pod2_name", other),
                 ("pod2_value", &c.other_value),
             ],
             1.0,

@@ -290,7 +290,7 @@ impl SELinuxWarning {
             return vec![];
         }
         let pods = lock(&self.labels).pods_for_driver(&name);
-        pods.iter().map(PodName::key).collect()
+        pods
     }
 
     /// One pod that has not ended: each mounted volume cached, the conflicts it causes and
@@ -317,7 +317,7 @@ impl SELinuxWarning {
                 Err(e) => errors.push(e),
             }
         }
-        let me = PodName::new(obj::namespace(pod), obj::name(pod));
+        let me = obj::key(pod);
         let mut actions = Vec::new();
         for (mount, labels) in volume::mount_labels(pod) {
             let Some((src, is_pv)) = sources.get(&mount) else {
@@ -357,8 +357,8 @@ impl SELinuxWarning {
             for c in found {
                 // A conflict with a pod already gone is not worth telling (upstream stops
                 // at the first such).
-                let Some(p) = pods.get(&c.pod.key()) else {
-                    log::debug!("{NAME}: pod {} for an event is gone", c.pod.key());
+                let Some(p) = pods.get(&c.pod) else {
+                    log::debug!("{NAME}: pod {} for an event is gone", c.pod);
                     break;
                 };
                 actions.push(event(&p, EventType::Normal, c.reason, c.message()));
@@ -398,7 +398,7 @@ impl Controller for SELinuxWarning {
         let pod = cx.cache.store_for(&POD_WATCH).get(key);
         let Some(pod) = pod.filter(|p| !ended(p)) else {
             log::trace!("{NAME}: pod {key} is gone or ended: its volumes leave the cache");
-            lock(&self.labels).delete_pod(&PodName::of_key(key));
+            lock(&self.labels).delete_pod(key);
             return Ok(Outcome::none());
         };
         let (actions, errors) = self.sync_pod(cx, &pod);

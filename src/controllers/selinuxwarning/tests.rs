@@ -222,9 +222,9 @@ fn plugins_and_their_unique_names() {
 fn the_cache_reports_both_sides_of_each_conflict() {
     let mut c = VolumeCache::default();
     let (a, b, x) = (
-        PodName::new(NS, "a"),
-        PodName::new(NS, "b"),
-        PodName::new("other", "x"),
+        "ns1/a".to_string(),
+        "ns1/b".to_string(),
+        "other/x".to_string(),
     );
     assert!(
         c.add_volume("v", &a, ":::s0:c1", MOUNT_OPTION, "d")
@@ -544,7 +544,7 @@ fn migrated_in_tree_volumes_are_their_csi_drivers_volumes() {
     assert_eq!(events(&h, "ns1/pod2").len(), 2);
     assert_eq!(
         lock(&h.ctrl.labels).pods_for_driver("ebs.csi.aws.com"),
-        [PodName::new(NS, "pod1"), PodName::new(NS, "pod2")]
+        ["ns1/pod1", "ns1/pod2"]
     );
     // A source that does not translate is an error, retried.
     let vols = json!([{"name": "vol1", "awsElasticBlockStore": {"volumeID": "aws://z/x/y"}}]);
