@@ -30,6 +30,7 @@ pub mod replicaset;
 pub mod resourceclaim;
 pub mod resourcequota;
 pub mod rootca;
+pub mod selinuxwarning;
 pub mod serviceaccount;
 pub mod servicecidr;
 pub mod statefulset;

@@ -47,6 +47,7 @@ mod e2e_pv;
 mod e2e_replicaset;
 mod e2e_resourceclaim;
 mod e2e_resourcequota;
+mod e2e_selinuxwarning;
 mod e2e_servicecidr;
 mod e2e_statefulset;
 mod e2e_statefulset_more;

@@ -315,7 +315,7 @@ mod tests {
                 Some(row.name)
             })
             .collect();
-        assert_eq!(built.len(), 46, "{built:?}");
+        assert_eq!(built.len(), 47, "{built:?}");
         let _ = std::fs::remove_dir_all(&ca_dir);
         // Worker counts come from the row's flag.
         let mut cfg = Config::default();

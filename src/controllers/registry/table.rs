@@ -11,8 +11,8 @@ use super::super::{
     volumeexpand, volumeprotection,
 };
 use super::super::{
-    devicetainteviction, legacytokencleaner, podgroupprotection, servicecidr, storageversiongc,
-    storageversionmigrator, tainteviction, vacprotection, vapstatus,
+    devicetainteviction, legacytokencleaner, podgroupprotection, selinuxwarning, servicecidr,
+    storageversiongc, storageversionmigrator, tainteviction, vacprotection, vapstatus,
 };
 use super::ControllerInfo;
 
@@ -484,7 +484,10 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("selinux-warning-controller"),
         "feature-gate",
-    )),
+    ))
+    .queue("selinux_warning")
+    .events("selinux_warning")
+    .runs(selinuxwarning::build),
     later(c(
         "kube-apiserver-serving-clustertrustbundle-publisher-controller",
         &[],
