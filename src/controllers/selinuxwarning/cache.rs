@@ -219,7 +219,7 @@ impl VolumeCache {
             )
         };
         let mut all: Vec<&Conflict> = self.conflicts.values().flatten().collect();
-        all.sort_by_cached_key(|c| order(c));
+        crate::sort::sort_by_cached_key(&mut all[..], |c| order(c));
         all.dedup();
         all.into_iter().cloned().collect()
     }
