@@ -11,8 +11,8 @@ use super::super::{
     volumeexpand, volumeprotection,
 };
 use super::super::{
-    devicetainteviction, legacytokencleaner, podgroupprotection, servicecidr, storageversiongc,
-    storageversionmigrator, tainteviction, vacprotection, vapstatus,
+    devicetainteviction, legacytokencleaner, podgroupprotection, resourcepoolstatusrequest,
+    servicecidr, storageversiongc, storageversionmigrator, tainteviction, vacprotection, vapstatus,
 };
 use super::ControllerInfo;
 
@@ -521,5 +521,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("resourcepoolstatusrequest-controller"),
         "feature-gate",
-    )),
+    ))
+    .max_retries(5)
+    .runs(resourcepoolstatusrequest::build),
 ];
