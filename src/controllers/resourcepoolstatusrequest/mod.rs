@@ -21,7 +21,8 @@
 //!   series); metrics in `metrics.rs`. DeviceTaintRules are read only with
 //!   DRADeviceTaintRules on.
 //! - Off, with one line, when the API server does not serve `resource.k8s.io/v1alpha3`
-//!   resourcepoolstatusrequests or `resource.k8s.io/v1` resourceslices.
+//!   resourcepoolstatusrequests, `resource.k8s.io/v1` resourceslices, or devicetaintrules
+//!   while DRADeviceTaintRules is on (upstream starts and waits for its caches).
 
 mod metrics;
 mod pools;
@@ -71,6 +72,7 @@ pub fn build(
     cx: &crate::controller::BuildCx<'_, crate::config::Config>,
 ) -> Result<Option<crate::controllers::Runnable>> {
     let served = super::kit::served::served;
+    let rules = crate::config::gates::enabled("DRADeviceTaintRules");
     let missing = if served(
         cx.rest,
         "/apis/resource.k8s.io/v1alpha3",
@@ -80,6 +82,10 @@ pub fn build(
         Some("v1alpha3 resourcepoolstatusrequests")
     } else if served(cx.rest, "/apis/resource.k8s.io/v1", "resourceslices") == Some(false) {
         Some("v1 resourceslices")
+    } else if rules
+        && served(cx.rest, "/apis/resource.k8s.io/v1", "devicetaintrules") == Some(false)
+    {
+        Some("v1 devicetaintrules")
     } else {
         None
     };
@@ -88,7 +94,6 @@ pub fn build(
         return Ok(None);
     }
     crate::metrics::register_collector(NAME, Arc::new(metrics::families));
-    let rules = crate::config::gates::enabled("DRADeviceTaintRules");
     Ok(Some(crate::controllers::Runnable::Reconciles {
         ctrl: Arc::new(PoolStatusController::new(rules)),
         resync: Some(CLEANUP_PERIOD),
