@@ -107,6 +107,140 @@ fn served(t: &Target) -> bool {
         .is_ok_and(|l| edgekcm::controllers::kit::served::listed(&l, "resourcepoolstatusrequests"))
 }
 
+/// A driver's pools: `pool-a` (four devices, one tainted, one under a rule, one allocated,
+/// one looked at with admin access), `pool-b` (partitionable: a counter slice and a device
+/// slice), `pool-c` (one shareable device with capacity consumed), `pool-d` (one of its two
+/// slices). The partition attribute is returned.
+fn publish_pools(cluster: &mut Cluster<'_>, n: &str, d: &str) -> String {
+    let taint = json!([{"key": "example.com/broken", "effect": "NoSchedule"}]);
+    cluster.create(
+        RESOURCESLICES,
+        slice(
+            &format!("{n}-a"),
+            d,
+            "pool-a",
+            1,
+            json!({"devices": [
+            {"name": "gpu-0"}, {"name": "gpu-1", "taints": taint}, {"name": "gpu-2"},
+            {"name": "gpu-3"}]}),
+        ),
+    );
+    cluster.create(
+        DEVICETAINTRULES,
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": format!("{n}-rule")},
+            "spec": {"deviceSelector": {"driver": d, "pool": "pool-a", "device": "gpu-3"},
+                "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"}}}),
+    );
+    allocated(
+        cluster.0,
+        n,
+        "on-a",
+        json!({"driver": d, "pool": "pool-a", "device": "gpu-0"}),
+    );
+    // Admin access looks at a device without using it (the namespace must allow it).
+    let label = json!({"metadata": {"labels": {"resource.kubernetes.io/admin-access": "true"}}});
+    cluster
+        .0
+        .patch(&NAMESPACES, None, n, PatchType::Merge, &label, None)
+        .expect("admin access label");
+    let admin_access =
+        json!({"driver": d, "pool": "pool-a", "device": "gpu-2", "adminAccess": true});
+    allocated(cluster.0, n, "admin-a", admin_access);
+    let attr = format!("{d}/profile");
+    let dev = |name: &str, typ: &str, mem: &str| {
+        json!({"name": name, "attributes": {"profile": {"string": typ}},
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": mem}}}]})
+    };
+    cluster.create(
+        RESOURCESLICES,
+        slice(
+            &format!("{n}-b-counters"),
+            d,
+            "pool-b",
+            2,
+            json!({
+            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]}),
+        ),
+    );
+    cluster.create(
+        RESOURCESLICES,
+        slice(
+            &format!("{n}-b-devices"),
+            d,
+            "pool-b",
+            2,
+            json!({
+            "partitionTypeAttribute": attr,
+            "devices": [dev("full-0", "Full", "80Gi"), dev("half-0", "Half", "40Gi"),
+                dev("half-1", "Half", "40Gi")]}),
+        ),
+    );
+    allocated(
+        cluster.0,
+        n,
+        "on-b",
+        json!({"driver": d, "pool": "pool-b", "device": "half-0"}),
+    );
+    cluster.create(
+        RESOURCESLICES,
+        slice(
+            &format!("{n}-c"),
+            d,
+            "pool-c",
+            1,
+            json!({"devices": [
+            {"name": "shared-0", "allowMultipleAllocations": true,
+                "capacity": {"memory": {"value": "40Gi"}}}]}),
+        ),
+    );
+    let consumed = json!({"driver": d, "pool": "pool-c", "device": "shared-0",
+        "shareID": "a1b2c3d4-0000-4000-8000-000000000001", "consumedCapacity": {"memory": "10Gi"}});
+    allocated(cluster.0, n, "on-c", consumed);
+    cluster.create(
+        RESOURCESLICES,
+        slice(
+            &format!("{n}-d-1"),
+            d,
+            "pool-d",
+            2,
+            json!({"devices": [{"name": "x"}]}),
+        ),
+    );
+    attr
+}
+
+/// A request answered two hours ago, as its status says: deleted once the controller starts.
+fn answered_long_ago(cluster: &mut Cluster<'_>, name: &str, driver: &str) {
+    let mut old = cluster.create(
+        RESOURCEPOOLSTATUSREQUESTS,
+        request(name, json!({"driver": driver})),
+    );
+    let hours_ago = SystemTime::now() - Duration::from_secs(2 * 3600);
+    old["status"] = json!({"poolCount": 0, "conditions": [{"type": "Complete", "status": "True",
+        "lastTransitionTime": edgekcm::compat::timefmt::rfc3339(hours_ago),
+        "reason": "CalculationComplete", "message": "Calculated status for 0 pools"}]});
+    cluster
+        .0
+        .update_subresource(&RESOURCEPOOLSTATUSREQUESTS, &old, "status")
+        .expect("an old answer");
+}
+
+/// A pool's entry with its counts: slices, total, allocated, available, unavailable.
+fn pool(d: &str, name: &str, counts: [i64; 5]) -> Value {
+    json!({"driver": d, "poolName": name, "generation": 1, "nodeName": "node-1",
+        "resourceSliceCount": counts[0], "totalDevices": counts[1],
+        "allocatedDevices": counts[2], "availableDevices": counts[3],
+        "unavailableDevices": counts[4]})
+}
+
+fn unanswered(admin: &Client, name: &str) {
+    let r = admin
+        .get(&RESOURCEPOOLSTATUSREQUESTS, None, name)
+        .expect("pending request");
+    assert!(r.get("status").is_none_or(Value::is_null), "{r}");
+}
+
 /// The pools of one driver: counts with a tainted device, a rule, an allocation and an
 /// admin-access one; a partitionable pool; a shareable one with capacity consumed; an incomplete one (cut off by the limit in one
 /// request, holding back the answer of another until its second slice comes and the
@@ -128,113 +262,8 @@ fn scenario_pool_status(t: &Target) {
     let (admin, n) = (&ns.admin, ns.name.as_str());
     let d = format!("{n}.example.com");
     let mut cluster = Cluster(admin, Vec::new());
-    let taint = json!([{"key": "example.com/broken", "effect": "NoSchedule"}]);
-    cluster.create(
-        RESOURCESLICES,
-        slice(
-            &format!("{n}-a"),
-            &d,
-            "pool-a",
-            1,
-            json!({"devices": [
-            {"name": "gpu-0"}, {"name": "gpu-1", "taints": taint}, {"name": "gpu-2"},
-            {"name": "gpu-3"}]}),
-        ),
-    );
-    cluster.create(
-        DEVICETAINTRULES,
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
-            "metadata": {"name": format!("{n}-rule")},
-            "spec": {"deviceSelector": {"driver": d, "pool": "pool-a", "device": "gpu-3"},
-                "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"}}}),
-    );
-    allocated(
-        admin,
-        n,
-        "on-a",
-        json!({"driver": d, "pool": "pool-a", "device": "gpu-0"}),
-    );
-    // Admin access looks at a device without using it (the namespace must allow it).
-    let label = json!({"metadata": {"labels": {"resource.kubernetes.io/admin-access": "true"}}});
-    admin
-        .patch(&NAMESPACES, None, n, PatchType::Merge, &label, None)
-        .expect("admin access label");
-    let admin_access =
-        json!({"driver": d, "pool": "pool-a", "device": "gpu-2", "adminAccess": true});
-    allocated(admin, n, "admin-a", admin_access);
-    let attr = format!("{d}/profile");
-    let dev = |name: &str, typ: &str, mem: &str| {
-        json!({"name": name, "attributes": {"profile": {"string": typ}},
-            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": mem}}}]})
-    };
-    cluster.create(
-        RESOURCESLICES,
-        slice(
-            &format!("{n}-b-counters"),
-            &d,
-            "pool-b",
-            2,
-            json!({
-            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]}),
-        ),
-    );
-    cluster.create(
-        RESOURCESLICES,
-        slice(
-            &format!("{n}-b-devices"),
-            &d,
-            "pool-b",
-            2,
-            json!({
-            "partitionTypeAttribute": attr,
-            "devices": [dev("full-0", "Full", "80Gi"), dev("half-0", "Half", "40Gi"),
-                dev("half-1", "Half", "40Gi")]}),
-        ),
-    );
-    allocated(
-        admin,
-        n,
-        "on-b",
-        json!({"driver": d, "pool": "pool-b", "device": "half-0"}),
-    );
-    cluster.create(
-        RESOURCESLICES,
-        slice(
-            &format!("{n}-c"),
-            &d,
-            "pool-c",
-            1,
-            json!({"devices": [
-            {"name": "shared-0", "allowMultipleAllocations": true,
-                "capacity": {"memory": {"value": "40Gi"}}}]}),
-        ),
-    );
-    let consumed = json!({"driver": d, "pool": "pool-c", "device": "shared-0",
-        "shareID": "a1b2c3d4-0000-4000-8000-000000000001", "consumedCapacity": {"memory": "10Gi"}});
-    allocated(admin, n, "on-c", consumed);
-    cluster.create(
-        RESOURCESLICES,
-        slice(
-            &format!("{n}-d-1"),
-            &d,
-            "pool-d",
-            2,
-            json!({"devices": [{"name": "x"}]}),
-        ),
-    );
-    // Answered more than an hour ago: deleted once the controller starts.
-    let old = cluster.create(
-        RESOURCEPOOLSTATUSREQUESTS,
-        request(&format!("old-{n}"), json!({"driver": d})),
-    );
-    let mut old = old;
-    let hours_ago = SystemTime::now() - Duration::from_secs(2 * 3600);
-    old["status"] = json!({"poolCount": 0, "conditions": [{"type": "Complete", "status": "True",
-        "lastTransitionTime": edgekcm::compat::timefmt::rfc3339(hours_ago),
-        "reason": "CalculationComplete", "message": "Calculated status for 0 pools"}]});
-    admin
-        .update_subresource(&RESOURCEPOOLSTATUSREQUESTS, &old, "status")
-        .expect("an old answer");
+    let attr = publish_pools(&mut cluster, n, &d);
+    answered_long_ago(&mut cluster, &format!("old-{n}"), &d);
     let (r1, r2, r3) = (
         format!("first-{n}"),
         format!("pending-{n}"),
@@ -255,12 +284,7 @@ fn scenario_pool_status(t: &Target) {
     let _kcm = Kcm::start(t, "rpsr", FLAGS);
 
     let s = answer(admin, &r1);
-    let pool = |name: &str, counts: [i64; 5]| {
-        json!({"driver": d, "poolName": name, "generation": 1, "nodeName": "node-1",
-            "resourceSliceCount": counts[0], "totalDevices": counts[1],
-            "allocatedDevices": counts[2], "availableDevices": counts[3],
-            "unavailableDevices": counts[4]})
-    };
+    let pool = |name: &str, counts: [i64; 5]| pool(&d, name, counts);
     let mut b = pool("pool-b", [2, 3, 1, 2, 0]);
     b["partitionSummary"] = json!([
         {"attribute": attr, "type": "Full", "total": 1, "allocatable": 0},
@@ -287,13 +311,7 @@ fn scenario_pool_status(t: &Target) {
     // Incomplete: retried a few times, then left without an answer; a slice alone does not
     // bring it back, a change of the request does.
     std::thread::sleep(Duration::from_secs(3));
-    let pending = admin
-        .get(&RESOURCEPOOLSTATUSREQUESTS, None, &r2)
-        .expect("pending request");
-    assert!(
-        pending.get("status").is_none_or(Value::is_null),
-        "{pending}"
-    );
+    unanswered(admin, &r2);
     cluster.create(
         RESOURCESLICES,
         slice(
@@ -305,13 +323,7 @@ fn scenario_pool_status(t: &Target) {
         ),
     );
     std::thread::sleep(Duration::from_secs(2));
-    let pending = admin
-        .get(&RESOURCEPOOLSTATUSREQUESTS, None, &r2)
-        .expect("pending request");
-    assert!(
-        pending.get("status").is_none_or(Value::is_null),
-        "{pending}"
-    );
+    unanswered(admin, &r2);
     let touch = json!({"metadata": {"labels": {"touched": "yes"}}});
     admin
         .patch(

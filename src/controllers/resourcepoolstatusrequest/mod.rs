@@ -29,6 +29,8 @@ mod pools;
 #[cfg(test)]
 mod tests;
 mod views;
+#[cfg(test)]
+mod views_tests;
 
 use crate::api::client::DeleteOptions;
 use crate::api::resources::{
