@@ -110,8 +110,8 @@ fn served(t: &Target) -> bool {
 /// A driver's pools: `pool-a` (four devices, one tainted, one under a rule, one allocated,
 /// one looked at with admin access), `pool-b` (partitionable: a counter slice and a device
 /// slice), `pool-c` (one shareable device with capacity consumed), `pool-d` (one of its two
-/// slices). The partition attribute is returned.
-fn publish_pools(cluster: &mut Cluster<'_>, n: &str, d: &str) -> String {
+/// slices). The partition attribute is returned when the API server kept it.
+fn publish_pools(cluster: &mut Cluster<'_>, n: &str, d: &str) -> Option<String> {
     let taint = json!([{"key": "example.com/broken", "effect": "NoSchedule"}]);
     cluster.create(
         RESOURCESLICES,
@@ -163,7 +163,7 @@ fn publish_pools(cluster: &mut Cluster<'_>, n: &str, d: &str) -> String {
             "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]}),
         ),
     );
-    cluster.create(
+    let devices = cluster.create(
         RESOURCESLICES,
         slice(
             &format!("{n}-b-devices"),
@@ -207,7 +207,10 @@ fn publish_pools(cluster: &mut Cluster<'_>, n: &str, d: &str) -> String {
             json!({"devices": [{"name": "x"}]}),
         ),
     );
-    attr
+    // Kept only with DRAPartitionableDevicesType on in kube-apiserver.
+    devices["spec"]["partitionTypeAttribute"]
+        .as_str()
+        .map(str::to_string)
 }
 
 /// A request answered two hours ago, as its status says: deleted once the controller starts.
@@ -286,9 +289,11 @@ fn scenario_pool_status(t: &Target) {
     let s = answer(admin, &r1);
     let pool = |name: &str, counts: [i64; 5]| pool(&d, name, counts);
     let mut b = pool("pool-b", [2, 3, 1, 2, 0]);
-    b["partitionSummary"] = json!([
-        {"attribute": attr, "type": "Full", "total": 1, "allocatable": 0},
-        {"attribute": attr, "type": "Half", "total": 2, "allocatable": 1}]);
+    if let Some(attr) = &attr {
+        b["partitionSummary"] = json!([
+            {"attribute": attr, "type": "Full", "total": 1, "allocatable": 0},
+            {"attribute": attr, "type": "Half", "total": 2, "allocatable": 1}]);
+    }
     let mut c = pool("pool-c", [1, 1, 1, 0, 0]);
     c["shareableSummary"] = json!({"fullyAvailableDevices": 0, "partiallyAvailableDevices": 1,
         "capacity": [{"name": "memory", "total": "40Gi", "consumed": "10Gi", "available": "30Gi"}]});
