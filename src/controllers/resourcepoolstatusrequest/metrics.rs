@@ -5,7 +5,6 @@
 //! answer; buckets 1 ms doubling 15 times). A series appears with its first request.
 
 use crate::metrics::{Family, Histogram, MetricType};
-use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -24,7 +23,7 @@ fn buckets() -> Vec<f64> {
 }
 
 /// driver -> (processed, errors, duration).
-type Values = BTreeMap<String, (u64, u64, Histogram)>;
+type Values = Vec<(String, (u64, u64, Histogram))>;
 
 fn values() -> MutexGuard<'static, Values> {
     static V: OnceLock<Mutex<Values>> = OnceLock::new();
@@ -36,9 +35,9 @@ fn values() -> MutexGuard<'static, Values> {
 /// A status write for a request of `driver` went (`ok`) or failed, `took` after its sync began.
 pub fn processed(driver: &str, ok: bool, took: Duration) {
     let mut m = values();
-    let e = m
-        .entry(driver.to_string())
-        .or_insert_with(|| (0, 0, Histogram::new(&buckets())));
+    let e = super::views::slot(&mut m, driver.to_string(), || {
+        (0, 0, Histogram::new(&buckets()))
+    });
     e.0 += 1;
     if !ok {
         e.1 += 1;

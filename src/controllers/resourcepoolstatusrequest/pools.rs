@@ -4,10 +4,10 @@
 //! slices are not all published yet gets a `PoolIncomplete:` validation error and no counts,
 //! a complete one its device counts and views.
 
-use super::views::{self, Consumption, Counters, Device, PoolInput, POOL_INCOMPLETE};
+use super::views::{self, get, slot, Consumption, Counters, Device, PoolInput, POOL_INCOMPLETE};
 use crate::compat::quantity::Quantity;
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// `spec.limit` when the request has none (the API server defaults it to this).
 pub const LIMIT_DEFAULT: i64 = 100;
@@ -141,7 +141,7 @@ fn device_record(d: &Value, slice_attr: &str) -> Device {
 
 /// The pools of `q.driver` (and `q.pool`) from `slices`, only slices of each pool's newest
 /// generation counted.
-fn pools_of(q: &Query, slices: &[&Value], rules: &[&Value]) -> BTreeMap<String, Pool> {
+fn pools_of(q: &Query, slices: &[&Value], rules: &[&Value]) -> Vec<(String, Pool)> {
     let wanted = |s: &Value| {
         let spec = &s["spec"];
         spec["driver"].as_str() == Some(q.driver)
@@ -150,15 +150,15 @@ fn pools_of(q: &Query, slices: &[&Value], rules: &[&Value]) -> BTreeMap<String, 
     };
     let name_of = |s: &Value| s["spec"]["pool"]["name"].as_str().unwrap_or("").to_string();
     let generation = |s: &Value| s["spec"]["pool"]["generation"].as_i64().unwrap_or(0);
-    let mut newest: BTreeMap<String, i64> = BTreeMap::new();
+    let mut newest: Vec<(String, i64)> = Vec::new();
     for s in slices.iter().filter(|s| wanted(s)) {
-        let g = newest.entry(name_of(s)).or_insert(i64::MIN);
+        let g = slot(&mut newest, name_of(s), || i64::MIN);
         *g = (*g).max(generation(s));
     }
-    let mut pools: BTreeMap<String, Pool> = BTreeMap::new();
+    let mut pools: Vec<(String, Pool)> = Vec::new();
     for s in slices.iter().filter(|s| wanted(s)) {
         let name = name_of(s);
-        let gen = newest.get(&name).copied().unwrap_or(0);
+        let gen = get(&newest, &name).copied().unwrap_or(0);
         if generation(s) < gen {
             continue;
         }
@@ -169,20 +169,14 @@ fn pools_of(q: &Query, slices: &[&Value], rules: &[&Value]) -> BTreeMap<String, 
             .filter(|d| device_unavailable(d, q.driver, &name, rules))
             .count() as i32;
         let node = spec["nodeName"].as_str().unwrap_or("").to_string();
-        let p = match pools.get_mut(&name) {
-            Some(p) => {
-                p.slices += 1;
-                p.mixed_nodes |= p.node.as_deref().unwrap_or("") != node;
-                p
-            }
-            None => pools.entry(name.clone()).or_insert(Pool {
-                node: Some(node),
-                slices: 1,
-                expected: spec["pool"]["resourceSliceCount"].as_i64().unwrap_or(0),
-                generation: gen,
-                ..Pool::default()
-            }),
-        };
+        let p = slot(&mut pools, name.clone(), || Pool {
+            node: Some(node.clone()),
+            expected: spec["pool"]["resourceSliceCount"].as_i64().unwrap_or(0),
+            generation: gen,
+            ..Pool::default()
+        });
+        p.mixed_nodes |= p.node.as_deref().unwrap_or("") != node;
+        p.slices += 1;
         p.total += devices.len() as i32;
         p.unavailable += unavailable;
         let attr = spec["partitionTypeAttribute"].as_str().unwrap_or("");
@@ -198,7 +192,7 @@ fn pools_of(q: &Query, slices: &[&Value], rules: &[&Value]) -> BTreeMap<String, 
 
 /// Per pool: the devices allocated (each once, however many claims share it) and the
 /// capacity they consume; admin access is not consumption.
-type Allocations = BTreeMap<String, (BTreeSet<String>, BTreeMap<String, Quantity>)>;
+type Allocations = Vec<(String, (BTreeSet<String>, Counters))>;
 
 fn allocations(driver: &str, claims: &[&Value]) -> Allocations {
     let mut out = Allocations::new();
@@ -208,7 +202,7 @@ fn allocations(driver: &str, claims: &[&Value]) -> Allocations {
                 continue;
             }
             let pool = r["pool"].as_str().unwrap_or("").to_string();
-            let e = out.entry(pool).or_default();
+            let e = slot(&mut out, pool, Default::default);
             e.0.insert(r["device"].as_str().unwrap_or("").to_string());
             if let Some(m) = r["consumedCapacity"].as_object() {
                 for (k, q) in m {
@@ -255,7 +249,10 @@ fn pool_status(q: &Query, name: &str, p: Pool, allocs: &mut Allocations) -> Valu
         m.insert("validationError".into(), json!(cut(e)));
         return Value::Object(m);
     }
-    let (in_use, consumed) = allocs.remove(name).unwrap_or_default();
+    let (in_use, consumed) = match allocs.binary_search_by(|(k, _)| k.as_str().cmp(name)) {
+        Ok(i) => std::mem::take(&mut allocs[i].1),
+        Err(_) => Default::default(),
+    };
     let allocated = in_use.len() as i32;
     let available = (p.total - allocated - p.unavailable).max(0);
     m.insert("resourceSliceCount".into(), json!(p.slices));

@@ -25,6 +25,26 @@ pub const SHAREABLE_OVER_CAP: &str = "ShareableSummaryOverCap:";
 /// Counter name -> amount.
 pub type Counters = BTreeMap<String, Quantity>;
 
+/// A small map kept as a list sorted by key (less code than another `BTreeMap` kind): the
+/// value of `key`, made by `make` when it is not there yet.
+pub fn slot<K: Ord, T>(v: &mut Vec<(K, T)>, key: K, make: impl FnOnce() -> T) -> &mut T {
+    let i = match v.binary_search_by(|(k, _)| k.cmp(&key)) {
+        Ok(i) => i,
+        Err(i) => {
+            v.insert(i, (key, make()));
+            i
+        }
+    };
+    &mut v[i].1
+}
+
+/// The value of `key` in a list [`slot`] keeps.
+pub fn get<'a, K: Ord, T>(v: &'a [(K, T)], key: &K) -> Option<&'a T> {
+    v.binary_search_by(|(k, _)| k.cmp(key))
+        .ok()
+        .map(|i| &v[i].1)
+}
+
 /// What a device draws from one counter set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Consumption {
@@ -136,11 +156,12 @@ fn cost_key(cost: &[Consumption]) -> String {
     parts.join(",")
 }
 
-type Avail = BTreeMap<String, Counters>;
+/// Counter set -> counters left.
+type Avail = Vec<(String, Counters)>;
 
 fn fits(cost: &[Consumption], avail: &Avail) -> bool {
     cost.iter().all(|c| {
-        let set = avail.get(&c.set);
+        let set = get(avail, &c.set);
         c.counters.iter().all(|(n, q)| {
             set.and_then(|s| s.get(n))
                 .is_some_and(|have| have.cmp_value(q).is_ge())
@@ -150,9 +171,10 @@ fn fits(cost: &[Consumption], avail: &Avail) -> bool {
 
 fn deduct(cost: &[Consumption], avail: &mut Avail) {
     for c in cost {
-        let Some(set) = avail.get_mut(&c.set) else {
+        let Ok(i) = avail.binary_search_by(|(k, _)| k.cmp(&c.set)) else {
             continue;
         };
+        let set = &mut avail[i].1;
         for (n, q) in &c.counters {
             if let Some(have) = set.get_mut(n) {
                 have.sub(q);
@@ -166,7 +188,7 @@ fn deduct(cost: &[Consumption], avail: &mut Avail) {
 fn available_counters(pool: &PoolInput) -> Avail {
     let mut avail = Avail::new();
     for (set, counters) in &pool.shared_counters {
-        let m = avail.entry(set.clone()).or_default();
+        let m = slot(&mut avail, set.clone(), Counters::new);
         for (n, q) in counters {
             m.insert(n.clone(), *q);
         }
@@ -190,7 +212,7 @@ fn partition_summary(pool: &PoolInput) -> Result<Value, String> {
         fresh: Vec<&'a Device>,
         cost: String,
     }
-    let mut groups: BTreeMap<(&str, &str), Group> = BTreeMap::new();
+    let mut groups: Vec<((&str, &str), Group)> = Vec::new();
     for d in &pool.devices {
         if d.consumes.is_empty() || d.partition_attr.is_empty() {
             continue;
@@ -205,13 +227,11 @@ fn partition_summary(pool: &PoolInput) -> Result<Value, String> {
             ));
         };
         let key = cost_key(&d.consumes);
-        let g = groups
-            .entry((d.partition_attr.as_str(), typ))
-            .or_insert_with(|| Group {
-                total: 0,
-                fresh: Vec::new(),
-                cost: key.clone(),
-            });
+        let g = slot(&mut groups, (d.partition_attr.as_str(), typ), || Group {
+            total: 0,
+            fresh: Vec::new(),
+            cost: key.clone(),
+        });
         if g.total > 0 && g.cost != key {
             return Err(format!(
                 "{PARTITION_COST_MISMATCH} devices of partition type {} in pool {}/{} consume different counters",
@@ -265,7 +285,7 @@ fn non_negative_diff(a: &Quantity, b: &Quantity) -> Quantity {
 /// The shareable devices' summary; None when the pool has none.
 fn shareable_summary(pool: &PoolInput) -> Result<Option<Value>, String> {
     let (mut full, mut partial, mut any) = (0i32, 0i32, false);
-    let mut total: BTreeMap<&str, Quantity> = BTreeMap::new();
+    let mut total = Counters::new();
     for d in pool.devices.iter().filter(|d| d.allow_multiple) {
         any = true;
         if pool.in_use.contains(&d.name) {
@@ -274,7 +294,7 @@ fn shareable_summary(pool: &PoolInput) -> Result<Option<Value>, String> {
             full += 1;
         }
         for (k, q) in &d.capacity {
-            total.entry(k).or_insert(Quantity::ZERO).add(q);
+            total.entry(k.clone()).or_insert(Quantity::ZERO).add(q);
         }
     }
     if !any {
@@ -291,7 +311,7 @@ fn shareable_summary(pool: &PoolInput) -> Result<Option<Value>, String> {
     let capacity: Vec<Value> = total
         .iter()
         .map(|(k, t)| {
-            let consumed = pool.consumed.get(*k).copied().unwrap_or(Quantity::ZERO);
+            let consumed = pool.consumed.get(k).copied().unwrap_or(Quantity::ZERO);
             let available = non_negative_diff(t, &consumed);
             json!({"name": k, "total": t.to_string(), "consumed": consumed.to_string(),
                 "available": available.to_string()})
