@@ -358,11 +358,15 @@ mod tests {
             "{at37:?}"
         );
         assert!(!at37.contains(&"service-cidr-controller"), "{at37:?}");
-        // A gate of the emulated version turns a missing controller on.
+        // A gate of the emulated version turns a missing controller on (one taken out of
+        // the implemented names for the test).
         let rpsr = "resourcepoolstatusrequest-controller";
         assert!(!at37.contains(&rpsr), "{at37:?}");
         let c = cfg("--feature-gates=DRAResourcePoolStatus=true");
-        assert!(names(&c).contains(&rpsr));
+        assert!(!names(&c).contains(&rpsr));
+        let mut without = registry::implemented_names();
+        without.retain(|n| *n != rpsr);
+        assert!(not_implemented(&c, &without).iter().any(|i| i.name == rpsr));
         let e = version::decide(
             Some(version::MajorMinor::kube(35)),
             "v1.35.0",

@@ -325,6 +325,7 @@ pub fn has_status_subresource(kind: &Kind) -> bool {
             | ("internal.apiserver.k8s.io", "storageversions")
             | ("resource.k8s.io", "resourceclaims")
             | ("resource.k8s.io", "devicetaintrules")
+            | ("resource.k8s.io", "resourcepoolstatusrequests")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
             | ("storagemigration.k8s.io", "storageversionmigrations")
             | (

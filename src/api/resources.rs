@@ -137,6 +137,7 @@ kinds! {
     DEVICECLASSES = ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", false);
     RESOURCESLICES = ("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", false);
     DEVICETAINTRULES = ("resource.k8s.io", "v1", "DeviceTaintRule", "devicetaintrules", false);
+    RESOURCEPOOLSTATUSREQUESTS = ("resource.k8s.io", "v1alpha3", "ResourcePoolStatusRequest", "resourcepoolstatusrequests", false);
     VALIDATINGADMISSIONPOLICIES = ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false);
     CRDS = ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
     STORAGEVERSIONMIGRATIONS = ("storagemigration.k8s.io", "v1", "StorageVersionMigration", "storageversionmigrations", false);

@@ -28,6 +28,7 @@ pub mod refmanager;
 pub mod registry;
 pub mod replicaset;
 pub mod resourceclaim;
+pub mod resourcepoolstatusrequest;
 pub mod resourcequota;
 pub mod rootca;
 pub mod selinuxwarning;

@@ -46,6 +46,7 @@ mod e2e_podgroupprotection;
 mod e2e_pv;
 mod e2e_replicaset;
 mod e2e_resourceclaim;
+mod e2e_resourcepoolstatusrequest;
 mod e2e_resourcequota;
 mod e2e_selinuxwarning;
 mod e2e_servicecidr;

@@ -303,8 +303,12 @@ mod tests {
                 );
                 match &c {
                     Runnable::Reconciles { ctrl, .. } => {
-                        // Upstream's range allocator has no work queue.
-                        if row.name != "node-ipam-controller" {
+                        // Upstream's range allocator and pool status queue have no name.
+                        let unnamed = [
+                            "node-ipam-controller",
+                            "resourcepoolstatusrequest-controller",
+                        ];
+                        if !unnamed.contains(&row.name) {
                             assert!(!row.queue.is_empty(), "{}: no queue name", row.name);
                         }
                         assert!(!ctrl.watches().is_empty(), "{}: watches nothing", row.name);
@@ -315,7 +319,7 @@ mod tests {
                 Some(row.name)
             })
             .collect();
-        assert_eq!(built.len(), 47, "{built:?}");
+        assert_eq!(built.len(), 48, "{built:?}");
         let _ = std::fs::remove_dir_all(&ca_dir);
         // Worker counts come from the row's flag.
         let mut cfg = Config::default();

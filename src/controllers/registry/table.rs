@@ -11,8 +11,9 @@ use super::super::{
     volumeexpand, volumeprotection,
 };
 use super::super::{
-    devicetainteviction, legacytokencleaner, podgroupprotection, selinuxwarning, servicecidr,
-    storageversiongc, storageversionmigrator, tainteviction, vacprotection, vapstatus,
+    devicetainteviction, legacytokencleaner, podgroupprotection, resourcepoolstatusrequest,
+    selinuxwarning, servicecidr, storageversiongc, storageversionmigrator, tainteviction,
+    vacprotection, vapstatus,
 };
 use super::ControllerInfo;
 
@@ -524,5 +525,7 @@ pub(super) static KNOWN: &[ControllerInfo] = &[
         &[],
         Some("resourcepoolstatusrequest-controller"),
         "feature-gate",
-    )),
+    ))
+    .max_retries(5)
+    .runs(resourcepoolstatusrequest::build),
 ];
