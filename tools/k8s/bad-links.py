@@ -13,7 +13,8 @@ manager's link is bad. Each run:
   3. the link good again ("heal"); wait until every Deployment has one ReplicaSet and exactly
      4 Ready pods, then 10 s more in which it must stay so.
 
-Measured per run: seconds from the heal until converged (negative: converged while the link
+Measured per run: seconds from the heal until the manager's first write of a pod, ReplicaSet
+or Deployment (it acts again), and until converged (negative: converged while the link
 was still bad, counted from the last scale), whether work was lost (a Deployment not
 converged, more than one ReplicaSet, more pods than asked for, or more pods created than the
 scaling needed), the manager's requests (kube-apiserver's audit log, by the namespace's
@@ -362,9 +363,13 @@ def one_run(ctx, run, fault, mname, binary):
     reqs = audit(ctx["audit"], audit_from, f"{ctx['net']}.2")
     pods_created = sum(1 for r in reqs if r[1] == "create" and r[2] == "pods")
     pod_deletes = [r for r in reqs if r[1] == "delete" and r[2] == "pods"]
+    writes_after_heal = [r[0] for r in reqs if r[0] >= t_heal and r[1] in ("create", "delete", "update", "patch")
+                         and r[2] in ("pods", "replicasets", "deployments")]
     others = sorted({r[3].split(":")[-1] for r in pod_deletes if not r[3].endswith("replicaset-controller")})
     row.update({
         "fault_s": round(secs),
+        "heal_epoch": round(t_heal, 3),
+        "first_write_after_heal_s": round(min(writes_after_heal) - t_heal, 2) if writes_after_heal else None,
         "converge_after_heal_s": None if conv is None else round(conv - t_heal, 1),
         "converge_after_last_scale_s": None if conv is None else round(conv - t_last_scale, 1),
         "work_lost": "no" if (stayed and pods_created <= 6 * n and kubelet.most_pods <= 5) else
@@ -399,7 +404,8 @@ def one_run(ctx, run, fault, mname, binary):
     return row
 
 
-COLUMNS = ["run", "fault", "manager", "fault_s", "first_converge_s", "converge_after_heal_s",
+COLUMNS = ["run", "fault", "manager", "fault_s", "first_converge_s", "heal_epoch",
+           "first_write_after_heal_s", "converge_after_heal_s",
            "converge_after_last_scale_s", "work_lost", "pods_created", "pods_deleted",
            "requests_fault_to_converged", "requests_total", "peak_rss_mb", "log_lines",
            "nodes_marked", "pods_deleted_by_others", "alive"]
