@@ -445,6 +445,7 @@ def main():
     finally:
         emu.send_signal(signal.SIGTERM)
         emu.wait()
+        subprocess.run(["ip", "netns", "del", netns], check=False)
 
 
 if __name__ == "__main__":
