@@ -210,6 +210,40 @@ bench-two-writers manager="edgekcm" runs="20":
     if [ "{{manager}}" = upstream ]; then export KCM="$KUBE_BIN/kube-controller-manager"; else cargo build --release --bin edgekcm; export KCM="$PWD/target/release/edgekcm"; fi
     tools/k8s/two-writers.sh "${STATE_DIR:-/tmp/edgekcm-two-writers}" {{runs}}
 
+# Bad links (issue 44): the manager in a network namespace whose only way to kube-apiserver is a
+# userspace link emulator (tools/k8s/linkemu.py: 2 s each way, 30 % loss, a 60 s blackhole, a
+# 10 s / 10 s flap for 5 min), during 100 Deployments x 5 and nodes kept alive by their Leases;
+# the emulator is checked first (round trip, loss rate). Time to converge after the link heals,
+# work lost, requests (audit log), peak RSS, log lines, nodes marked (tools/k8s/bad-links.py; the
+# table in docs/benchmarks.md). Needs root (ip netns, /dev/net/tun): skips otherwise, and it is
+# not part of `cargo test`. MANAGERS: edgekcm and/or upstream (run alternately); FAULTS: any of
+# blackhole flap delay loss (default all); BLACKHOLE_SECS, FLAP_SECS, HOLD_SECS, DEPLOYMENTS.
+e2e-links managers="edgekcm upstream" *faults:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ "$(id -u)" != 0 ]; then echo "e2e-links: skipped: needs root (network namespaces, TUN devices)"; exit 0; fi
+    python3 tools/k8s/linkemu.py --check
+    export KUBE_BIN="${KUBE_BIN:-$PWD/tools/k8s/bin/v1.37.2}"
+    state="${STATE_DIR:-/tmp/edgekcm-links}"
+    mkdir -p "$state"
+    args=()
+    for m in {{managers}}; do
+        case "$m" in
+            edgekcm) cargo build --release --bin edgekcm; args+=("edgekcm=$PWD/target/release/edgekcm") ;;
+            upstream) args+=("upstream=$KUBE_BIN/kube-controller-manager") ;;
+            *) echo "e2e-links: unknown manager $m (edgekcm, upstream)" >&2; exit 1 ;;
+        esac
+    done
+    # The managers' requests, by their identities (the bench's own are not logged).
+    printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' 'omitStages: ["RequestReceived"]' 'rules:' \
+        '- level: Metadata' '  users: ["system:kube-controller-manager"]' \
+        '- level: Metadata' '  userGroups: ["system:serviceaccounts:kube-system"]' '- level: None' > "$state/audit-policy.yaml"
+    API_EXTRA_ARGS="--bind-address=0.0.0.0 --audit-policy-file=$state/audit-policy.yaml --audit-log-path=$state/audit.log --audit-log-maxsize=0" \
+        METRICS_NETNS=0 tools/k8s/up.sh "$state" > "$state/up.log" 2>&1 || { cat "$state/up.log" >&2; exit 1; }
+    trap 'tools/k8s/down.sh "$state" > /dev/null' EXIT
+    python3 tools/k8s/bad-links.py "$state" "${args[@]}" {{faults}}
+    column -t -s "$(printf '\t')" "$state/bad-links.tsv"
+
 # (cross/README.md: installs the rustup targets and Debian packages it needs when missing)
 # Static musl release tarballs for x86_64 and aarch64, and SHA256SUMS, in dist/
 dist:

@@ -43,6 +43,7 @@ fn connect_addrs(addrs: &[SocketAddr], total: Duration) -> io::Result<TcpStream>
                 // request given up on (timed out, or the process exiting after it lost its
                 // lease) cannot reach the server later, when a dead link comes back.
                 rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO))?;
+                keep_alive(&s)?;
                 return Ok(s);
             }
             Err(e) if e.kind() == io::ErrorKind::TimedOut || addr_specific(&e) => last = Some(e),
@@ -52,6 +53,28 @@ fn connect_addrs(addrs: &[SocketAddr], total: Duration) -> io::Result<TcpStream>
     }
     Err(last
         .unwrap_or_else(|| io::Error::new(io::ErrorKind::ConnectionRefused, "Connection refused")))
+}
+
+/// A connection that has received nothing for `KEEPALIVE_IDLE` is probed every
+/// `KEEPALIVE_INTERVAL`; after `KEEPALIVE_PROBES` unanswered probes the kernel ends it.
+pub(super) const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+pub(super) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+pub(super) const KEEPALIVE_PROBES: u32 = 3;
+
+/// TCP keepalive on an API connection, so that one whose link went dark without a reset (a
+/// blackhole: no FIN, no RST, nothing) ends with an error within 45 s of its last packet
+/// (`KEEPALIVE_IDLE` + `KEEPALIVE_PROBES` x `KEEPALIVE_INTERVAL`), as client-go's HTTP/2
+/// health check (a ping after 30 s of silence, given 15 s) ends its connection. A watch
+/// waits on its connection for minutes (timeoutSeconds plus 30 s per read): without this,
+/// a watch whose link dropped would stay silent that long, and a link that came back would
+/// bring its events only at the server's next retransmission.
+pub(super) fn keep_alive(s: &TcpStream) -> io::Result<()> {
+    use rustix::net::sockopt;
+    sockopt::set_socket_keepalive(s, true)?;
+    sockopt::set_tcp_keepidle(s, KEEPALIVE_IDLE)?;
+    sockopt::set_tcp_keepintvl(s, KEEPALIVE_INTERVAL)?;
+    sockopt::set_tcp_keepcnt(s, KEEPALIVE_PROBES)?;
+    Ok(())
 }
 
 fn addr_specific(e: &io::Error) -> bool {
@@ -357,5 +380,22 @@ mod tests {
         // None clears what is set, and stays cleared.
         assert_eq!(timeout_change(s(30), None), Some(None));
         assert_eq!(timeout_change(None, None), None);
+    }
+
+    #[test]
+    fn api_connections_notice_a_dead_link_within_45_s() {
+        use rustix::net::sockopt;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = connect_addrs(&[l.local_addr().unwrap()], Duration::from_secs(5)).unwrap();
+        assert!(sockopt::socket_keepalive(&s).unwrap());
+        let idle = sockopt::tcp_keepidle(&s).unwrap();
+        let every = sockopt::tcp_keepintvl(&s).unwrap();
+        let probes = sockopt::tcp_keepcnt(&s).unwrap();
+        assert_eq!((idle, every, probes), (s_(30), s_(5), 3));
+        assert!(idle + every * probes <= Duration::from_secs(45));
+    }
+
+    fn s_(n: u64) -> Duration {
+        Duration::from_secs(n)
     }
 }

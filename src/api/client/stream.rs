@@ -296,7 +296,10 @@ async fn connect_any(addrs: &[SocketAddr]) -> io::Result<Async<TcpStream>> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
     for a in addrs {
         match Async::<TcpStream>::connect(*a).await {
-            Ok(s) => return Ok(s),
+            Ok(s) => {
+                super::direct::keep_alive(s.get_ref())?;
+                return Ok(s);
+            }
             Err(e) => last = e,
         }
     }
@@ -569,6 +572,23 @@ mod tests {
 
     fn cm(n: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}})
+    }
+
+    #[test]
+    fn watch_connections_keep_alive_as_the_others() {
+        use rustix::net::sockopt;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+        let addr = l.local_addr().expect("address");
+        let s = futures_lite::future::block_on(connect_any(&[addr])).expect("connect");
+        assert!(sockopt::socket_keepalive(s.get_ref()).expect("keepalive"));
+        assert_eq!(
+            sockopt::tcp_keepidle(s.get_ref()).expect("idle"),
+            super::super::direct::KEEPALIVE_IDLE
+        );
+        assert_eq!(
+            sockopt::tcp_keepcnt(s.get_ref()).expect("probes"),
+            super::super::direct::KEEPALIVE_PROBES
+        );
     }
 
     #[test]
