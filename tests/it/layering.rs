@@ -33,6 +33,7 @@ const LAYERS: &[(&str, Kind)] = &[
     ("error", Kernel),
     ("lib", Kernel),
     ("compat", Kernel),
+    ("sort", Kernel),
     ("runtime", Kernel),
     ("http_head", Kernel),
     ("obj", Kernel),
