@@ -153,8 +153,13 @@ fn endpoints_histogram() -> Histogram {
     Histogram::new(&bounds)
 }
 
-/// Prometheus' default buckets, upstream's for `endpointslices_changed_per_sync`.
+/// `endpointslices_changed_per_sync` names no buckets: with native histograms on (the
+/// `NativeHistograms` gate, beta and on in v1.37) the Prometheus client keeps no classic
+/// buckets, so the text format has `+Inf` alone; with the gate off, its default buckets.
 fn default_histogram() -> Histogram {
+    if crate::config::gates::enabled("NativeHistograms") {
+        return Histogram::new(&[]);
+    }
     Histogram::new(&[
         0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
     ])
