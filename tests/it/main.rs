@@ -30,6 +30,7 @@ mod e2e_devicetainteviction;
 mod e2e_disruption;
 mod e2e_endpoints;
 mod e2e_endpointslice;
+mod e2e_endpointslice_metrics;
 mod e2e_gc;
 mod e2e_gcdebug;
 mod e2e_hpa;

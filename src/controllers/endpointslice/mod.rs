@@ -23,13 +23,15 @@
 //! - a failed sync records `FailedToUpdateEndpointSlices` (component
 //!   `endpoint-slice-controller`) and is retried; pod changes reach their Services after
 //!   `--endpointslice-updates-batch-period`, at least `kit::servicepods::POD_CHANGE_WINDOW`
-//!   (upstream: at once by default), slice changes after at least a second.
+//!   (upstream: at once by default), slice changes after at least a second;
+//! - upstream's `endpoint_slice_controller_*` metrics (`metrics`).
 //!
 //! Pod events find their Services through the selector index (`kit::servicepods`); a sync
 //! finds its slices through an index of the slices by Service. The slices it wrote are tracked
 //! by generation (`kit::slicetracker`): a sync waits while the cache is behind its own
 //! writes, and the watch's echoes of its own writes queue nothing.
 
+pub mod metrics;
 pub mod model;
 pub mod reconciler;
 pub mod topology;
@@ -50,10 +52,12 @@ use crate::obj::{self, At as _};
 use model::Slice;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
+/// The stale-cache error of a sync (upstream's `StaleInformerCache`).
+const STALE_CACHE: &str = "EndpointSlice informer cache is out of date";
 /// upstream's `endpointSliceChangeMinSyncDelay`.
 const SLICE_CHANGE_MIN_DELAY: Duration = Duration::from_secs(1);
 
@@ -67,9 +71,10 @@ pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<su
         o.max_endpoints_per_slice.max(1),
         pod_change_delay(o.endpoint_updates_batch_period),
     );
-    Ok(Some(super::Runnable::reconciles(
-        EndpointSliceController::new(max as usize, batch),
-    )))
+    let ctrl = EndpointSliceController::new(max as usize, batch);
+    let m = ctrl.metrics.clone();
+    crate::metrics::register_collector("endpointslice", Arc::new(move || m.families()));
+    Ok(Some(super::Runnable::reconciles(ctrl)))
 }
 
 pub struct EndpointSliceController {
@@ -82,6 +87,7 @@ pub struct EndpointSliceController {
     topology: topology::TopologyCache,
     /// Node name -> (ready, zone), to tell the node changes that matter.
     nodes: Mutex<BTreeMap<String, (bool, Option<String>)>>,
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 impl EndpointSliceController {
@@ -95,6 +101,7 @@ impl EndpointSliceController {
             triggers: trigger::Tracker::default(),
             topology: topology::TopologyCache::default(),
             nodes: Mutex::new(BTreeMap::new()),
+            metrics: Arc::new(metrics::Metrics::new(max)),
         }
     }
 
@@ -168,11 +175,55 @@ impl Controller for EndpointSliceController {
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        let out = self.sync(cx, key)?;
+        let result = match &out.retry_quietly {
+            None => "success",
+            Some(m) if m == STALE_CACHE => "stale",
+            Some(_) => "error",
+        };
+        self.metrics.sync(result);
+        Ok(out)
+    }
+
+    fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
+        if let Applied::Done(_) = result {
+            match action {
+                Action::Create { kind, .. } if *kind == ENDPOINTSLICES => {
+                    self.metrics.change("create")
+                }
+                Action::Update { kind, .. } if *kind == ENDPOINTSLICES => {
+                    self.metrics.change("update")
+                }
+                Action::Delete { kind, .. } if *kind == ENDPOINTSLICES => {
+                    self.metrics.change("delete")
+                }
+                _ => {}
+            }
+        }
+        self.tracker.applied(action, result)
+    }
+
+    fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {
+        Some(sync_rate_limiter(Duration::from_secs(1000)))
+    }
+
+    fn on_error(&self, action: &Action, err: &crate::Error) -> OnError {
+        match action {
+            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
+            _ => OnError::Retry,
+        }
+    }
+}
+
+impl EndpointSliceController {
+    /// `syncService`.
+    fn sync(&self, cx: &Cx, key: &str) -> Result<Outcome> {
         let (ns, _) = obj::split_key(key);
         let Some(svc) = cx.cache.store(SERVICES).get(key) else {
             self.triggers.forget(key);
             self.tracker.delete_service(key);
             self.topology.delete_service(key);
+            self.metrics.delete_service(key);
             return Ok(Outcome::none());
         };
         if svc.at("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
@@ -185,7 +236,7 @@ impl Controller for EndpointSliceController {
         let slices = self.slices.slices(cx.cache, key, false);
         if self.tracker.stale(key, &slices) {
             return Ok(Outcome {
-                retry_quietly: Some("EndpointSlice informer cache is out of date".into()),
+                retry_quietly: Some(STALE_CACHE.into()),
                 ..Outcome::none()
             });
         }
@@ -212,26 +263,12 @@ impl Controller for EndpointSliceController {
             trigger,
         };
         let plan = reconciler::reconcile(&input, &self.topology);
+        for m in &plan.metrics {
+            self.metrics.observe(key, m);
+        }
         Ok(self.outcome(&svc, plan))
     }
 
-    fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
-        self.tracker.applied(action, result)
-    }
-
-    fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {
-        Some(sync_rate_limiter(Duration::from_secs(1000)))
-    }
-
-    fn on_error(&self, action: &Action, err: &crate::Error) -> OnError {
-        match action {
-            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
-            _ => OnError::Retry,
-        }
-    }
-}
-
-impl EndpointSliceController {
     /// The plan as actions: each write reports a failure as upstream's sync error Event.
     fn outcome(&self, svc: &Value, plan: reconciler::Plan) -> Outcome {
         let key = obj::key(svc);
@@ -321,3 +358,5 @@ impl EndpointSliceController {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_metrics;

@@ -7,6 +7,7 @@
 //! Service without endpoints keeps one empty placeholder slice. Where upstream picks from a
 //! Go map (in random order), this picks in pod-name order.
 
+use super::metrics::AddressTypeSync;
 use super::model::{self, Endpoint, Slice, HEADLESS_LABEL, MANAGED_BY_LABEL, SERVICE_NAME_LABEL};
 use super::topology::{self, SliceInfo, TopologyCache};
 use super::trafficdist;
@@ -27,6 +28,8 @@ pub struct Plan {
     pub events: Vec<(EventType, &'static str, String)>,
     /// Pods skipped because their node is not known (upstream's sync errors).
     pub errors: Vec<String>,
+    /// What each address type gives the metrics, in order.
+    pub metrics: Vec<AddressTypeSync>,
 }
 
 /// The inputs of one sync.
@@ -294,15 +297,20 @@ impl Names {
     }
 }
 
-/// `reconcileByPortMapping`: (create, update, delete) for one set of ports.
+/// The slices of one set of ports: (create, update, delete).
+type PortWrites = (Vec<Slice>, Vec<Slice>, Vec<Slice>);
+
+/// `reconcileByPortMapping`: the writes for one set of ports, and the endpoints added and
+/// removed.
 fn by_port_mapping(
     input: &Input,
     existing: Vec<Slice>,
     mut desired: EndpointSet,
     ports: &[Value],
     address_type: &str,
-) -> (Vec<Slice>, Vec<Slice>, Vec<Slice>) {
+) -> (PortWrites, usize, usize) {
     let max = input.max.max(1);
+    let mut removed = 0;
     let mut by_name: HashMap<String, Slice> = HashMap::new();
     let (mut unchanged, mut to_update, mut to_delete) =
         (Names::default(), Names::default(), Names::default());
@@ -321,6 +329,7 @@ fn by_port_mapping(
         let (labels, labels_changed) = slice_labels(&s.labels, input.svc, input.controller);
         let name = s.name.clone();
         if updated || kept.len() != s.endpoints.len() {
+            removed += s.endpoints.len().saturating_sub(kept.len());
             if kept.is_empty() {
                 to_delete.insert(&name);
                 by_name.insert(name, s);
@@ -341,6 +350,7 @@ fn by_port_mapping(
             by_name.insert(name, s);
         }
     }
+    let added = desired.len();
     // New endpoints go first into the slices being updated anyway, fullest first.
     if !desired.is_empty() && !to_update.0.is_empty() {
         let mut names = to_update.0.clone();
@@ -384,7 +394,7 @@ fn by_port_mapping(
     };
     let update = take(to_update, &mut by_name);
     let delete = take(to_delete, &mut by_name);
-    (create, update, delete)
+    ((create, update, delete), added, removed)
 }
 
 /// `Reconcile`: the writes for one Service.
@@ -469,10 +479,17 @@ fn by_address_type(
         }
     }
     let (mut create, mut update) = (Vec::new(), Vec::new());
+    let mut stats = AddressTypeSync::default();
     for (k, ports, set) in desired {
         let pos = by_ports.iter().position(|(x, _)| *x == k);
         let slices = pos.map(|p| by_ports.remove(p).1).unwrap_or_default();
-        let (c, u, d) = by_port_mapping(input, slices, set, &ports, address_type);
+        let wanted = set.len();
+        let before = slices.len();
+        let ((c, u, d), added, removed) = by_port_mapping(input, slices, set, &ports, address_type);
+        stats.added += added;
+        stats.removed += removed;
+        let after = (before + c.len()).saturating_sub(d.len());
+        stats.ports.insert(k, (wanted, after));
         create.extend(c);
         update.extend(u);
         to_delete.extend(d);
@@ -487,6 +504,7 @@ fn by_address_type(
         } else {
             create.push(placeholder);
         }
+        stats.ports.insert(model::port_key(&[]), (0, 1));
     }
     let changed: Vec<&str> = update
         .iter()
@@ -526,6 +544,8 @@ fn by_address_type(
     if distribution.is_some() {
         trafficdist::reconcile_hints(distribution, &mut si);
     }
+    stats.traffic_distribution = distribution.map(str::to_string);
+    stats.topology_auto = hints_enabled(svc);
     let (mut create, mut update) = (si.to_create, si.to_update);
     // A slice to delete becomes one to create, under its name: an update instead of two writes.
     let mut i = 0;
@@ -540,6 +560,9 @@ fn by_address_type(
             i += 1;
         }
     }
+    // Counted before a deleting Service's creates are dropped, as upstream counts them.
+    stats.changed = create.len() + update.len() + to_delete.len();
+    plan.metrics.push(stats);
     if obj::is_deleting(svc) {
         create.clear();
     }

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 const T0: &str = "2024-05-01T10:00:00Z";
 
-fn svc(name: &str, extra: Value) -> Value {
+pub(super) fn svc(name: &str, extra: Value) -> Value {
     let mut s = json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": "ns", "uid": format!("svc-{name}"),
             "resourceVersion": "1", "creationTimestamp": T0, "labels": {"team": "a"}},
@@ -30,7 +30,7 @@ fn merge(a: &mut Value, b: &Value) {
     }
 }
 
-fn pod(name: &str, ip: &str, ready: bool, node: &str) -> Value {
+pub(super) fn pod(name: &str, ip: &str, ready: bool, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
             "resourceVersion": "10", "labels": {"app": "web"}},
@@ -49,14 +49,14 @@ fn node(name: &str, zone: &str, cpu: &str) -> Value {
             "conditions": [{"type": "Ready", "status": "True"}]}})
 }
 
-fn harness(max: usize) -> Harness<EndpointSliceController> {
+pub(super) fn harness(max: usize) -> Harness<EndpointSliceController> {
     let mut h = Harness::new(EndpointSliceController::new(max, Duration::ZERO));
     h.add(NODES, node("node-1", "zone-a", "4"));
     h
 }
 
 /// A slice as the server would answer the create of `o`: named, with a uid and generation.
-fn stored(o: &Value, name: &str, gen: i64) -> Value {
+pub(super) fn stored(o: &Value, name: &str, gen: i64) -> Value {
     let mut o = o.clone();
     o["metadata"]["name"] = json!(name);
     o["metadata"]["uid"] = json!(format!("uid-{name}"));

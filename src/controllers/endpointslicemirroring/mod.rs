@@ -19,6 +19,7 @@
 //! edit of a mirrored slice by someone else is put right at the next change of its Endpoints,
 //! as upstream.
 
+pub mod metrics;
 pub mod reconciler;
 
 use super::endpointslice::model::Slice;
@@ -42,10 +43,13 @@ pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<su
     let o = &cx.cfg.endpoint_slice;
     let max = o.mirroring_max_endpoints_per_subset.max(1);
     let batch = o.mirroring_endpoint_updates_batch_period;
-    Ok(Some(super::Runnable::reconciles(MirroringController::new(
-        max as usize,
-        batch,
-    ))))
+    let ctrl = MirroringController::new(max as usize, batch);
+    let m = ctrl.metrics.clone();
+    crate::metrics::register_collector(
+        "endpointslicemirroring",
+        std::sync::Arc::new(move || m.families()),
+    );
+    Ok(Some(super::Runnable::reconciles(ctrl)))
 }
 
 /// `shouldMirror`.
@@ -65,6 +69,7 @@ pub struct MirroringController {
     batch: Duration,
     slices: SliceIndex,
     tracker: SliceTracker,
+    pub metrics: std::sync::Arc<metrics::Metrics>,
 }
 
 impl MirroringController {
@@ -74,12 +79,14 @@ impl MirroringController {
             batch,
             slices: SliceIndex::new(CONTROLLER_NAME),
             tracker: SliceTracker::default(),
+            metrics: std::sync::Arc::new(metrics::Metrics::new(max)),
         }
     }
 
     /// Delete every mirrored slice of `key` (upstream's `deleteMirroredSlices`).
     fn delete_all(&self, cx: &Cx, key: &str) -> Outcome {
         self.tracker.delete_service(key);
+        self.metrics.delete(key);
         let (ns, _) = obj::split_key(key);
         let actions = self
             .slices
@@ -143,6 +150,44 @@ impl Controller for MirroringController {
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
+        let start = std::time::Instant::now();
+        let out = self.sync(cx, key);
+        self.metrics.sync_duration(start.elapsed());
+        out
+    }
+
+    fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
+        if let (Applied::Done(_), Some(op)) = (&result, slice_write(action)) {
+            self.metrics.change(op);
+        }
+        self.tracker.applied(action, result)
+    }
+
+    fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {
+        Some(sync_rate_limiter(Duration::from_secs(100)))
+    }
+
+    fn on_error(&self, action: &Action, err: &crate::Error) -> OnError {
+        match action {
+            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
+            _ => OnError::Retry,
+        }
+    }
+}
+
+/// `create`, `update` or `delete` for a write of an EndpointSlice.
+fn slice_write(action: &Action) -> Option<&'static str> {
+    match action {
+        Action::Create { kind, .. } if *kind == ENDPOINTSLICES => Some("create"),
+        Action::Update { kind, .. } if *kind == ENDPOINTSLICES => Some("update"),
+        Action::Delete { kind, .. } if *kind == ENDPOINTSLICES => Some("delete"),
+        _ => None,
+    }
+}
+
+impl MirroringController {
+    /// `syncEndpoints`.
+    fn sync(&self, cx: &Cx, key: &str) -> Result<Outcome> {
         let Some(ep) = cx.cache.store(ENDPOINTS).get(key) else {
             return Ok(self.delete_all(cx, key));
         };
@@ -162,6 +207,7 @@ impl Controller for MirroringController {
         }
         let existing = slices.iter().map(Slice::from_cached).collect();
         let plan = reconciler::reconcile(&ep, existing, self.max);
+        self.metrics.observe(key, &plan.metrics);
         let ns = obj::namespace(&ep);
         let generate = format!("{}-", obj::name(&ep));
         let mut actions = Vec::new();
@@ -198,22 +244,9 @@ impl Controller for MirroringController {
         }
         Ok(Outcome::with(actions))
     }
-
-    fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {
-        self.tracker.applied(action, result)
-    }
-
-    fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {
-        Some(sync_rate_limiter(Duration::from_secs(100)))
-    }
-
-    fn on_error(&self, action: &Action, err: &crate::Error) -> OnError {
-        match action {
-            Action::Create { .. } if err.is_namespace_terminating() => OnError::Ignore,
-            _ => OnError::Retry,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_metrics;

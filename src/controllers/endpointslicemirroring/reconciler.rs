@@ -6,6 +6,7 @@
 //! and the others deleted; a slice to create takes the name of one to delete of the same
 //! family (one update instead of two writes).
 
+use super::metrics::MirrorSync;
 use crate::controller::EventType;
 use crate::controllers::endpoints::repack;
 use crate::controllers::endpoints::subsets::{Address, Subset};
@@ -27,6 +28,8 @@ pub struct Plan {
     pub delete: Vec<Slice>,
     /// (type, reason, message) about the Endpoints.
     pub events: Vec<(EventType, &'static str, String)>,
+    /// What the sync gives the metrics.
+    pub metrics: MirrorSync,
 }
 
 /// netutils' `ParseIPSloppy` and `To4`: the family of an address, None when it is not one
@@ -164,6 +167,7 @@ pub fn reconcile(ep: &Value, existing: Vec<Slice>, max: usize) -> Plan {
         }
         skipped += total - added;
     }
+    plan.metrics.skipped = skipped;
     if invalid > 0 {
         plan.events.push((
             EventType::Warning,
@@ -194,7 +198,12 @@ pub fn reconcile(ep: &Value, existing: Vec<Slice>, max: usize) -> Plan {
             .position(|(x, _)| *x == k)
             .map(|p| by_key.remove(p).1)
             .unwrap_or_default();
+        let (wanted, before) = (set.len(), slices.len());
+        let (creates, deletes) = (plan.create.len(), plan.delete.len());
         by_port_mapping(ep, slices, set, &ports, fam, max, &mut plan);
+        let made = plan.create.len() - creates;
+        let after = (before + made).saturating_sub(plan.delete.len() - deletes);
+        plan.metrics.ports.insert(k, (wanted, after));
     }
     for (_, rest) in by_key {
         plan.delete.extend(rest);
@@ -216,8 +225,12 @@ fn by_port_mapping(
     plan: &mut Plan,
 ) {
     if set.is_empty() {
+        plan.metrics.removed += existing.iter().map(|s| s.endpoints.len()).sum::<usize>();
         plan.delete.extend(existing);
         return;
+    }
+    if existing.is_empty() {
+        plan.metrics.added += set.len();
     }
     let mut name = String::new();
     if !existing.is_empty() {
@@ -231,16 +244,21 @@ fn by_port_mapping(
         let mut changed = false;
         for e in &first.endpoints {
             match set.get(e) {
-                None => changed = true,
+                None => {
+                    changed = true;
+                    plan.metrics.removed += 1;
+                }
                 Some(got) => {
                     matches += 1;
                     if !got.equal_beyond_hash(e) {
                         changed = true;
+                        plan.metrics.updated += 1;
                     }
                 }
             }
         }
         let added = set.len() != matches;
+        plan.metrics.added += set.len().saturating_sub(matches);
         if !changed
             && !added
             && labels == obj::string_map(ep.at("/metadata/labels"))

@@ -10,7 +10,7 @@ fn rv() -> String {
     RV.fetch_add(1, Ordering::Relaxed).to_string()
 }
 
-fn svc(selector: Option<Value>) -> Value {
+pub(super) fn svc(selector: Option<Value>) -> Value {
     let mut spec = json!({"clusterIP": "10.96.0.20", "ports": [{"port": 80}]});
     if let Some(s) = selector {
         spec["selector"] = s;
@@ -20,7 +20,7 @@ fn svc(selector: Option<Value>) -> Value {
         "spec": spec})
 }
 
-fn endpoints(ips: &[&str], extra_meta: Value) -> Value {
+pub(super) fn endpoints(ips: &[&str], extra_meta: Value) -> Value {
     let addrs: Vec<Value> = ips.iter().map(|ip| json!({"ip": ip})).collect();
     let mut e = json!({"apiVersion": "v1", "kind": "Endpoints",
         "metadata": {"name": "ext", "namespace": "ns", "uid": "ep-uid", "resourceVersion": rv(),
@@ -35,11 +35,11 @@ fn endpoints(ips: &[&str], extra_meta: Value) -> Value {
     e
 }
 
-fn harness(max: usize) -> Harness<MirroringController> {
+pub(super) fn harness(max: usize) -> Harness<MirroringController> {
     Harness::new(MirroringController::new(max, Duration::ZERO))
 }
 
-fn stored(o: &Value, name: &str) -> Value {
+pub(super) fn stored(o: &Value, name: &str) -> Value {
     let mut o = o.clone();
     o["metadata"]["name"] = json!(name);
     o["metadata"]["uid"] = json!(format!("uid-{name}"));
