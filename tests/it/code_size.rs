@@ -1,16 +1,7 @@
 //! Rules that keep the static binary within its size budget (`just dist` checks the size itself).
 
-use std::path::{Path, PathBuf};
-
-fn rust_files(p: &Path, out: &mut Vec<PathBuf>) {
-    if p.is_dir() {
-        for e in std::fs::read_dir(p).expect("read dir").flatten() {
-            rust_files(&e.path(), out);
-        }
-    } else if p.extension().is_some_and(|e| e == "rs") {
-        out.push(p.to_path_buf());
-    }
-}
+use crate::layering::rust_files;
+use std::path::Path;
 
 /// The product's code (not its tests) sorts through `edgekcm::sort`, which shares one compiled
 /// instance of the standard sort: each direct `.sort_by(...)` adds 4-5 KB to the binary.

@@ -758,7 +758,7 @@ fn every_source_module_is_classified() {
     }
 }
 
-fn rust_files(p: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(p: &Path, out: &mut Vec<PathBuf>) {
     if p.is_dir() {
         for e in std::fs::read_dir(p).expect("read dir").flatten() {
             rust_files(&e.path(), out);
