@@ -18,9 +18,9 @@ const MANAGED: &str = "volumes.kubernetes.io/controller-managed-attach-detach";
 const CONTROLLERS: &str = "--controllers=persistentvolume-attach-detach-controller";
 
 /// PersistentVolumes made by a test, deleted (finalizers dropped) on drop.
-struct Pvs {
-    admin: Client,
-    names: Vec<String>,
+pub(crate) struct Pvs {
+    pub(crate) admin: Client,
+    pub(crate) names: Vec<String>,
 }
 
 impl Drop for Pvs {

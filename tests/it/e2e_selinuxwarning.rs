@@ -4,7 +4,8 @@
 //! v1.37, so the apiserver needs no flags.
 
 use crate::common::*;
-use edgekcm::api::client::{Client, ListOptions, PatchType};
+use crate::e2e_attachdetach::Pvs;
+use edgekcm::api::client::{Client, ListOptions};
 use edgekcm::api::resources::{
     CSIDRIVERS, EVENTS, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS,
 };
@@ -14,28 +15,15 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(30);
 const TAIL: &str = "If both pods land on the same node, only one of them may access the volume.";
 
-/// Cluster-scoped objects a test made, deleted on drop.
+/// Cluster-scoped objects a test made, deleted on drop: the CSIDriver, then the volumes.
 struct Made {
     admin: Client,
-    pvs: Vec<String>,
+    pvs: Pvs,
     driver: String,
 }
 
 impl Drop for Made {
     fn drop(&mut self) {
-        for n in &self.pvs {
-            let _ = self
-                .admin
-                .delete(&PERSISTENTVOLUMES, None, n, &Default::default());
-            let _ = self.admin.patch(
-                &PERSISTENTVOLUMES,
-                None,
-                n,
-                PatchType::Merge,
-                &json!({"metadata": {"finalizers": null}}),
-                None,
-            );
-        }
         let _ = self
             .admin
             .delete(&CSIDRIVERS, None, &self.driver, &Default::default());
@@ -61,7 +49,7 @@ fn bound_claim_to(admin: &Client, ns: &str, name: &str, pv: &str, src: Value, ma
                     "resources": {"requests": {"storage": "1Gi"}}}}),
         )
         .expect("create claim");
-    made.pvs.push(pv.to_string());
+    made.pvs.names.push(pv.to_string());
     let mut v = json!({"apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": {"name": pv},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
@@ -167,7 +155,10 @@ fn scenario_conflicts_are_told(t: &Target) {
     let (admin, n, o) = (&ns.admin, ns.name.as_str(), other.name.as_str());
     let mut made = Made {
         admin: admin.clone(),
-        pvs: Vec::new(),
+        pvs: Pvs {
+            admin: admin.clone(),
+            names: Vec::new(),
+        },
         driver: format!("{n}.csi.example.com"),
     };
     admin
@@ -276,7 +267,10 @@ fn scenario_migrated_volumes(t: &Target) {
     }
     let mut made = Made {
         admin: admin.clone(),
-        pvs: Vec::new(),
+        pvs: Pvs {
+            admin: admin.clone(),
+            names: Vec::new(),
+        },
         driver: driver.to_string(),
     };
     let disk = format!("vol-{}", &n[n.len() - 8..]);
