@@ -136,13 +136,18 @@ fn set_in_use(admin: &Client, node: &str, in_use: Value) {
         .expect("volumesInUse");
 }
 
-fn events_about(admin: &Client, ns: &str, name: &str) -> Vec<(String, String, String, String)> {
-    admin
+/// (type, reason, message, source) of the Events about pod `name`, sorted.
+pub(crate) fn events_about(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+) -> Vec<(String, String, String, String)> {
+    let mut out: Vec<_> = admin
         .list(&EVENTS, Some(ns), &ListOptions::default())
         .expect("list events")
         .items
         .iter()
-        .filter(|e| e["involvedObject"]["name"] == name)
+        .filter(|e| e["involvedObject"]["name"] == name && e["involvedObject"]["kind"] == "Pod")
         .map(|e| {
             let s = |v: &Value| v.as_str().unwrap_or("").to_string();
             (
@@ -152,7 +157,9 @@ fn events_about(admin: &Client, ns: &str, name: &str) -> Vec<(String, String, St
                 s(&e["source"]["component"]),
             )
         })
-        .collect()
+        .collect();
+    out.sort();
+    out
 }
 
 /// Attach on a managed node, report, keep while mounted, detach after unmount; nothing on an

@@ -4,11 +4,9 @@
 //! v1.37, so the apiserver needs no flags.
 
 use crate::common::*;
-use crate::e2e_attachdetach::Pvs;
-use edgekcm::api::client::{Client, ListOptions};
-use edgekcm::api::resources::{
-    CSIDRIVERS, EVENTS, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS,
-};
+use crate::e2e_attachdetach::{events_about, Pvs};
+use edgekcm::api::client::Client;
+use edgekcm::api::resources::{CSIDRIVERS, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -83,28 +81,6 @@ fn pod(admin: &Client, ns: &str, name: &str, claim: &str, level: &str, policy: O
             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
                 "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}});
     admin.create(&PODS, Some(ns), &p).expect("create pod");
-}
-
-/// (type, reason, message, source) of the Events about `name`.
-fn events_about(admin: &Client, ns: &str, name: &str) -> Vec<(String, String, String, String)> {
-    let mut out: Vec<_> = admin
-        .list(&EVENTS, Some(ns), &ListOptions::default())
-        .expect("list events")
-        .items
-        .iter()
-        .filter(|e| e["involvedObject"]["name"] == name && e["involvedObject"]["kind"] == "Pod")
-        .map(|e| {
-            let s = |v: &Value| v.as_str().unwrap_or("").to_string();
-            (
-                s(&e["type"]),
-                s(&e["reason"]),
-                s(&e["message"]),
-                s(&e["source"]["component"]),
-            )
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 fn wait_events(
