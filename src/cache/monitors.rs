@@ -2,9 +2,12 @@
 //! verbs a controller needs, for the controllers that watch "everything" (the garbage
 //! collector; resource quota counts every resource too). Discovery runs every `period`, or
 //! sooner when asked (a reference to a kind discovery does not know yet, at most every 5 s);
-//! informers are added and stopped as the served set changes, and the owner's workers are
-//! paused (`working`) until the informers of a new set have synced, as upstream's
-//! `GarbageCollector.Sync` does.
+//! informers are added and stopped as the served set changes. After a change, the new set is
+//! given one `period` to sync; a set that does not is counted as a sync error and kept (its
+//! informers go on trying), never retried in a loop, as upstream v1.37's `GarbageCollector.Sync`
+//! and resource quota's `Sync` do. Resource quota's workers are paused (`working`) during
+//! that wait; the garbage collector's are not (`pause_workers`). A group whose discovery
+//! failed keeps the monitors it had (`keep_failed_groups`).
 
 use crate::api::client::Client;
 use crate::api::discovery::{Discovery, Verbs};
@@ -31,12 +34,27 @@ pub struct MonitorsConfig {
     /// Resources never monitored.
     pub ignore: fn(&Kind) -> bool,
     pub period: Duration,
+    /// Hold the workers (`working`) while a changed set syncs (resource quota), or let them
+    /// run (the garbage collector in v1.37).
+    pub pause_workers: bool,
+    /// What a group whose discovery failed keeps of its monitors.
+    pub keep_failed_groups: KeepFailed,
     /// Every change of a monitored object (runs on the watch path).
     pub on_delta: DeltaHandler,
-    /// The informers of a new set have synced; true the first time.
-    pub on_synced: Arc<dyn Fn(bool) + Send + Sync>,
+    /// A new set was given its time to sync: (the first set, whether it synced).
+    pub on_synced: Arc<dyn Fn(bool, bool) + Send + Sync>,
     /// A discovery found nothing to monitor, or a set did not sync in time.
     pub on_sync_error: Arc<dyn Fn() + Send + Sync>,
+}
+
+/// The monitors kept for a group version whose discovery failed (upstream's "partial
+/// discovery" handling).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeepFailed {
+    /// Those that had synced (the garbage collector).
+    Synced,
+    /// All of them (resource quota).
+    All,
 }
 
 struct Monitor {
@@ -164,20 +182,28 @@ impl Monitors {
         }
     }
 
-    fn discover(&self) -> Option<BTreeSet<Kind>> {
+    /// The resources to monitor, or None when discovery failed or found nothing. Resources of
+    /// `current` in a group version whose discovery failed are kept (see [`KeepFailed`]).
+    fn discover(&self, current: &BTreeSet<Kind>) -> Option<BTreeSet<Kind>> {
         let name = self.cfg.name;
         match Discovery::fetch(&self.client) {
             Ok(d) => {
                 if let Some(f) = d.failure() {
                     log::info!("{name}: failed to discover some groups: {f}");
                 }
-                let set = served_with(&d, self.cfg.verbs, self.cfg.ignore);
-                *self.discovery.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(d);
+                let mut set = served_with(&d, self.cfg.verbs, self.cfg.ignore);
                 if set.is_empty() {
+                    *self.discovery.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(d);
                     log::info!("{name}: no resources reported by discovery, skipping sync");
                     (self.cfg.on_sync_error)();
                     return None;
                 }
+                for k in current {
+                    if d.failed.contains_key(&k.api_version()) && self.keeps(k) {
+                        set.insert(*k);
+                    }
+                }
+                *self.discovery.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(d);
                 Some(set)
             }
             Err(e) => {
@@ -188,56 +214,67 @@ impl Monitors {
         }
     }
 
+    /// Whether the monitor of `k`, in a group version whose discovery failed, is kept.
+    fn keeps(&self, k: &Kind) -> bool {
+        match self.cfg.keep_failed_groups {
+            KeepFailed::All => true,
+            KeepFailed::Synced => lock(&self.monitors)
+                .get(k)
+                .is_some_and(|m| m.informer.has_synced()),
+        }
+    }
+
     fn resync_once(self: &Arc<Self>, current: &mut BTreeSet<Kind>) {
         let name = self.cfg.name;
-        let Some(mut wanted) = self.discover() else {
+        let Some(wanted) = self.discover(current) else {
             return;
         };
         if wanted == *current {
             return;
         }
-        // Workers wait until the monitors of the new set have synced.
-        let paused = self.gate.write().unwrap_or_else(|p| p.into_inner());
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            if attempt > 1 {
-                match self.discover() {
-                    Some(w) => wanted = w,
-                    None => {
-                        if !self.wait_for_wake(Duration::from_millis(100)) {
-                            return;
-                        }
-                        continue;
-                    }
-                }
-            }
-            let added: Vec<String> = wanted.difference(current).map(|k| k.to_string()).collect();
-            let removed: Vec<String> = current.difference(&wanted).map(|k| k.to_string()).collect();
-            // The whole lists only at -v 4: the first sync adds every resource, over a
-            // thousand characters on one line (upstream logs that diff at -v 2).
-            log::info!(
-                "{name}: syncing monitors with discovery (attempt {attempt}): added {}, removed {}",
-                crate::runtime::logging::few(&added, 6),
-                crate::runtime::logging::few(&removed, 6)
-            );
-            log::trace!("{name}: monitors added {added:?}, removed {removed:?}");
-            self.sync_monitors(&wanted);
-            if self.wait_monitors_synced(self.cfg.period) {
-                break;
-            }
-            if self.stopped() {
-                return;
-            }
+        let paused = self
+            .cfg
+            .pause_workers
+            .then(|| self.gate.write().unwrap_or_else(|p| p.into_inner()));
+        let added: Vec<String> = wanted.difference(current).map(|k| k.to_string()).collect();
+        let removed: Vec<String> = current.difference(&wanted).map(|k| k.to_string()).collect();
+        // The whole lists only at -v 4: the first sync adds every resource, over a thousand
+        // characters on one line (upstream logs that diff at -v 2).
+        log::info!(
+            "{name}: syncing monitors with discovery: added {}, removed {}",
+            crate::runtime::logging::few(&added, 6),
+            crate::runtime::logging::few(&removed, 6)
+        );
+        log::trace!("{name}: monitors added {added:?}, removed {removed:?}");
+        self.sync_monitors(&wanted);
+        // Kept even when it does not sync in time: its informers go on trying, and the next
+        // discovery stops those whose resources went away.
+        *current = wanted;
+        let synced = self.wait_monitors_synced(self.cfg.period);
+        if self.stopped() {
+            return;
+        }
+        if !synced {
             (self.cfg.on_sync_error)();
             log::warn!(
-                "{name}: timed out waiting for the monitors to sync (attempt {attempt}); retrying"
+                "{name}: timed out waiting for the monitors to sync: {}",
+                crate::runtime::logging::few(&self.unsynced(), 6)
             );
         }
-        *current = wanted;
         drop(paused);
         let first = !self.synced_once.swap(true, Ordering::SeqCst);
-        (self.cfg.on_synced)(first);
+        (self.cfg.on_synced)(first, synced);
+    }
+
+    /// The monitored resources whose informers have not synced.
+    fn unsynced(&self) -> Vec<String> {
+        let mut v: Vec<String> = lock(&self.monitors)
+            .iter()
+            .filter(|(_, m)| !m.informer.has_synced())
+            .map(|(k, _)| k.to_string())
+            .collect();
+        crate::sort::sort(&mut v);
+        v
     }
 
     fn sync_monitors(self: &Arc<Self>, wanted: &BTreeSet<Kind>) {

@@ -35,7 +35,7 @@ fn configmap(c: &Client, ns: &str, name: &str, owners: Vec<Value>) -> Value {
     .expect("create configmap")
 }
 
-fn gone(c: &Client, kind: &Kind, ns: &str, name: &str) -> Option<()> {
+pub fn gone(c: &Client, kind: &Kind, ns: &str, name: &str) -> Option<()> {
     match c.get(kind, Some(ns), name) {
         Err(e) if e.is_not_found() => Some(()),
         _ => None,
@@ -55,7 +55,7 @@ fn delete_with(c: &Client, kind: &Kind, ns: &str, name: &str, policy: &'static s
     .expect("delete");
 }
 
-fn check_alive(kcm: &mut Kcm) {
+pub fn check_alive(kcm: &mut Kcm) {
     if let Some(st) = kcm.exited() {
         panic!("edgekcm exited: {st}\n{}", kcm.log_text());
     }

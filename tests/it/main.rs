@@ -32,6 +32,7 @@ mod e2e_endpoints;
 mod e2e_endpointslice;
 mod e2e_endpointslice_metrics;
 mod e2e_gc;
+mod e2e_gc_monitors;
 mod e2e_gcdebug;
 mod e2e_hpa;
 mod e2e_job;

@@ -1,10 +1,11 @@
 //! The monitors: the kernel's discovery-driven monitors (`cache::monitors`) of every resource
 //! with list, watch and delete, Events aside, feeding the owner graph; the workers start once
-//! the first set synced.
+//! the first set synced, or after 30 s without it, as upstream v1.37's do; later changes of
+//! the set never pause them.
 
 use crate::api::discovery::{Discovery, Verbs};
 use crate::api::Kind;
-use crate::cache::monitors::{served_with, Monitors, MonitorsConfig};
+use crate::cache::monitors::{served_with, KeepFailed, Monitors, MonitorsConfig};
 use crate::cache::Delta;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -35,21 +36,30 @@ impl Inner {
             verbs: VERBS,
             ignore: ignored,
             period: RESYNC_PERIOD,
+            pause_workers: false,
+            keep_failed_groups: KeepFailed::Synced,
             on_delta: Arc::new(move |kind: &Kind, d: &Delta| {
                 if let Some(gc) = observe.upgrade() {
                     gc.observe(kind, d);
                 }
             }),
-            on_synced: Arc::new(move |first| {
+            on_synced: Arc::new(move |first, all| {
                 let Some(gc) = synced.upgrade() else { return };
                 if !first {
-                    log::info!("{NAME}: synced with discovery");
+                    if all {
+                        log::info!("{NAME}: synced with discovery");
+                    }
                     return;
                 }
                 gc.ready.store(true, Ordering::SeqCst);
-                log::info!(
-                    "{NAME}: all resource monitors have synced; proceeding to collect garbage"
-                );
+                if all {
+                    log::info!("{NAME}: all resource monitors have synced");
+                } else {
+                    log::info!(
+                        "{NAME}: not all resource monitors could be synced, proceeding anyways"
+                    );
+                }
+                log::info!("{NAME}: proceeding to collect garbage");
                 let inner = gc.clone();
                 gc.env()
                     .run

@@ -53,7 +53,7 @@ use crate::api::resources::{
     DEVICECLASSES, PERSISTENTVOLUMECLAIMS, PODS, RESOURCECLAIMS, RESOURCEQUOTAS, SERVICES,
 };
 use crate::api::Kind;
-use crate::cache::monitors::{served_with, Monitors, MonitorsConfig};
+use crate::cache::monitors::{served_with, KeepFailed, Monitors, MonitorsConfig};
 use crate::cache::{Cache, Delta, DeltaKind, Watch};
 use crate::compat::quantity::Quantity;
 use crate::obj;
@@ -450,12 +450,14 @@ impl SelfDriven for ResourceQuotaController {
             verbs: VERBS,
             ignore: ignored,
             period: DISCOVERY_PERIOD,
+            pause_workers: true,
+            keep_failed_groups: KeepFailed::All,
             on_delta: Arc::new(move |kind: &Kind, d: &Delta| {
                 if let Some(i) = observe.upgrade() {
                     i.on_change(kind, d);
                 }
             }),
-            on_synced: Arc::new(move |first| {
+            on_synced: Arc::new(move |first, all| {
                 let Some(i) = synced.upgrade() else { return };
                 if let Some(m) = i.monitors.get() {
                     let set = served_with(&m.discovery(), VERBS, ignored);
@@ -463,7 +465,9 @@ impl SelfDriven for ResourceQuotaController {
                         Arc::new(evaluators_for(set));
                 }
                 if !first {
-                    log::info!("{NAME}: synced quota controller with discovery");
+                    if all {
+                        log::info!("{NAME}: synced quota controller with discovery");
+                    }
                     return;
                 }
                 log::info!("{NAME}: caches synced; starting the resource quota workers");
