@@ -116,6 +116,17 @@ pub enum Applied<'a> {
     Skipped,
 }
 
+/// How a sync ended, once its writes were applied, as told to [`Controller::synced`].
+#[derive(Debug, Clone, Copy)]
+pub enum SyncEnd<'a> {
+    /// Every write went well (or the failure was one the controller ignores).
+    Done,
+    /// Retried later without a failed write ([`Outcome::retry_quietly`], with its reason).
+    RetryQuietly(&'a str),
+    /// The reconcile, or a write the controller does not ignore, failed (the first failure).
+    Failed(&'a crate::Error),
+}
+
 impl PartialEq for DeleteOptions {
     fn eq(&self, o: &Self) -> bool {
         self.propagation_policy == o.propagation_policy
@@ -371,6 +382,9 @@ pub trait Controller: Send + Sync {
     /// went, for controllers that track their own writes. Called from the manager's threads,
     /// possibly in parallel.
     fn applied(&self, _key: &str, _action: &Action, _result: Applied<'_>) {}
+    /// Told when a sync of `key` ended, its writes applied, with when it began (before
+    /// `reconcile`): for metrics counted per sync, as upstream's deferred recorders count them.
+    fn synced(&self, _key: &str, _began: std::time::Instant, _end: SyncEnd<'_>) {}
     /// Its work queue's rate limiter, when upstream gives the controller another than
     /// client-go's `DefaultControllerRateLimiter`.
     fn rate_limiter(&self) -> Option<Box<dyn crate::queue::RateLimiter<String>>> {

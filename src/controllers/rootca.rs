@@ -1,7 +1,10 @@
 //! root-ca-certificate-publisher-controller: ConfigMap `kube-root-ca.crt` with `ca.crt` in
-//! every namespace, kept equal to the cluster's root CA.
+//! every namespace, kept equal to the cluster's root CA. Each namespace's sync is counted and
+//! timed by its HTTP code (`root_ca_cert_publisher_sync_total`,
+//! `root_ca_cert_publisher_sync_duration_seconds`), as upstream's.
 
-use super::{Action, Controller, Cx, OnError, Outcome, Watch};
+use super::kit::syncsbycode::SyncsByCode;
+use super::{Action, Controller, Cx, OnError, Outcome, SyncEnd, Watch};
 use crate::api::resources::{CONFIGMAPS, NAMESPACES};
 use crate::cache::{Cache, Delta, DeltaKind};
 use crate::error::Result;
@@ -16,6 +19,14 @@ pub const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify t
 /// Only the well-known ConfigMap is watched, not every ConfigMap in the cluster.
 pub const CONFIGMAP_WATCH: Watch = Watch::named(CONFIGMAPS, "metadata.name=kube-root-ca.crt");
 
+/// `root_ca_cert_publisher_sync_total` and `..._sync_duration_seconds` (upstream gives both
+/// the same help text).
+pub static METRICS: SyncsByCode = SyncsByCode::new(
+    "root_ca_cert_publisher",
+    "Number of namespace syncs happened in root ca cert publisher.",
+    "Number of namespace syncs happened in root ca cert publisher.",
+);
+
 /// Its row in the controller table: the CA published is `--root-ca-file`, else the
 /// kubeconfig's inline CA.
 pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<super::Runnable>> {
@@ -28,6 +39,7 @@ pub fn build(cx: &super::BuildCx<'_, crate::config::Config>) -> Result<Option<su
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default(),
     };
+    crate::metrics::register_collector("rootca", std::sync::Arc::new(|| METRICS.families()));
     Ok(Some(super::Runnable::reconciles(RootCaPublisher {
         root_ca,
     })))
@@ -117,13 +129,20 @@ impl Controller for RootCaPublisher {
         }]))
     }
 
-    fn on_error(&self, _a: &Action, err: &crate::Error) -> OnError {
-        // Do not retry a create into a namespace that is gone or terminating.
-        if err.is_already_exists() || err.is_not_found() || err.is_namespace_terminating() {
+    fn on_error(&self, a: &Action, err: &crate::Error) -> OnError {
+        // Do not retry a create into a namespace that is gone or terminating (a sync that
+        // succeeded, for the metrics, as upstream's); anything else is retried, an
+        // AlreadyExists too (the cache then has the ConfigMap).
+        let create = matches!(a, Action::Create { .. });
+        if create && (err.is_not_found() || err.is_namespace_terminating()) {
             OnError::Ignore
         } else {
             OnError::Retry
         }
+    }
+
+    fn synced(&self, _: &str, began: std::time::Instant, end: SyncEnd<'_>) {
+        METRICS.synced(SyncsByCode::code(&end), began.elapsed());
     }
 }
 
@@ -220,5 +239,40 @@ mod tests {
             new: Some(std::sync::Arc::new(cm)),
         };
         assert!(p.keys_for(&CONFIGMAP_WATCH, &d, &cache).is_empty());
+    }
+
+    #[test]
+    fn failures_retried_as_upstream() {
+        let p = publisher();
+        let create = Action::Create {
+            kind: CONFIGMAPS,
+            namespace: "a".into(),
+            object: json!({}),
+        };
+        let update = Action::Update {
+            kind: CONFIGMAPS,
+            object: json!({}),
+        };
+        let gone = crate::Error::api(404, "NotFound", "namespaces \"a\" not found");
+        let terminating = crate::Error::api(
+            403,
+            "Forbidden",
+            "unable to create new content in namespace a because it is being terminated",
+        );
+        let exists = crate::Error::api(409, "AlreadyExists", "exists");
+        // A create into a namespace gone or terminating is a sync that succeeded.
+        assert!(matches!(p.on_error(&create, &gone), OnError::Ignore));
+        assert!(matches!(p.on_error(&create, &terminating), OnError::Ignore));
+        assert!(matches!(p.on_error(&create, &exists), OnError::Retry));
+        assert!(matches!(p.on_error(&update, &gone), OnError::Retry));
+        let before = crate::metrics::encode(&METRICS.families());
+        p.synced("a", std::time::Instant::now(), SyncEnd::Failed(&exists));
+        let after = crate::metrics::encode(&METRICS.families());
+        let count = |t: &str| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("root_ca_cert_publisher_sync_total{code=\"409\"} "))
+                .map_or(0.0, |v| v.parse::<f64>().unwrap_or(0.0))
+        };
+        assert_eq!(count(&after), count(&before) + 1.0, "{after}");
     }
 }

@@ -127,14 +127,22 @@ impl<C: Controller> Harness<C> {
         std::mem::take(&mut self.queued).into_iter().collect()
     }
 
-    /// Reconcile `key` at `now`.
+    /// Reconcile `key` at `now`; the controller is then told the sync ended as if its writes
+    /// went well (see [`Controller::synced`]).
     pub fn outcome(&self, key: &str) -> Outcome {
         let cx = Cx {
             cache: &self.cache,
             now: self.now,
             client: &self.client,
         };
-        self.ctrl.reconcile(&cx, key).expect("reconcile")
+        let began = std::time::Instant::now();
+        let out = self.ctrl.reconcile(&cx, key).expect("reconcile");
+        let end = match out.retry_quietly.as_deref() {
+            Some(why) => super::SyncEnd::RetryQuietly(why),
+            None => super::SyncEnd::Done,
+        };
+        self.ctrl.synced(key, began, end);
+        out
     }
 
     /// Reconcile `key` at `now`, flattened.

@@ -5,7 +5,7 @@
 
 use crate::api::client::Client;
 use crate::cache::{Cache, Delta, DeltaKind};
-use crate::controller::{sooner, Controller, Cx, RunEnv, Runnable, Served, Settings};
+use crate::controller::{sooner, Controller, Cx, RunEnv, Runnable, Served, Settings, SyncEnd};
 use crate::events::Recorder;
 use crate::queue::WorkQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,9 +58,11 @@ fn sync_key(
         now: SystemTime::now(),
         client,
     };
+    let began = std::time::Instant::now();
     let mut outcome = match ctrl.reconcile(&cx, key) {
         Ok(o) => o,
         Err(e) => {
+            ctrl.synced(key, began, SyncEnd::Failed(&e));
             log::warn!("{}: syncing {key} failed: {e}", settings.name);
             retry_or_forget(settings, queue, key);
             return;
@@ -98,6 +100,12 @@ fn sync_key(
         }
     }
     let failures = run.failures.into_inner().unwrap_or_else(|p| p.into_inner());
+    let end = match (failures.first(), outcome.retry_quietly.as_deref()) {
+        (Some(e), _) => SyncEnd::Failed(e),
+        (None, Some(why)) => SyncEnd::RetryQuietly(why),
+        (None, None) => SyncEnd::Done,
+    };
+    ctrl.synced(key, began, end);
     let conflict = failures.iter().any(|e| e.is_conflict());
     match failures.into_iter().next() {
         // A stale read: look again at once, the watch brings the newer object.

@@ -296,3 +296,67 @@ fn generated_names_look_like_the_api_servers() {
     let long = "x".repeat(70);
     assert_eq!(generated_name(&long).len(), 63);
 }
+
+/// Reconciles to one create in the key's namespace (or retries quietly for key "quiet"),
+/// and records how each sync ended.
+#[derive(Default)]
+struct Ends {
+    ends: Mutex<Vec<String>>,
+}
+
+impl Controller for Ends {
+    fn watches(&self) -> Vec<Watch> {
+        vec![]
+    }
+    fn keys_for(&self, _: &Watch, _: &Delta, _: &Cache) -> Vec<String> {
+        vec![]
+    }
+    fn reconcile(&self, _: &Cx, key: &str) -> crate::Result<Outcome> {
+        if key == "quiet" {
+            return Ok(Outcome {
+                retry_quietly: Some("not yet".into()),
+                ..Outcome::none()
+            });
+        }
+        Ok(Outcome::with(vec![create_in(key)]))
+    }
+    fn synced(&self, key: &str, began: std::time::Instant, end: SyncEnd<'_>) {
+        assert!(began.elapsed() < std::time::Duration::from_secs(60));
+        let end = match end {
+            SyncEnd::Done => "done".to_string(),
+            SyncEnd::RetryQuietly(why) => format!("quiet: {why}"),
+            SyncEnd::Failed(e) => format!("failed {:?}", e.code()),
+        };
+        self.ends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("{key}: {end}"));
+    }
+}
+
+#[test]
+fn a_sync_ends_after_its_writes() {
+    let (_sb, client, cache, recorder) = against_sandbox();
+    let ctrl = Ends::default();
+    let q: Arc<WorkQueue<String>> = WorkQueue::new("ends-test");
+    for key in ["default", "missing", "quiet"] {
+        sync_key(
+            &cache,
+            &recorder,
+            &ctrl,
+            &PROBE,
+            &client,
+            &q,
+            &key.to_string(),
+        );
+    }
+    assert_eq!(
+        *ctrl.ends.lock().unwrap_or_else(|p| p.into_inner()),
+        [
+            "default: done",
+            "missing: failed Some(404)",
+            "quiet: quiet: not yet"
+        ]
+    );
+    q.shut_down();
+}

@@ -449,7 +449,10 @@ fn secure_port_scenario(t: &Target) {
         format!("--authorization-kubeconfig={kc}"),
     ];
     if !t.is_real() {
-        extra.push("--controllers=serviceaccount-controller".into());
+        extra.push(
+            "--controllers=serviceaccount-controller,root-ca-certificate-publisher-controller"
+                .into(),
+        );
     }
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let mut kcm = Kcm::start(t, "secure-port", &extra);
@@ -503,6 +506,18 @@ fn secure_port_scenario(t: &Target) {
             &[("resource", "serviceaccounts")]
         )
         .is_some());
+        // The root CA publisher's syncs by code (it published the new namespace's ConfigMap).
+        eventually(Duration::from_secs(20), "root CA publisher syncs", || {
+            let a = fetch(&anon, &format!("{base}/metrics"), Some(&mon));
+            let e = parse_exposition(&a.body).ok()?;
+            let family = "root_ca_cert_publisher_sync_duration_seconds";
+            let histogram = e
+                .families
+                .get(family)
+                .is_some_and(|(_, k)| k == "histogram");
+            let ok = value_of(&e, "root_ca_cert_publisher_sync_total", &[("code", "200")])?;
+            (histogram && ok >= 1.0).then_some(())
+        });
         // Unknown paths are authorized first (system:monitoring does not cover them; the
         // sandbox allows them), then answered 404.
         let a = fetch(&anon, &format!("{base}/nonexistent"), Some(&mon));

@@ -16,16 +16,14 @@
 //!   `clustertrustbundle_publisher_sync_duration_seconds`, by the sync's HTTP code.
 //! - No Events. Writes as `kube-apiserver-serving-clustertrustbundle-publisher`.
 
-pub mod metrics;
-
 use crate::api::client::DeleteOptions;
 use crate::api::resources::CLUSTERTRUSTBUNDLES;
 use crate::cache::{Cache, Delta, Watch};
-use crate::controller::{Action, Applied, Controller, Cx, Outcome};
+use crate::controller::{Action, Applied, Controller, Cx, Outcome, SyncEnd};
+use crate::controllers::kit::syncsbycode::SyncsByCode;
 use crate::error::Result;
 use crate::obj::{self, At as _};
 use serde_json::{json, Value};
-use std::sync::Mutex;
 use std::time::Instant;
 
 pub const NAME: &str = "kube-apiserver-serving-clustertrustbundle-publisher-controller";
@@ -63,7 +61,7 @@ pub fn build(
         );
         return Ok(None);
     }
-    crate::metrics::register_collector("ctbpublisher", std::sync::Arc::new(metrics::families));
+    crate::metrics::register_collector("ctbpublisher", std::sync::Arc::new(|| METRICS.families()));
     Ok(Some(crate::controller::Runnable::reconciles(
         CtbPublisher::new(String::from_utf8_lossy(&bundle).into_owned()),
     )))
@@ -79,28 +77,22 @@ pub fn bundle_name(signer: &str, bundle: &[u8]) -> String {
     format!("{}:{hex}", signer.replace('/', ":"))
 }
 
-/// A sync's actions still to be told about: when it started, how many, the first failure's
-/// code.
-struct Sync {
-    start: Instant,
-    pending: usize,
-    code: Option<u16>,
-}
+/// `clustertrustbundle_publisher_sync_total` and `..._sync_duration_seconds`.
+pub static METRICS: SyncsByCode = SyncsByCode::new(
+    "clustertrustbundle_publisher",
+    "Number of syncs that occurred in cluster trust bundle publisher.",
+    "The time it took to sync a cluster trust bundle.",
+);
 
 pub struct CtbPublisher {
     bundle: String,
     name: String,
-    sync: Mutex<Option<Sync>>,
 }
 
 impl CtbPublisher {
     pub fn new(bundle: String) -> Self {
         let name = bundle_name(SIGNER, bundle.as_bytes());
-        CtbPublisher {
-            bundle,
-            name,
-            sync: Mutex::new(None),
-        }
+        CtbPublisher { bundle, name }
     }
 
     /// The actions of a sync, given the signer's bundles.
@@ -137,10 +129,6 @@ impl CtbPublisher {
             })
             .collect()
     }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Sync>> {
-        self.sync.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 impl Controller for CtbPublisher {
@@ -157,39 +145,22 @@ impl Controller for CtbPublisher {
     }
 
     fn reconcile(&self, cx: &Cx, _: &str) -> Result<Outcome> {
-        let start = Instant::now();
-        let actions = self.decide(&cx.cache.store_for(&CTB_WATCH).list());
-        if actions.is_empty() {
-            metrics::synced(200, start.elapsed());
-        } else {
-            *self.lock() = Some(Sync {
-                start,
-                pending: actions.len(),
-                code: None,
-            });
-        }
-        Ok(Outcome::with(actions))
+        Ok(Outcome::with(
+            self.decide(&cx.cache.store_for(&CTB_WATCH).list()),
+        ))
     }
 
     fn applied(&self, _: &str, action: &Action, result: Applied<'_>) {
-        let mut g = self.lock();
-        let Some(s) = g.as_mut() else {
-            return;
-        };
-        if let Applied::Failed(e) = result {
-            if let Action::Delete { name, .. } = action {
-                log::error!(
-                    "failed to remove a cluster trust bundle err=\"{}\" bundleName=\"{name}\"",
-                    e.message()
-                );
-            }
-            s.code.get_or_insert(e.code().unwrap_or(500));
+        if let (Applied::Failed(e), Action::Delete { name, .. }) = (result, action) {
+            log::error!(
+                "failed to remove a cluster trust bundle err=\"{}\" bundleName=\"{name}\"",
+                e.message()
+            );
         }
-        s.pending = s.pending.saturating_sub(1);
-        if s.pending == 0 {
-            metrics::synced(s.code.unwrap_or(200), s.start.elapsed());
-            *g = None;
-        }
+    }
+
+    fn synced(&self, _: &str, began: Instant, end: SyncEnd<'_>) {
+        METRICS.synced(SyncsByCode::code(&end), began.elapsed());
     }
 }
 
