@@ -5,10 +5,10 @@
 //! efficiency cache (endpoints desired, slices that exist, slices perfect packing would
 //! need, Services by traffic distribution).
 //!
-//! Counted as upstream counts them, with one difference of timing: a sync's numbers are those
-//! of its decision (the manager applies its writes afterwards), so a sync whose writes fail
-//! is still observed in `endpointslices_changed_per_sync` and counted as a `success` in
-//! `syncs`; `changes` counts writes the server accepted, as upstream does.
+//! Counted as upstream counts them, with one difference of timing: the per-sync histograms
+//! hold a sync's decision (the manager applies its writes afterwards), so a sync whose writes
+//! fail is still observed in `endpointslices_changed_per_sync`; `syncs` counts how the sync
+//! ended, its writes included, and `changes` the writes the server accepted, as upstream.
 
 use crate::metrics::{Family, Histogram, MetricType};
 use std::collections::{BTreeMap, BTreeSet};

@@ -42,7 +42,7 @@ use super::kit::slicetracker::{SliceIndex, SliceTracker, UpdateReads};
 use super::kit::trigger;
 use super::{
     Action, Applied, Controller, Cx, EventSpec, EventType, ObjectRef, OnError, Outcome, Report,
-    Watch,
+    SyncEnd, Watch,
 };
 use crate::api::client::DeleteOptions;
 use crate::api::resources::{ENDPOINTSLICES, NODES, SERVICES};
@@ -175,14 +175,15 @@ impl Controller for EndpointSliceController {
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
-        let out = self.sync(cx, key)?;
-        let result = match &out.retry_quietly {
-            None => "success",
-            Some(m) if m == STALE_CACHE => "stale",
-            Some(_) => "error",
-        };
-        self.metrics.sync(result);
-        Ok(out)
+        self.sync(cx, key)
+    }
+
+    fn synced(&self, _key: &str, _began: std::time::Instant, end: SyncEnd<'_>) {
+        self.metrics.sync(match end {
+            SyncEnd::Done => "success",
+            SyncEnd::RetryQuietly(m) if m == STALE_CACHE => "stale",
+            SyncEnd::RetryQuietly(_) | SyncEnd::Failed(_) => "error",
+        });
     }
 
     fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {

@@ -4,8 +4,8 @@
 //! writes by operation, and the gauges of its cache (endpoints desired, slices that exist,
 //! slices perfect packing would need).
 //!
-//! As upstream counts them, but a sync's duration is that of its decision (the manager applies
-//! the writes afterwards); `changes` counts the writes the server accepted.
+//! As upstream counts them: a sync's duration includes its writes; `changes` counts the writes
+//! the server accepted.
 
 use crate::metrics::{Family, Histogram, MetricType};
 use std::collections::BTreeMap;

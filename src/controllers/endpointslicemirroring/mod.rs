@@ -25,7 +25,9 @@ pub mod reconciler;
 use super::endpointslice::model::Slice;
 use super::endpointslice::sync_rate_limiter;
 use super::kit::slicetracker::{SliceIndex, SliceTracker, UpdateReads};
-use super::{Action, Applied, Controller, Cx, EventSpec, ObjectRef, OnError, Outcome, Watch};
+use super::{
+    Action, Applied, Controller, Cx, EventSpec, ObjectRef, OnError, Outcome, SyncEnd, Watch,
+};
 use crate::api::client::DeleteOptions;
 use crate::api::resources::{ENDPOINTS, ENDPOINTSLICES, SERVICES};
 use crate::cache::{Cache, Delta, DeltaKind};
@@ -150,10 +152,11 @@ impl Controller for MirroringController {
     }
 
     fn reconcile(&self, cx: &Cx, key: &str) -> Result<Outcome> {
-        let start = std::time::Instant::now();
-        let out = self.sync(cx, key);
-        self.metrics.sync_duration(start.elapsed());
-        out
+        self.sync(cx, key)
+    }
+
+    fn synced(&self, _key: &str, began: std::time::Instant, _end: SyncEnd<'_>) {
+        self.metrics.sync_duration(began.elapsed());
     }
 
     fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {

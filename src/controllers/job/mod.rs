@@ -60,6 +60,9 @@ struct State {
     pending: HashMap<String, backoff::Record>,
     /// Per job key: what its status write adds to the metrics once accepted.
     pending_flush: HashMap<String, metrics::Flush>,
+    /// Per job key: the `completion_mode` and `action` labels of the sync being applied, for
+    /// `job_syncs_total` and `job_sync_duration_seconds` once its writes are done.
+    sync_labels: HashMap<String, (&'static str, &'static str)>,
     /// Per job key: the reason label of the pod creations of its last sync.
     create_reason: HashMap<String, &'static str>,
     /// Per job key: the resourceVersion of its last status written here. A cache that shows
@@ -204,7 +207,6 @@ impl JobController {
                 _ => {}
             }
         }
-        let started = Instant::now();
         if sync::is_finished(&job) {
             let mut s = self.state();
             s.records.remove(key);
@@ -214,8 +216,9 @@ impl JobController {
         if let Some(sel) = job.get("spec").and_then(|s| s.get("selector")) {
             if !selector::is_valid(sel) {
                 if mode == Mode::Act {
-                    let took = started.elapsed();
-                    metrics::observe_sync(metrics::mode(&job), false, "reconciling", took);
+                    self.state()
+                        .sync_labels
+                        .insert(key.to_string(), (metrics::mode(&job), "reconciling"));
                 }
                 return Err(Error::Config(format!(
                     "couldn't convert Job selector: {sel}"
@@ -254,7 +257,9 @@ impl JobController {
             } else {
                 "tracking"
             };
-            metrics::observe_sync(metrics::mode(&job), true, action, started.elapsed());
+            self.state()
+                .sync_labels
+                .insert(key.to_string(), (metrics::mode(&job), action));
         }
         let mut out = self.actions(&job, &pods, key, plan, mode, settled);
         if !claims.is_empty() {
@@ -501,6 +506,14 @@ impl Controller for JobController {
 
     fn status_after_writes(&self, cx: &Cx, key: &str) -> Result<Outcome> {
         self.sync(cx, key, Mode::After)
+    }
+
+    fn synced(&self, key: &str, began: Instant, end: super::SyncEnd<'_>) {
+        let labels = self.state().sync_labels.remove(key);
+        if let Some((mode, action)) = labels {
+            let ok = !matches!(end, super::SyncEnd::Failed(_));
+            metrics::observe_sync(mode, ok, action, began.elapsed());
+        }
     }
 
     fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
