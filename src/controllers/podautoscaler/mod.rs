@@ -136,6 +136,9 @@ pub struct Hpa {
     /// The resourceVersion of each HPA's last status written here, while the cache has not
     /// shown it yet (StaleControllerConsistencyHPA).
     written: Mutex<HashMap<String, u64>>,
+    /// The `action` and `error` labels of each HPA's reconciliation being applied, observed
+    /// once its status write is done (a failed one makes it `internal`, as upstream's).
+    reconciling: Mutex<HashMap<String, (&'static str, &'static str)>>,
 }
 
 /// Upstream's `FixedItemIntervalRateLimiter`: every retry waits one sync period.
@@ -173,6 +176,7 @@ impl Hpa {
             histories: Mutex::new(HashMap::new()),
             selectors: Mutex::new(BTreeMap::new()),
             written: Mutex::new(HashMap::new()),
+            reconciling: Mutex::new(HashMap::new()),
         }
     }
 
@@ -256,7 +260,6 @@ impl Hpa {
             selecting: &selecting,
             source,
         };
-        let started = std::time::Instant::now();
         let mut history = self
             .histories
             .lock()
@@ -271,7 +274,10 @@ impl Hpa {
         } else {
             "none"
         };
-        monitor::observe_reconciliation(done.action, error, started.elapsed());
+        self.reconciling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string(), (done.action, error));
         self.histories
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -340,8 +346,16 @@ impl Controller for Hpa {
         Ok(self.sync_with(cx, key, &source::Rest { client: cx.client }))
     }
 
-    /// A status written: remembered until the cache shows it, while the gate is on.
+    /// A status written: remembered until the cache shows it, while the gate is on. A status
+    /// write that failed makes the reconciliation's `error` label `internal`.
     fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
+        if let (Action::UpdateSubresource { kind, .. }, Applied::Failed(_)) = (action, result) {
+            let mut reconciling = self.reconciling.lock().unwrap_or_else(|p| p.into_inner());
+            if let (true, Some(labels)) = (*kind == HPAS, reconciling.get_mut(key)) {
+                labels.1 = "internal";
+            }
+            return;
+        }
         let (Action::UpdateSubresource { kind, .. }, Applied::Done(Some(answer))) =
             (action, result)
         else {
@@ -358,6 +372,19 @@ impl Controller for Hpa {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(key.to_string(), rv);
+        }
+    }
+
+    /// The reconciliation observed, its status write included (`reconcileAutoscaler`'s
+    /// deferred recorder).
+    fn synced(&self, key: &str, began: std::time::Instant, _end: super::SyncEnd<'_>) {
+        let labels = self
+            .reconciling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        if let Some((action, error)) = labels {
+            monitor::observe_reconciliation(action, error, began.elapsed());
         }
     }
 

@@ -3,7 +3,7 @@
 use super::source::Source;
 use super::*;
 use crate::api::resources::{HPAS, PODS};
-use crate::controller::{Action, EventType};
+use crate::controller::{Action, Applied, EventType};
 use crate::controllers::testing::Harness;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -685,11 +685,35 @@ fn monitor_metrics_count_reconciliations_and_computations() {
         now: hs.now,
         client: &hs.client,
     };
-    hs.ctrl.sync_with(&cx, "ns/monitored", &f);
+    let began = std::time::Instant::now();
+    let out = hs.ctrl.sync_with(&cx, "ns/monitored", &f);
     assert_eq!(*f.updated.borrow(), [4]);
+    // Observed once the sync's status write is done; a failed one is an internal error.
+    assert_eq!(
+        value("reconciliations_total", ("action", "scale_up")),
+        before
+    );
+    let internal = value("reconciliations_total", ("error", "internal"));
+    let status = out
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Reported { action, .. } => Some(&**action),
+            _ => None,
+        })
+        .expect("a status write");
+    let refused = crate::Error::api(409, "Conflict", "stale");
+    hs.ctrl
+        .applied("ns/monitored", status, Applied::Failed(&refused));
+    hs.ctrl
+        .synced("ns/monitored", began, crate::controller::SyncEnd::Done);
     assert_eq!(
         value("reconciliations_total", ("action", "scale_up")),
         before + 1.0
+    );
+    assert_eq!(
+        value("reconciliations_total", ("error", "internal")),
+        internal + 1.0
     );
     assert!(value("metric_computation_total", ("metric_type", "Resource")) >= 1.0);
     assert_eq!(value("desired_replicas", ("hpa_name", "monitored")), 4.0);
