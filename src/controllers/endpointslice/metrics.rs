@@ -5,10 +5,10 @@
 //! efficiency cache (endpoints desired, slices that exist, slices perfect packing would
 //! need, Services by traffic distribution).
 //!
-//! Counted as upstream counts them, with one difference of timing: the per-sync histograms
-//! hold a sync's decision (the manager applies its writes afterwards), so a sync whose writes
-//! fail is still observed in `endpointslices_changed_per_sync`; `syncs` counts how the sync
-//! ended, its writes included, and `changes` the writes the server accepted, as upstream.
+//! Counted as upstream counts them: endpoints added and removed and the efficiency cache when
+//! the sync decides; `endpointslices_changed_per_sync` and `syncs` once its writes are done
+//! (a sync whose write fails is `error` and its slices are not observed); `changes` counts the
+//! writes the server accepted.
 
 use crate::metrics::{Family, Histogram, MetricType};
 use std::collections::{BTreeMap, BTreeSet};
@@ -132,12 +132,18 @@ impl EfficiencyCache {
     }
 }
 
+/// `endpointslices_changed_per_sync`'s labels: (topology, traffic_distribution).
+type ChangedLabels = (&'static str, String);
+
 struct State {
     cache: EfficiencyCache,
     added: Option<Histogram>,
     removed: Option<Histogram>,
     /// (topology, traffic_distribution) -> slices changed.
-    changed: BTreeMap<(&'static str, String), Histogram>,
+    changed: BTreeMap<ChangedLabels, Histogram>,
+    /// Service key -> the slices changed by each address type of its sync being applied,
+    /// observed in `changed` once its writes went well.
+    pending_changed: BTreeMap<String, Vec<(ChangedLabels, usize)>>,
     /// operation -> writes accepted.
     changes: BTreeMap<&'static str, u64>,
     /// result -> syncs.
@@ -172,6 +178,7 @@ impl Metrics {
             added: None,
             removed: None,
             changed: BTreeMap::new(),
+            pending_changed: BTreeMap::new(),
             changes: BTreeMap::new(),
             syncs: BTreeMap::new(),
         }))
@@ -195,10 +202,10 @@ impl Metrics {
             .set_traffic_distribution(key, s.traffic_distribution.as_deref());
         let topology = if s.topology_auto { "Auto" } else { "Disabled" };
         let td = s.traffic_distribution.clone().unwrap_or_default();
-        st.changed
-            .entry((topology, td))
-            .or_insert_with(default_histogram)
-            .observe(s.changed as f64);
+        st.pending_changed
+            .entry(key.to_string())
+            .or_default()
+            .push(((topology, td), s.changed));
     }
 
     /// The Service is gone.
@@ -211,9 +218,21 @@ impl Metrics {
         *self.lock().changes.entry(operation).or_insert(0) += 1;
     }
 
-    /// A sync ended: `success`, `stale` or `error`.
-    pub fn sync(&self, result: &'static str) {
-        *self.lock().syncs.entry(result).or_insert(0) += 1;
+    /// A sync of `key` ended, its writes applied: `success`, `stale` or `error`. The slices it
+    /// changed are observed when it succeeded (upstream observes them after its writes).
+    pub fn sync(&self, key: &str, result: &'static str) {
+        let mut st = self.lock();
+        *st.syncs.entry(result).or_insert(0) += 1;
+        let changed = st.pending_changed.remove(key).unwrap_or_default();
+        if result != "success" {
+            return;
+        }
+        for (labels, n) in changed {
+            st.changed
+                .entry(labels)
+                .or_insert_with(default_histogram)
+                .observe(n as f64);
+        }
     }
 
     pub fn families(&self) -> Vec<Family> {

@@ -178,12 +178,15 @@ impl Controller for EndpointSliceController {
         self.sync(cx, key)
     }
 
-    fn synced(&self, _key: &str, _began: std::time::Instant, end: SyncEnd<'_>) {
-        self.metrics.sync(match end {
-            SyncEnd::Done => "success",
-            SyncEnd::RetryQuietly(m) if m == STALE_CACHE => "stale",
-            SyncEnd::RetryQuietly(_) | SyncEnd::Failed(_) => "error",
-        });
+    fn synced(&self, key: &str, _began: std::time::Instant, end: SyncEnd<'_>) {
+        self.metrics.sync(
+            key,
+            match end {
+                SyncEnd::Done => "success",
+                SyncEnd::RetryQuietly(m) if m == STALE_CACHE => "stale",
+                SyncEnd::RetryQuietly(_) | SyncEnd::Failed(_) => "error",
+            },
+        );
     }
 
     fn applied(&self, _key: &str, action: &Action, result: Applied<'_>) {

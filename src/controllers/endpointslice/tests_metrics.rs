@@ -170,15 +170,22 @@ fn accepted_writes_count_as_changes_and_a_stale_cache_as_a_stale_sync() {
     h.ctrl.applied("ns/web", &create, Applied::Done(None));
     let text = crate::metrics::encode(&h.ctrl.metrics.families());
     assert!(text.contains("endpoint_slice_controller_changes{operation=\"create\"} 1\n"));
-    m.sync("stale");
-    m.observe(
-        "ns/x",
-        &AddressTypeSync {
-            added: 3,
-            topology_auto: true,
-            ..Default::default()
-        },
+    m.sync("ns/y", "stale");
+    let x = AddressTypeSync {
+        added: 3,
+        topology_auto: true,
+        ..Default::default()
+    };
+    // A sync whose write failed: its slices changed are not observed.
+    m.observe("ns/x", &x);
+    m.sync("ns/x", "error");
+    let text = crate::metrics::encode(&m.families());
+    assert!(
+        !text.contains("endpointslices_changed_per_sync_count"),
+        "{text}"
     );
+    m.observe("ns/x", &x);
+    m.sync("ns/x", "success");
     let text = crate::metrics::encode(&m.families());
     assert!(text.contains("endpoint_slice_controller_syncs{result=\"stale\"} 1\n"));
     assert!(text.contains("# HELP endpoint_slice_controller_endpoints_added_per_sync [BETA] Number of endpoints added on each Service sync\n"));
@@ -187,10 +194,10 @@ fn accepted_writes_count_as_changes_and_a_stale_cache_as_a_stale_sync() {
         text.contains("endpoint_slice_controller_endpoints_added_per_sync_bucket{le=\"2\"} 0\n")
     );
     assert!(
-        text.contains("endpoint_slice_controller_endpoints_added_per_sync_bucket{le=\"4\"} 1\n")
+        text.contains("endpoint_slice_controller_endpoints_added_per_sync_bucket{le=\"4\"} 2\n")
     );
     assert!(text
-        .contains("endpoint_slice_controller_endpoints_added_per_sync_bucket{le=\"32768\"} 1\n"));
+        .contains("endpoint_slice_controller_endpoints_added_per_sync_bucket{le=\"32768\"} 2\n"));
     // No classic buckets under v1.37's default gates: `+Inf` alone, as upstream writes it.
     assert!(text.contains("endpoint_slice_controller_endpointslices_changed_per_sync_bucket{topology=\"Auto\",traffic_distribution=\"\",le=\"+Inf\"} 1\n"));
     assert!(!text.contains("endpointslices_changed_per_sync_bucket{topology=\"Auto\",traffic_distribution=\"\",le=\"0.005\"}"));
