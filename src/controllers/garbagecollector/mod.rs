@@ -256,8 +256,6 @@ struct Inner {
     absent: Mutex<AbsentCache>,
     /// The monitors of every resource (set in `start`).
     monitors: OnceLock<Arc<Monitors>>,
-    /// The first set of monitors synced (the workers run).
-    ready: AtomicBool,
     env: OnceLock<Env>,
     /// The namespace controller runs in this process: garbage in a terminating namespace is
     /// left to it (see `attempt_to_delete_item`).
@@ -294,7 +292,6 @@ impl GarbageCollector {
                 queue: WorkQueue::new(QUEUE_NAME),
                 absent: Mutex::new(AbsentCache::default()),
                 monitors: OnceLock::new(),
-                ready: AtomicBool::new(false),
                 env: OnceLock::new(),
                 namespace_controller_here: AtomicBool::new(false),
             }),

@@ -8,7 +8,6 @@ use crate::api::Kind;
 use crate::cache::monitors::{served_with, KeepFailed, Monitors, MonitorsConfig};
 use crate::cache::Delta;
 use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -51,7 +50,6 @@ impl Inner {
                     }
                     return;
                 }
-                gc.ready.store(true, Ordering::SeqCst);
                 if all {
                     log::info!("{NAME}: all resource monitors have synced");
                 } else {
