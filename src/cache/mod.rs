@@ -305,13 +305,17 @@ impl Cache {
             .collect()
     }
 
-    /// Each informer's kind and the resource version its store is at.
-    pub fn resource_versions(&self) -> Vec<(Kind, String)> {
+    /// Each informer's kind, the resource version its store is at, and its processing latency.
+    pub fn informer_stats(&self) -> Vec<metrics::InformerStats> {
         self.informers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .map(|i| (i.kind, i.store.resource_version()))
+            .map(|i| {
+                let mut latency = metrics::latency_histogram();
+                i.latency.add_to(&mut latency);
+                (i.kind, i.store.resource_version(), latency)
+            })
             .collect()
     }
 }

@@ -296,6 +296,8 @@ pub struct Informer {
     pub lists: AtomicU64,
     pub watches: AtomicU64,
     pub relists_after_gone: AtomicU64,
+    /// How long each event took to process (`informer_processing_latency_seconds`).
+    pub latency: super::metrics::Latency,
     /// Bookmark interval hint for tests: server-side timeoutSeconds range.
     watch_timeout: (u64, u64),
 }
@@ -317,6 +319,7 @@ impl Informer {
             lists: AtomicU64::new(0),
             watches: AtomicU64::new(0),
             relists_after_gone: AtomicU64::new(0),
+            latency: Default::default(),
             watch_timeout: (300, 600),
         })
     }
@@ -378,12 +381,21 @@ impl Informer {
     }
 
     fn dispatch(&self, deltas: &[Delta]) {
+        self.dispatch_since(deltas, None);
+    }
+
+    /// Hand `deltas` to every handler, timing each (from `began` for the first: its store
+    /// update is part of processing it).
+    fn dispatch_since(&self, deltas: &[Delta], began: Option<Instant>) {
         // Held while delivering, so that `add_handler_with_replay` cannot interleave.
         let hs = self.handlers.read().unwrap_or_else(|p| p.into_inner());
+        let mut began = began;
         for d in deltas {
+            let t = began.take().unwrap_or_else(Instant::now);
             for h in hs.iter() {
                 h(d);
             }
+            self.latency.observe(t.elapsed());
         }
     }
 
@@ -509,12 +521,13 @@ impl Informer {
                 EventType::Modified => DeltaKind::Updated,
                 EventType::Deleted => DeltaKind::Deleted,
             };
+            let began = Instant::now();
             let delta = match ev.echo {
                 Some(o) => self.store.apply_obj(kind, o),
                 None => self.store.apply_shaped(kind, ev.object),
             };
             if let Some(d) = delta {
-                self.dispatch(std::slice::from_ref(&d));
+                self.dispatch_since(std::slice::from_ref(&d), Some(began));
             }
         }
         if let Some(e) = stream.take_read_error() {

@@ -506,6 +506,15 @@ fn secure_port_scenario(t: &Target) {
             &[("resource", "serviceaccounts")]
         )
         .is_some());
+        // client-go's informer families, with its resource names.
+        let sa = [
+            ("name", "kube-controller-manager"),
+            ("resource", "serviceaccounts"),
+        ];
+        assert!(
+            value_of(&e, "informer_processing_latency_seconds_count", &sa).unwrap_or(0.0) >= 1.0
+        );
+        assert!(value_of(&e, "informer_queued_items", &sa).is_some());
         // The root CA publisher's syncs by code (it published the new namespace's ConfigMap).
         eventually(Duration::from_secs(20), "root CA publisher syncs", || {
             let a = fetch(&anon, &format!("{base}/metrics"), Some(&mon));
