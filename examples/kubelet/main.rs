@@ -3,8 +3,9 @@
 //!
 //! - registers `--nodes` Ready nodes (`<prefix>-0`, ...) with room for 110 pods each, and
 //!   renews their Ready heartbeat and their Lease in `kube-node-lease` every 10 s;
-//! - a pod kube-scheduler bound to one of them becomes Running and Ready with an IP from
-//!   10.88.<node>.0/24; its containers "run" what `script.rs` recognises in their commands
+//! - a pod kube-scheduler bound to one of them becomes Running with an IP from
+//!   10.88.<node>.0/24, and Ready once each container's readiness probe's
+//!   `initialDelaySeconds` passed (at once without a probe); its containers "run" what `script.rs` recognises in their commands
 //!   (the e2e Job fixtures' `exit` snippets), restarting in place as `restartPolicy` says;
 //!   a pod whose containers all ended becomes Succeeded or Failed;
 //! - a deleted pod's containers end as SIGTERM ends them (`script::on_term`: a `trap` handler
@@ -73,8 +74,18 @@ struct Container {
     run: Run,
     started: Instant,
     started_at: String,
+    /// Ready this long after it started: its readiness probe's `initialDelaySeconds` (the
+    /// probe is taken to pass from then on), zero without a probe.
+    ready_after: Duration,
     restarts: u32,
     exit: Option<i32>,
+}
+
+impl Container {
+    /// Running, and past its readiness probe's initial delay.
+    fn is_ready(&self) -> bool {
+        self.exit.is_none() && self.started.elapsed() >= self.ready_after
+    }
 }
 
 /// A pod the stand-in runs.
@@ -314,6 +325,11 @@ impl Standin {
                 run: script::run(&command_text(c), index.as_deref(), markers),
                 started: Instant::now(),
                 started_at: now.clone(),
+                ready_after: Duration::from_secs(
+                    c["readinessProbe"]["initialDelaySeconds"]
+                        .as_u64()
+                        .unwrap_or(0),
+                ),
                 restarts: 0,
                 exit: None,
             })
@@ -411,7 +427,7 @@ fn status_of(run: &PodRun, pod: &Value) -> Value {
             };
             json!({"name": c.name, "image": c.image, "imageID": "",
                 "containerID": format!("standin://{}-{}", run.name, c.name),
-                "ready": c.exit.is_none(), "started": c.exit.is_none(),
+                "ready": c.is_ready(), "started": c.exit.is_none(),
                 "restartCount": c.restarts, "state": state})
         })
         .collect();
@@ -423,7 +439,8 @@ fn status_of(run: &PodRun, pod: &Value) -> Value {
     } else {
         "Failed"
     };
-    let ready = if ended { "False" } else { "True" };
+    let all_ready = run.containers.iter().all(Container::is_ready);
+    let ready = if all_ready && !ended { "True" } else { "False" };
     let t = &run.start_time;
     let cond = |ty: &str, s: &str| json!({"type": ty, "status": s, "lastTransitionTime": t});
     let mut conditions = vec![
