@@ -126,14 +126,10 @@ pub fn informer_families(informers: &[InformerStats]) -> Vec<Family> {
     let mut latencies: BTreeMap<(&str, String, &str), Histogram> = BTreeMap::new();
     for (kind, _, h) in informers {
         let resource = format!("{}s", kind.kind.to_ascii_lowercase());
-        let sum = latencies
+        latencies
             .entry((kind.group, resource, kind.version))
-            .or_insert_with(latency_histogram);
-        for (total, (_, n)) in sum.buckets.iter_mut().zip(&h.buckets) {
-            total.1 += n;
-        }
-        sum.count += h.count;
-        sum.sum += h.sum;
+            .or_insert_with(latency_histogram)
+            .merge(h);
     }
     let mut seen = std::collections::BTreeSet::new();
     for (kind, version, _) in informers {

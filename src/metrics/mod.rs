@@ -179,17 +179,6 @@ pub fn register_collector(id: &str, c: Collector) {
 // ---------------------------------------------------------------------------------------------
 // Gathering
 
-fn merge_histogram(into: &mut Histogram, h: &Histogram) {
-    if into.buckets.len() != h.buckets.len() {
-        return;
-    }
-    for (a, b) in into.buckets.iter_mut().zip(&h.buckets) {
-        a.1 += b.1;
-    }
-    into.sum += h.sum;
-    into.count += h.count;
-}
-
 /// Stats of all live named queues, those sharing a name added together.
 fn queue_stats() -> Vec<QueueStats> {
     let queues: Vec<Arc<dyn QueueMetrics>> = lock(&registry().queues)
@@ -210,8 +199,8 @@ fn queue_stats() -> Vec<QueueStats> {
                 t.adds_total += s.adds_total;
                 t.depth += s.depth;
                 t.retries_total += s.retries_total;
-                merge_histogram(&mut t.queue_duration, &s.queue_duration);
-                merge_histogram(&mut t.work_duration, &s.work_duration);
+                t.queue_duration.merge(&s.queue_duration);
+                t.work_duration.merge(&s.work_duration);
                 t.unfinished_work_seconds += s.unfinished_work_seconds;
                 t.longest_running_processor_seconds = t
                     .longest_running_processor_seconds

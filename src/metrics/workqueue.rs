@@ -44,6 +44,18 @@ impl Histogram {
         self.sum += v;
         self.count += 1;
     }
+
+    /// Add `h`'s observations (same buckets; one with other buckets is left out).
+    pub fn merge(&mut self, h: &Histogram) {
+        if self.buckets.len() != h.buckets.len() {
+            return;
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&h.buckets) {
+            a.1 += b.1;
+        }
+        self.sum += h.sum;
+        self.count += h.count;
+    }
 }
 
 /// A snapshot of a queue's metrics (the `workqueue_*` family, labelled by `name`).
