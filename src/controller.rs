@@ -127,6 +127,17 @@ pub enum SyncEnd<'a> {
     Failed(&'a crate::Error),
 }
 
+impl<'a> SyncEnd<'a> {
+    /// How a sync with `outcome` ended, given the first of its failures that counts.
+    pub fn of(failure: Option<&'a crate::Error>, outcome: &'a Outcome) -> Self {
+        match (failure, outcome.retry_quietly.as_deref()) {
+            (Some(e), _) => SyncEnd::Failed(e),
+            (None, Some(why)) => SyncEnd::RetryQuietly(why),
+            (None, None) => SyncEnd::Done,
+        }
+    }
+}
+
 impl PartialEq for DeleteOptions {
     fn eq(&self, o: &Self) -> bool {
         self.propagation_policy == o.propagation_policy

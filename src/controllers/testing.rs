@@ -137,11 +137,7 @@ impl<C: Controller> Harness<C> {
         };
         let began = std::time::Instant::now();
         let out = self.ctrl.reconcile(&cx, key).expect("reconcile");
-        let end = match out.retry_quietly.as_deref() {
-            Some(why) => super::SyncEnd::RetryQuietly(why),
-            None => super::SyncEnd::Done,
-        };
-        self.ctrl.synced(key, began, end);
+        self.ctrl.synced(key, began, super::SyncEnd::of(None, &out));
         out
     }
 

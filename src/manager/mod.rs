@@ -100,12 +100,7 @@ fn sync_key(
         }
     }
     let failures = run.failures.into_inner().unwrap_or_else(|p| p.into_inner());
-    let end = match (failures.first(), outcome.retry_quietly.as_deref()) {
-        (Some(e), _) => SyncEnd::Failed(e),
-        (None, Some(why)) => SyncEnd::RetryQuietly(why),
-        (None, None) => SyncEnd::Done,
-    };
-    ctrl.synced(key, began, end);
+    ctrl.synced(key, began, SyncEnd::of(failures.first(), &outcome));
     let conflict = failures.iter().any(|e| e.is_conflict());
     match failures.into_iter().next() {
         // A stale read: look again at once, the watch brings the newer object.
