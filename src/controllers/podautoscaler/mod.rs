@@ -350,9 +350,11 @@ impl Controller for Hpa {
     /// write that failed makes the reconciliation's `error` label `internal`.
     fn applied(&self, key: &str, action: &Action, result: Applied<'_>) {
         if let (Action::UpdateSubresource { kind, .. }, Applied::Failed(_)) = (action, result) {
-            let mut reconciling = self.reconciling.lock().unwrap_or_else(|p| p.into_inner());
-            if let (true, Some(labels)) = (*kind == HPAS, reconciling.get_mut(key)) {
-                labels.1 = "internal";
+            if *kind == HPAS {
+                let mut reconciling = self.reconciling.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(labels) = reconciling.get_mut(key) {
+                    labels.1 = "internal";
+                }
             }
             return;
         }
