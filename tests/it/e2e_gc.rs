@@ -17,12 +17,12 @@ fn start(t: &Target, tag: &str) -> Kcm {
     Kcm::start(t, tag, &[CONTROLLERS])
 }
 
-fn owner_ref(kind: &str, api_version: &str, o: &Value, block: bool) -> Value {
+pub fn owner_ref(kind: &str, api_version: &str, o: &Value, block: bool) -> Value {
     json!({"apiVersion": api_version, "kind": kind, "name": o["metadata"]["name"],
            "uid": o["metadata"]["uid"], "blockOwnerDeletion": block})
 }
 
-fn configmap(c: &Client, ns: &str, name: &str, owners: Vec<Value>) -> Value {
+pub fn configmap(c: &Client, ns: &str, name: &str, owners: Vec<Value>) -> Value {
     let mut m = json!({"name": name});
     if !owners.is_empty() {
         m["ownerReferences"] = json!(owners);

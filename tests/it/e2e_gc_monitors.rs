@@ -4,10 +4,10 @@
 //! told to fail the lists of one resource.
 
 use crate::common::*;
-use crate::e2e_gc::{check_alive, create_crd, gone, widget};
+use crate::e2e_gc::{check_alive, configmap, create_crd, gone, owner_ref, widget};
 use edgekcm::api::client::Client;
 use edgekcm::api::resources::{CONFIGMAPS, CRDS};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -16,12 +16,14 @@ const TIMED_OUT: &str = "timed out waiting for the monitors to sync";
 
 /// A ConfigMap whose only owner, a ConfigMap, never existed: garbage once the collector works.
 fn orphaned_configmap(c: &Client, ns: &str, name: &str) {
-    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "never-was",
-        "uid": "00000000-0000-4000-8000-000000000001"});
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "ownerReferences": [owner]}});
-    c.create(&CONFIGMAPS, Some(ns), &body)
-        .expect("create configmap");
+    let never = json!({"metadata": {"name": "never-was",
+        "uid": "00000000-0000-4000-8000-000000000001"}});
+    configmap(
+        c,
+        ns,
+        name,
+        vec![owner_ref("ConfigMap", "v1", &never, false)],
+    );
 }
 
 fn collected(c: &Client, ns: &str, name: &str) -> Option<()> {
@@ -82,13 +84,8 @@ fn new_unsynced_resource_does_not_pause_the_workers() {
     let w = create_crd(&admin, &group);
     // A reference to the new kind brings discovery forward.
     let owner = widget(&admin, &w, &ns, "owner", vec![]);
-    let r: Value = json!({"apiVersion": w.api_version(), "kind": "Widget", "name": "owner",
-        "uid": owner["metadata"]["uid"]});
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "owned-by-widget", "ownerReferences": [r]}});
-    admin
-        .create(&CONFIGMAPS, Some(&ns), &body)
-        .expect("create configmap");
+    let r = owner_ref("Widget", &w.api_version(), &owner, false);
+    configmap(&admin, &ns, "owned-by-widget", vec![r]);
     let adding = format!("widgets.{group}");
     eventually(LIMIT, "the new resource's monitor added", || {
         check_alive(&mut kcm);
