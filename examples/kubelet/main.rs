@@ -5,8 +5,9 @@
 //!   renews their Ready heartbeat and their Lease in `kube-node-lease` every 10 s;
 //! - a pod kube-scheduler bound to one of them becomes Running with an IP from
 //!   10.88.<node>.0/24, and Ready once each container's readiness probe's
-//!   `initialDelaySeconds` passed (at once without a probe); its containers "run" what `script.rs` recognises in their commands
-//!   (the e2e Job fixtures' `exit` snippets), restarting in place as `restartPolicy` says;
+//!   `initialDelaySeconds` passed (at once without a probe); its containers "run" what
+//!   `script.rs` recognises in their commands (the e2e Job fixtures' `exit` snippets),
+//!   restarting in place as `restartPolicy` says;
 //!   a pod whose containers all ended becomes Succeeded or Failed;
 //! - a deleted pod's containers end as SIGTERM ends them (`script::on_term`: a `trap` handler
 //!   that sleeps takes that long, within the grace period; 143 or 137), the pod gets its
